@@ -1,0 +1,272 @@
+"""Start, find, control and stop stream drivers; every stream is found again by name.
+
+The supervisor is what the CLI and Dagster resources use. Its guarantees:
+
+* ``start`` validates everything it can before spawning (spec, master reachability,
+  writable directories, the checkpoint's data settings), then waits until the driver
+  reports ``running``. If the driver fails or times out, its whole process group (the
+  Python driver, Spark's JVM, Python workers) is killed: nothing is left half-started.
+* ``stop`` asks the driver to stop at a batch boundary and exit; if it does not exit
+  in time, the process group is terminated, then killed.
+* A driver's liveness is checked by pid *and* command line, so a recycled pid is not
+  mistaken for a live stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .control import ControlClient, new_token, read_token
+from .errors import SpecError, StreamNotFoundError, StreamStartError, StreamStateError
+from .metrics import MetricsStore, progress_row
+from .paths import StreamPaths, default_home
+from .spec import StreamSpec, restart_scope
+
+__all__ = ["StreamSupervisor"]
+
+DRIVER_MODULE = "dagster_reconf.core.driver"
+DEFAULT_START_TIMEOUT_S = 180.0
+KILL_GRACE_S = 10.0
+MASTER_CONNECT_TIMEOUT_S = 3.0
+
+
+def _check_master_reachable(master: str) -> None:
+    """For ``spark://`` masters, fail fast with a clear message if no master listens."""
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for hostport in master[len("spark://") :].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=MASTER_CONNECT_TIMEOUT_S):
+                return
+        except OSError as exc:
+            errors.append(f"{hostport}: {exc.strerror or exc}")
+    raise StreamStartError(
+        f"no Spark master reachable at {master} ({'; '.join(errors)}); start one with `reconf cluster start` "
+        "or fix the master URL"
+    )
+
+
+def _check_writable(directory: Path, what: str) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".write-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise SpecError(f"{what} directory {directory} is not writable ({exc.strerror or exc}); choose another home with --home or RECONF_HOME") from None
+
+
+def session_processes(session_id: int) -> list[psutil.Process]:
+    """Every live process of the session led by ``session_id`` (the driver and all it spawned).
+
+    Drivers start in a session of their own, so this also finds a Spark JVM or Python
+    worker that outlived the driver and was re-parented.
+    """
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == session_id and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            continue
+    return found
+
+
+def terminate_process_tree(session_id: int, grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM every process of the driver's session, then SIGKILL what survives ``grace_s``."""
+    processes = session_processes(session_id)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for proc in processes:
+            try:
+                proc.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(processes, timeout=grace_s)
+        if not alive:
+            return
+        processes = alive
+
+
+class StreamSupervisor:
+    """Manages the stream drivers under one runtime home (default ``$RECONF_HOME`` or ``./.reconf``)."""
+
+    def __init__(self, home: Path | str | None = None) -> None:
+        self.home = Path(home).resolve() if home is not None else default_home()
+
+    def paths(self, name: str) -> StreamPaths:
+        return StreamPaths(self.home, name)
+
+    def _known(self, name: str) -> StreamPaths:
+        paths = self.paths(name)
+        if not paths.spec.is_file():
+            known = ", ".join(p.name for p in StreamPaths.all(self.home)) or "none"
+            raise StreamNotFoundError(f"no stream named {name!r} under {self.home}; known streams: {known}")
+        return paths
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def driver_info(self, name: str) -> dict[str, Any] | None:
+        """``driver.json`` of a *live* driver, or None."""
+        paths = self.paths(name)
+        try:
+            info = json.loads(paths.driver.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        pid = int(info.get("pid", 0))
+        try:
+            cmdline = psutil.Process(pid).cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+        if DRIVER_MODULE not in cmdline or str(paths.root) not in cmdline:
+            return None
+        return info
+
+    def client(self, name: str) -> ControlClient:
+        paths = self._known(name)
+        info = self.driver_info(name)
+        if info is None or "control_port" not in info:
+            raise StreamStateError(f"stream {name!r} has no running driver; start it with `reconf stream start`")
+        return ControlClient(int(info["control_port"]), read_token(paths.token))
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every stream under the home with its query, master and whether its driver runs."""
+        rows = []
+        for paths in StreamPaths.all(self.home):
+            spec = json.loads(paths.spec.read_text())
+            info = self.driver_info(paths.name)
+            rows.append(
+                {
+                    "name": paths.name,
+                    "query": spec.get("query"),
+                    "master": spec.get("master"),
+                    "driver": "running" if info else "not running",
+                    "status": info.get("status") if info else None,
+                    "pid": info.get("pid") if info else None,
+                    "control_port": info.get("control_port") if info else None,
+                    "app_id": info.get("app_id") if info else None,
+                }
+            )
+        return rows
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, spec: StreamSpec, *, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> dict[str, Any]:
+        """Start a driver for ``spec`` and wait until its query runs.
+
+        Raises:
+            StreamStateError: a driver for this stream already runs.
+            SpecError: the spec conflicts with the stream's existing data, or a directory is not writable.
+            StreamStartError: the driver failed to start (its error and log tail are in the message).
+        """
+        paths = self.paths(spec.name)
+        if self.driver_info(spec.name) is not None:
+            raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
+        if paths.spec.is_file():
+            restart_scope(StreamSpec.parse(json.loads(paths.spec.read_text())), spec)  # refuses data changes
+        _check_master_reachable(spec.master)
+        _check_writable(self.home, "runtime home")
+        paths.create()
+        for directory, what in ((paths.checkpoint, "checkpoint"), (paths.output, "output"), (paths.event_log, "event log")):
+            _check_writable(directory, what)
+        new_token(paths.token)
+        paths.spec.write_text(spec.model_dump_json(indent=2))
+        paths.driver.unlink(missing_ok=True)
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        with open(paths.driver_log, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", DRIVER_MODULE, str(paths.root)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                info = self._read_driver_json(paths)
+                if info.get("pid") == proc.pid and info.get("status") == "running":
+                    return info
+                if info.get("pid") == proc.pid and info.get("status") == "failed":
+                    raise StreamStartError(f"stream {spec.name!r} failed to start: {info.get('error')}")
+                if proc.poll() is not None:
+                    raise StreamStartError(
+                        f"driver of stream {spec.name!r} exited with code {proc.returncode} before it ran; "
+                        f"log tail:\n{self.log_tail(spec.name)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise StreamStartError(
+                        f"driver of stream {spec.name!r} did not start within {timeout_s:g} s; "
+                        f"log tail:\n{self.log_tail(spec.name)}"
+                    )
+                time.sleep(0.2)
+        except BaseException:
+            terminate_process_tree(proc.pid)
+            proc.wait(timeout=KILL_GRACE_S)
+            raise
+
+    @staticmethod
+    def _read_driver_json(paths: StreamPaths) -> dict[str, Any]:
+        try:
+            return json.loads(paths.driver.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def status(self, name: str) -> dict[str, Any]:
+        """Live status from the driver, or the last recorded figures if it is not running."""
+        paths = self._known(name)
+        if self.driver_info(name) is not None:
+            return self.client(name).status()
+        progress = MetricsStore(paths.metrics).progress()
+        figures = progress_row(progress[-1]) if progress else {}
+        spec = json.loads(paths.spec.read_text())
+        return {"name": name, "query": spec.get("query"), "state": "not running", "master": spec.get("master"), **{
+            k: figures.get(k) for k in ("batch_id", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms", "backlog_events", "watermark")
+        }, "state_rows": {k.split(".", 1)[1]: v for k, v in figures.items() if k.startswith("state_rows.")}, "spec": spec}
+
+    def restart(self, name: str, settings: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
+        """Apply new settings in the running driver (query or session restart)."""
+        return self.client(name).restart(settings, timeout_s)
+
+    def stop(self, name: str, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Stop the query at a batch boundary and end the driver (forcibly if it hangs).
+
+        Returns ``stopped``, the driver's stop report, and ``forced`` if it had to be killed.
+        """
+        self._known(name)
+        info = self.driver_info(name)
+        if info is None:
+            return {"name": name, "stopped": False, "reason": "not running"}
+        pid = int(info["pid"])
+        report: dict[str, Any] = {"name": name, "stopped": True}
+        try:
+            report["stop"] = self.client(name).shutdown(timeout_s)
+        except Exception as exc:  # the driver may hang or be unreachable: fall through to the kill
+            report["graceful_error"] = str(exc)
+        try:
+            psutil.Process(pid).wait(timeout=KILL_GRACE_S + timeout_s)
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.TimeoutExpired:
+            report["forced"] = True
+        terminate_process_tree(pid)
+        return report
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.paths(name).driver_log
+        if not path.exists():
+            return "(no driver log)"
+        text = path.read_text(errors="replace").splitlines()
+        return "\n".join(line for line in text[-lines:])
