@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from .spec import StreamSpec
 
-__all__ = ["ROCKSDB_PROVIDER", "build_spark_session", "spark_conf_for"]
+__all__ = ["ROCKSDB_PROVIDER", "build_spark_session", "helper_session", "spark_conf_for"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOOPBACK = "127.0.0.1"
@@ -54,6 +54,36 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Path | None) -> dict[str, st
     return conf
 
 
+def _use_this_interpreter() -> None:
+    """Make Spark start Python workers with this interpreter.
+
+    Must run before the JVM starts: Python data-source planner workers read only the
+    ``PYSPARK_PYTHON`` environment variable (not ``spark.pyspark.python``), and without
+    it they start the system Python, which cannot import this package.
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+
+
+def _new_session(conf: dict[str, str]) -> SparkSession:
+    _use_this_interpreter()
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
+    """A plain local session for helper jobs (the oracle, tests): same settings, no event log, no UI."""
+    spec = StreamSpec(name="helper", query="q1", master=master, state_partitions=shuffle_partitions, instrumentation=False)
+    conf = spark_conf_for(spec, None)
+    conf.update({"spark.app.name": app_name, "spark.ui.enabled": "false"})
+    return _new_session(conf)
+
+
 def build_spark_session(spec: StreamSpec, event_log_dir: Path | None) -> SparkSession:
     """A new SparkSession for ``spec``; any active session in this process is stopped first.
 
@@ -61,12 +91,4 @@ def build_spark_session(spec: StreamSpec, event_log_dir: Path | None) -> SparkSe
     new driver process: that is how session-scope settings (master, cores) change
     without paying a JVM start.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
-    builder = SparkSession.builder
-    for key, value in spark_conf_for(spec, event_log_dir).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return _new_session(spark_conf_for(spec, event_log_dir))

@@ -1,0 +1,242 @@
+"""``reconf``: start, watch, change and stop managed streams and a local Spark cluster.
+
+    reconf stream start NAME --query q5 [--rate 2000] [--watch 30]
+    reconf stream status NAME [--json]
+    reconf stream watch NAME [--seconds 30]
+    reconf stream restart NAME --set source_partitions=4 --set rate=3000
+    reconf stream stop NAME
+    reconf stream list
+    reconf cluster start [--workers 1 --cores 2 --memory 2g] | stop | status
+    reconf demo [--seconds 60]
+
+Errors the user can fix print one line (``error: ...``) and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from .errors import ReconfError, SpecError
+from .metrics import MetricsStore, progress_row
+from .paths import default_home
+from .spec import StreamSpec
+
+__all__ = ["main"]
+
+console = Console()
+
+
+def _parse_setting(text: str) -> tuple[str, Any]:
+    """``key=value`` with a JSON value when it parses (numbers, objects), else the string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise SpecError(f"--set expects key=value, got {text!r}")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
+    data: dict[str, Any] = json.loads(Path(args.spec_file).read_text()) if args.spec_file else {}
+    data["name"] = args.name
+    for field in ("query", "master", "rate", "source_partitions", "state_partitions", "trigger_interval_s",
+                  "max_events_per_trigger", "max_events", "vocabulary"):
+        value = getattr(args, field)
+        if value is not None:
+            data[field] = value
+    if args.cost_mode is not None:
+        data["cost"] = {"mode": args.cost_mode, "micros_per_record": args.cost_us or 0.0}
+    data.update(dict(_parse_setting(s) for s in args.set or []))
+    return StreamSpec.parse(data)
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}{unit}"
+    return f"{value:,}{unit}" if isinstance(value, int) else f"{value}{unit}"
+
+
+def status_table(status: dict[str, Any]) -> Table:
+    """One stream's status as a two-column table."""
+    table = Table(title=f"stream {status.get('name')} ({status.get('query')}) - {status.get('state')}", show_header=False)
+    rows = [
+        ("batch id", _fmt(status.get("batch_id"))),
+        ("input rate", _fmt(status.get("input_rows_per_second"), " rows/s")),
+        ("processed rate", _fmt(status.get("processed_rows_per_second"), " rows/s")),
+        ("batch duration", _fmt(status.get("batch_duration_ms"), " ms")),
+        ("backlog", _fmt(status.get("backlog_events"), " events")),
+        ("watermark", _fmt(status.get("watermark"))),
+        ("master", _fmt(status.get("master"))),
+        ("Spark UI", _fmt(status.get("spark_ui"))),
+    ]
+    rows += [(f"state rows: {op}", _fmt(n)) for op, n in (status.get("state_rows") or {}).items()]
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+def progress_table(name: str, rows: list[dict[str, Any]], limit: int = 12) -> Table:
+    """The last ``limit`` micro-batches of a stream."""
+    table = Table(title=f"stream {name}: live progress")
+    for column in ("batch", "input rows", "in rows/s", "processed rows/s", "duration ms", "backlog", "state rows"):
+        table.add_column(column, justify="right")
+    for row in rows[-limit:]:
+        table.add_row(
+            str(row["batch_id"]), _fmt(row["num_input_rows"]), _fmt(row["input_rows_per_second"]),
+            _fmt(row["processed_rows_per_second"]), _fmt(row["batch_duration_ms"]), _fmt(row["backlog_events"]),
+            _fmt(row["state_rows"]),
+        )
+    return table
+
+
+def watch(store: MetricsStore, name: str, seconds: float) -> list[dict[str, Any]]:
+    """Show a stream's progress live for ``seconds``, reading the metrics store incrementally."""
+    rows: list[dict[str, Any]] = []
+    cursor = store.path.stat().st_size if store.path.exists() else 0
+    deadline = time.monotonic() + seconds
+    with Live(progress_table(name, rows), console=console, refresh_per_second=2, transient=not console.is_terminal) as live:
+        while time.monotonic() < deadline:
+            records, cursor = store.read(cursor)
+            rows += [progress_row(r["progress"]) for r in records if r.get("kind") == "progress"]
+            live.update(progress_table(name, rows))
+            time.sleep(0.5)
+    if not console.is_terminal:
+        console.print(progress_table(name, rows))
+    return rows
+
+
+def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
+    from .supervisor import StreamSupervisor
+
+    supervisor = StreamSupervisor(home)
+    if args.action == "start":
+        spec = _spec_from_args(args)
+        with console.status(f"starting stream {spec.name} ({spec.query} on {spec.master})..."):
+            info = supervisor.start(spec)
+        console.print(f"stream [bold]{spec.name}[/] running: pid {info['pid']}, control port {info['control_port']}, "
+                      f"Spark app {info.get('app_id')}, UI {info.get('spark_ui')}")
+        if args.watch:
+            watch(MetricsStore(supervisor.paths(spec.name).metrics), spec.name, args.watch)
+    elif args.action == "status":
+        status = supervisor.status(args.name)
+        if args.json:
+            print(json.dumps(status, indent=2, default=str))
+        else:
+            console.print(status_table(status))
+    elif args.action == "watch":
+        supervisor.status(args.name)  # fails clearly on an unknown stream
+        watch(MetricsStore(supervisor.paths(args.name).metrics), args.name, args.seconds)
+    elif args.action == "restart":
+        settings = dict(_parse_setting(s) for s in args.set or [])
+        if not settings:
+            raise SpecError("restart needs at least one --set key=value")
+        console.print_json(data=supervisor.restart(args.name, settings, args.timeout_s))
+    elif args.action == "stop":
+        with console.status(f"stopping stream {args.name} at a batch boundary..."):
+            console.print_json(data=supervisor.stop(args.name, args.timeout_s))
+    elif args.action == "list":
+        table = Table(title=f"streams under {home}")
+        for column in ("name", "query", "master", "driver", "pid", "control port", "app id"):
+            table.add_column(column)
+        for row in supervisor.list():
+            table.add_row(row["name"], row["query"], row["master"], row["driver"], _fmt(row["pid"]),
+                          _fmt(row["control_port"]), _fmt(row["app_id"]))
+        console.print(table)
+    return 0
+
+
+def _cmd_cluster(args: argparse.Namespace, home: Path) -> int:
+    from .cluster import cluster_info, start_cluster, stop_cluster
+
+    if args.action == "start":
+        with console.status("starting Spark standalone cluster on 127.0.0.1..."):
+            info = start_cluster(home, workers=args.workers, cores_per_worker=args.cores, memory_per_worker=args.memory)
+        console.print(f"master {info.master_url} (UI {info.master_ui}), {len(info.worker_pids)} worker(s)")
+    elif args.action == "stop":
+        console.print_json(data=stop_cluster(home))
+    else:
+        info = cluster_info(home)
+        console.print(f"master {info.master_url} (UI {info.master_ui})" if info else "no cluster running")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, home: Path) -> int:
+    from .demo import run_demo
+
+    return run_demo(home, seconds=args.seconds, console=console)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="reconf", description="Control plane for Spark Structured Streaming jobs.")
+    parser.add_argument("--home", type=Path, default=None, help="runtime home (default: $RECONF_HOME or ./.reconf)")
+    groups = parser.add_subparsers(dest="group", required=True)
+
+    stream = groups.add_parser("stream", help="managed streams").add_subparsers(dest="action", required=True)
+    start = stream.add_parser("start", help="start a stream's driver")
+    start.add_argument("name")
+    start.add_argument("--query", help="q1, q2, q3, q5, q8, q11 or wordcount")
+    start.add_argument("--spec-file", help="JSON stream spec; flags override its fields")
+    start.add_argument("--master", help="Spark master URL (default local[2])")
+    start.add_argument("--rate", type=float, help="events per second")
+    start.add_argument("--source-partitions", type=int)
+    start.add_argument("--state-partitions", type=int)
+    start.add_argument("--trigger-interval-s", type=float)
+    start.add_argument("--max-events-per-trigger", type=int)
+    start.add_argument("--max-events", type=int)
+    start.add_argument("--vocabulary", type=int)
+    start.add_argument("--cost-mode", choices=["none", "cpu", "sleep"])
+    start.add_argument("--cost-us", type=float, help="cost per record in microseconds")
+    start.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other spec field")
+    start.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="show live progress after starting")
+    for action in ("status", "watch", "restart", "stop"):
+        sub = stream.add_parser(action, help=f"{action} a stream")
+        sub.add_argument("name")
+        if action == "status":
+            sub.add_argument("--json", action="store_true")
+        if action == "watch":
+            sub.add_argument("--seconds", type=float, default=30.0)
+        if action == "restart":
+            sub.add_argument("--set", action="append", metavar="KEY=VALUE", help="spec field to change")
+        if action in ("restart", "stop"):
+            sub.add_argument("--timeout-s", type=float, default=120.0)
+    stream.add_parser("list", help="list streams")
+
+    cluster = groups.add_parser("cluster", help="a standalone Spark cluster on 127.0.0.1").add_subparsers(dest="action", required=True)
+    cstart = cluster.add_parser("start")
+    cstart.add_argument("--workers", type=int, default=1)
+    cstart.add_argument("--cores", type=int, default=2)
+    cstart.add_argument("--memory", default="2g")
+    cluster.add_parser("stop")
+    cluster.add_parser("status")
+
+    demo = groups.add_parser("demo", help="run a bundled stream for a while, change it live, check its output")
+    demo.add_argument("--seconds", type=float, default=60.0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    home = (args.home or default_home()).resolve()
+    handlers = {"stream": _cmd_stream, "cluster": _cmd_cluster, "demo": _cmd_demo}
+    try:
+        return handlers[args.group](args, home)
+    except ReconfError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
