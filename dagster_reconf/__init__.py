@@ -1,0 +1,26 @@
+"""dagster-reconf: a Dagster control plane for stateful Spark Structured Streaming jobs.
+
+``dagster_reconf.core`` knows nothing of Dagster (workloads, runtime, supervisor,
+control endpoint); the modules beside it are the Dagster building blocks over it.
+Importing this package does not load pyspark.
+"""
+
+from .core.errors import ReconfError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
+from .core.spec import StreamSpec
+from .core.supervisor import StreamSupervisor
+from .resources import StreamRuntimeResource
+from .sensor_builder import build_stream_progress_sensor
+from .version import __version__
+
+__all__ = [
+    "ReconfError",
+    "SpecError",
+    "StreamNotFoundError",
+    "StreamRuntimeResource",
+    "StreamSpec",
+    "StreamStartError",
+    "StreamStateError",
+    "StreamSupervisor",
+    "__version__",
+    "build_stream_progress_sensor",
+]

@@ -27,13 +27,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from ..errors import SpecError
+
+if TYPE_CHECKING:  # pyspark is imported where a query is built, so the catalogue loads without it
+    from pyspark.sql import DataFrame
 
 __all__ = ["QUERIES", "QueryDefinition", "RecordCost", "get_query"]
 
@@ -102,29 +103,41 @@ WATERMARK_DELAY = "2 seconds"
 
 
 def _bids(events: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
     return events.where(F.col("event_type") == 2).select("bid.*")
 
 
 def _persons(events: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
     return events.where(F.col("event_type") == 0).select("person.*")
 
 
 def _auctions(events: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
     return events.where(F.col("event_type") == 1).select("auction.*")
 
 
 def q1_currency(events: DataFrame) -> DataFrame:
     """Bids with the price converted from dollars to euros."""
+    from pyspark.sql import functions as F
+
     return _bids(events).select("auction", "bidder", (F.col("price") * 0.908).alias("price_eur"), "date_time")
 
 
 def q2_selection(events: DataFrame) -> DataFrame:
     """Bids on a fixed subset of auctions (auction id divisible by 123)."""
+    from pyspark.sql import functions as F
+
     return _bids(events).where(F.col("auction") % 123 == 0).select("auction", "price")
 
 
 def q3_local_item_suggestion(events: DataFrame) -> DataFrame:
     """Incremental join: sellers in OR, ID or CA with their auctions in category 10."""
+    from pyspark.sql import functions as F
+
     persons = _persons(events).where(F.col("state").isin("OR", "ID", "CA")).select(
         F.col("id").alias("person_id"), "name", "city", "state"
     )
@@ -136,6 +149,8 @@ def q3_local_item_suggestion(events: DataFrame) -> DataFrame:
 
 def q5_hot_items(events: DataFrame) -> DataFrame:
     """Bids per auction in sliding windows (10 s every 2 s): the counts behind "hot items"."""
+    from pyspark.sql import functions as F
+
     counts = (
         _bids(events)
         .withWatermark("date_time", WATERMARK_DELAY)
@@ -149,6 +164,8 @@ def q5_hot_items(events: DataFrame) -> DataFrame:
 
 def q8_new_users(events: DataFrame) -> DataFrame:
     """Persons who opened an auction in the same 10 s tumbling window they joined in."""
+    from pyspark.sql import functions as F
+
     persons = (
         _persons(events)
         .withWatermark("date_time", WATERMARK_DELAY)
@@ -167,6 +184,8 @@ def q8_new_users(events: DataFrame) -> DataFrame:
 
 def q11_user_sessions(events: DataFrame) -> DataFrame:
     """Bids per bidder per session (a session ends after 10 s without a bid)."""
+    from pyspark.sql import functions as F
+
     sessions = (
         _bids(events)
         .withWatermark("date_time", WATERMARK_DELAY)
@@ -180,6 +199,8 @@ def q11_user_sessions(events: DataFrame) -> DataFrame:
 
 def word_count(events: DataFrame) -> DataFrame:
     """Running count per word."""
+    from pyspark.sql import functions as F
+
     words = events.select(F.explode(F.split("sentence", " ")).alias("word"))
     return words.groupBy("word").agg(F.count(F.lit(1)).alias("count"))
 

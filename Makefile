@@ -1,0 +1,38 @@
+# The two commands of the README: `make demo` and `make test`. Each sets up everything
+# it needs on a fresh machine (Python 3.11 + Java 17): the venv under .venv/ with the
+# pinned dependencies of requirements.lock, and Java via apt-get if it is missing.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_SECONDS ?= 60
+PYTEST_ARGS ?=
+
+.PHONY: demo test setup java clean
+
+setup: $(STAMP) java
+
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "Java not found: installing openjdk-17-jre-headless with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
+	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)\.' || { \
+	  echo "error: Spark 4.3 needs Java 17 or 21 on PATH; found: $$(java -version 2>&1 | head -1)"; exit 1; }
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "need Python 3.11, got " + sys.version' 
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.lock
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+demo: setup
+	$(BIN)/reconf --home .reconf demo --seconds $(DEMO_SECONDS)
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf .reconf .pytest_cache build *.egg-info

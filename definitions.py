@@ -1,0 +1,17 @@
+"""The reference code location: bundled streams wired to the dagster-reconf plugin.
+
+Loaded by ``workspace.yaml`` (``dagster dev -w workspace.yaml``); ``DAGSTER_RECONF_ENV``
+selects the resource set (see ``resources/``).
+"""
+
+from dagster import Definitions
+
+from assets import stream_progress
+from resources import resources_for_env
+from sensors import progress_sensors
+
+defs = Definitions(
+    assets=[stream_progress],
+    sensors=progress_sensors,
+    resources=resources_for_env(),
+)

@@ -1,0 +1,34 @@
+"""Resources of the reference code location, chosen per environment.
+
+``DAGSTER_RECONF_ENV`` picks the set (default ``local``): every set has the same keys,
+so assets and sensors never branch on the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dagster import EnvVar
+
+from dagster_reconf import StreamRuntimeResource
+
+ENV_VAR = "DAGSTER_RECONF_ENV"
+
+RESOURCES_LOCAL: dict[str, Any] = {
+    "streams": StreamRuntimeResource(home=os.environ.get("RECONF_HOME", ".reconf")),
+}
+
+RESOURCES_PRODUCTION: dict[str, Any] = {
+    "streams": StreamRuntimeResource(home=EnvVar("RECONF_HOME")),
+}
+
+RESOURCES_BY_ENV: dict[str, dict[str, Any]] = {"local": RESOURCES_LOCAL, "production": RESOURCES_PRODUCTION}
+
+
+def resources_for_env(env: str | None = None) -> dict[str, Any]:
+    """The resource set for ``env`` (default: ``$DAGSTER_RECONF_ENV`` or ``local``)."""
+    name = env or os.environ.get(ENV_VAR, "local")
+    if name not in RESOURCES_BY_ENV:
+        raise ValueError(f"{ENV_VAR}={name!r} is not a known environment; use one of {sorted(RESOURCES_BY_ENV)}")
+    return RESOURCES_BY_ENV[name]

@@ -1,0 +1,73 @@
+import json
+
+import pytest
+
+from dagster_reconf.core.metrics import MetricsStore, progress_frame, progress_row
+
+PROGRESS = {
+    "name": "s1",
+    "batchId": 7,
+    "timestamp": "2026-11-21T10:00:00.000Z",
+    "numInputRows": 3000,
+    "inputRowsPerSecond": 2999.5,
+    "processedRowsPerSecond": 4100.0,
+    "durationMs": {"triggerExecution": 731, "addBatch": 600},
+    "eventTime": {"watermark": "2026-01-01T00:00:08.000Z"},
+    "stateOperators": [{"operatorName": "stateStoreSave", "numRowsTotal": 1234}],
+    "sources": [{"endOffset": {"index": 21000}, "latestOffset": {"index": 25500}}],
+}
+
+
+def test_append_then_read_incrementally(tmp_path):
+    store = MetricsStore(tmp_path / "m.jsonl")
+    store.append({"kind": "progress", "progress": PROGRESS})
+    records, cursor = store.read()
+    assert [r["progress"]["batchId"] for r in records] == [7]
+    assert store.read(cursor) == ([], cursor)
+    store.append({"kind": "lifecycle", "event": "stopped"})
+    records, cursor2 = store.read(cursor)
+    assert [r["event"] for r in records] == ["stopped"] and cursor2 > cursor
+
+
+def test_torn_last_line_is_left_for_next_read(tmp_path):
+    path = tmp_path / "m.jsonl"
+    store = MetricsStore(path)
+    store.append({"kind": "progress", "progress": PROGRESS})
+    with open(path, "a") as fh:
+        fh.write('{"kind": "progress", "progr')
+    records, cursor = store.read()
+    assert len(records) == 1
+    with open(path, "a") as fh:
+        fh.write('ess": {}}\n')
+    records, _ = store.read(cursor)
+    assert records == [{"kind": "progress", "progress": {}}]
+
+
+def test_corrupt_complete_line_raises_with_position(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"kind": "progress"}\nnot json\n')
+    with pytest.raises(ValueError, match=r"m.jsonl is corrupt at byte 21"):
+        MetricsStore(path).read()
+
+
+def test_missing_store_reads_empty(tmp_path):
+    assert MetricsStore(tmp_path / "none.jsonl").read(5) == ([], 5)
+
+
+def test_progress_row_derives_backlog_and_state():
+    row = progress_row(PROGRESS)
+    assert row["backlog_events"] == 4500
+    assert row["end_offset"] == 21000
+    assert row["state_rows"] == 1234 and row["state_rows.stateStoreSave"] == 1234
+    assert row["batch_duration_ms"] == 731
+
+
+def test_progress_row_accepts_offsets_as_json_text():
+    text = {**PROGRESS, "sources": [{"endOffset": json.dumps({"index": 10}), "latestOffset": None}]}
+    row = progress_row(text)
+    assert row["end_offset"] == 10 and row["backlog_events"] is None
+
+
+def test_progress_frame_orders_by_batch():
+    frame = progress_frame([{**PROGRESS, "batchId": 9}, PROGRESS])
+    assert frame["batch_id"].tolist() == [7, 9]

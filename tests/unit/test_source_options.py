@@ -1,0 +1,56 @@
+import pytest
+
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.workloads.source import SourceOptions, _index_ranges, spark_schema_ddl
+from dagster_reconf.core.workloads.generator import NEXMARK_SCHEMA
+
+
+def test_options_parse_spark_strings():
+    opts = SourceOptions.parse({"rate": "2500", "PARTITIONS": "3", "max_events": "100"})
+    assert (opts.rate, opts.partitions, opts.max_events) == (2500.0, 3, 100)
+
+
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"rate": "-5"}, r"option rate='-5': Input should be greater than 0"),
+        ({"partitions": "0"}, r"option partitions='0'"),
+        ({"rate": "fast"}, r"option rate='fast'"),
+        ({"speed": "1"}, r"unknown option\(s\) \['speed'\] for source 'nexmark'; known options: .*rate"),
+        ({"max_events": "5", "start_index": "9"}, r"start_index \(9\) must be <= max_events \(5\)"),
+    ],
+)
+def test_bad_options_name_the_option(options, match):
+    with pytest.raises(SpecError, match=match):
+        SourceOptions.parse(options)
+
+
+def test_offered_is_paced_by_wall_clock_and_capped():
+    opts = SourceOptions(rate=100, start_time=1000.0, max_events=250)
+    assert opts.offered(1000.0, 0) == 0
+    assert opts.offered(1001.5, 0) == 150
+    assert opts.offered(1010.0, 0) == 250
+    assert opts.offered(999.0, 0) == 0
+
+
+def test_offered_continues_from_anchor_after_rate_change():
+    opts = SourceOptions(rate=10, start_time=50.0, start_index=500)
+    assert opts.offered(52.0, 0) == 520
+
+
+@pytest.mark.parametrize(
+    "start,end,parts,expected",
+    [
+        (0, 10, 3, [(0, 3), (3, 6), (6, 10)]),
+        (5, 7, 4, [(5, 6), (6, 7)]),
+        (5, 5, 2, []),
+        (9, 5, 2, []),
+    ],
+)
+def test_index_ranges_cover_exactly(start, end, parts, expected):
+    assert _index_ranges(start, end, parts) == expected
+
+
+def test_schema_ddl_has_nested_structs():
+    ddl = spark_schema_ddl(NEXMARK_SCHEMA)
+    assert ddl.startswith("event_index bigint, event_type int, date_time timestamp, person struct<id: bigint")
