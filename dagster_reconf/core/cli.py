@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.group](args, home)
     except ReconfError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         return 2
 
 

@@ -124,7 +124,8 @@ def format_validation_error(what: str, exc: ValidationError, data: Any) -> str:
         for part in err["loc"]:
             value = value.get(part) if isinstance(value, dict) else None
         given = "missing" if err["type"] == "missing" else f"got {value!r}"
-        lines.append(f"{loc}: {err['msg']} ({given})")
+        message = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {message} ({given})")
     return f"invalid {what}: " + "; ".join(lines)
 
 

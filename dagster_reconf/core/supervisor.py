@@ -122,7 +122,7 @@ class StreamSupervisor:
         paths = self.paths(name)
         try:
             info = json.loads(paths.driver.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError):
             return None
         pid = int(info.get("pid", 0))
         try:
@@ -221,7 +221,7 @@ class StreamSupervisor:
     def _read_driver_json(paths: StreamPaths) -> dict[str, Any]:
         try:
             return json.loads(paths.driver.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError):
             return {}
 
     def status(self, name: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ def spec(**kw):
 @pytest.mark.parametrize(
     "fields,match",
     [
-        ({"query": "q99"}, r"query: Value error, unknown query 'q99'; bundled queries: q1, q2, q3, q5, q8, q11, wordcount"),
+        ({"query": "q99"}, r"query: unknown query 'q99'; bundled queries: q1, q2, q3, q5, q8, q11, wordcount"),
         ({"rate": -1}, r"rate: Input should be greater than 0 \(got -1\)"),
         ({"master": "spark:/oops"}, r"master 'spark:/oops' is not a Spark master URL; use local\[N\]"),
         ({"name": "Bad Name"}, r"name: String should match pattern"),

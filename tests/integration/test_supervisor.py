@@ -1,0 +1,124 @@
+"""Real driver processes: start, status, live restarts, control-endpoint refusals, stop,
+and bad input that must fail clearly and leave no process behind."""
+
+import json
+
+import psutil
+import pytest
+
+from dagster_reconf.core.cli import main as reconf
+from dagster_reconf.core.control import ControlClient
+from dagster_reconf.core.errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def drivers_under(home):
+    """Live driver processes started for streams under ``home``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "dagster_reconf.core.driver" in cmdline and any(str(home) in part for part in cmdline):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(name="supervisor")
+def supervisor_fixture(tmp_path):
+    supervisor = StreamSupervisor(tmp_path / "home")
+    yield supervisor
+    for row in supervisor.list():
+        if row["driver"] == "running":
+            supervisor.stop(row["name"], timeout_s=30)
+    assert drivers_under(supervisor.home) == []
+
+
+def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
+    spec = StreamSpec(name="life", query="q5", rate=3000, source_partitions=1, trigger_interval_s=0.5)
+    info = supervisor.start(spec)
+    assert info["status"] == "running" and info["control_port"] > 0
+    wait_until(lambda: (supervisor.status("life").get("batch_id") or -1) >= 1, what="two batches")
+
+    status = supervisor.status("life")
+    assert status["state"] == "running"
+    assert status["backlog_events"] is not None and status["state_rows"]["stateStoreSave"] > 0
+    assert status["checkpoint"]["state_partitions"] == 4
+
+    with pytest.raises(StreamStateError, match="already running"):
+        supervisor.start(spec)
+
+    # Wrong token and malformed requests are refused and change nothing.
+    with pytest.raises(ControlRequestError, match="wrong token") as err:
+        ControlClient(info["control_port"], "not-the-token").restart({"source_partitions": 2})
+    assert err.value.status == 401
+    with pytest.raises(ControlRequestError, match=r"source_partitions: Input should be greater than or equal to 1 \(got 0\)"):
+        supervisor.restart("life", {"source_partitions": 0})
+    with pytest.raises(ControlRequestError, match=r"\['seed'\] define the stream's data"):
+        supervisor.restart("life", {"seed": 1})
+    assert supervisor.status("life")["spec"]["source_partitions"] == 1
+
+    # Query-scope restart: same SparkContext.
+    report = supervisor.restart("life", {"source_partitions": 2, "rate": 4000})
+    assert report["scope"] == "query"
+    after = supervisor.status("life")
+    assert after["spec"]["source_partitions"] == 2 and after["app_id"] == status["app_id"]
+
+    # Session-scope restart: a new SparkContext in the same driver process (JVM stays).
+    report = supervisor.restart("life", {"master": "local[1]"})
+    assert report["scope"] == "session"
+    after = supervisor.status("life")
+    assert after["master"] == "local[1]" and after["app_id"] != status["app_id"]
+    assert supervisor.driver_info("life")["pid"] == info["pid"]
+    batch_before = after["checkpoint"]["last_committed_batch"]
+    wait_until(lambda: (supervisor.status("life")["checkpoint"]["last_committed_batch"] or -1) > batch_before, what="progress after restart")
+
+    assert reconf(["--home", str(supervisor.home), "stream", "list"]) == 0
+    assert "life" in capsys.readouterr().out
+
+    stopped = supervisor.stop("life")
+    assert stopped["stopped"] and "forced" not in stopped
+    assert stopped["stop"]["last_committed_batch"] is not None
+    assert session_processes(info["pid"]) == []
+    offline = supervisor.status("life")
+    assert offline["state"] == "not running" and offline["batch_id"] is not None
+
+    # Restarting with other state partitions over the same checkpoint fails inside the
+    # driver: the error comes back and nothing is left running.
+    with pytest.raises(StreamStartError, match=r"has 4 state partitions but the spec asks for 2"):
+        supervisor.start(spec.with_changes({"state_partitions": 2}))
+    assert drivers_under(supervisor.home) == []
+    assert json.loads(supervisor.paths("life").driver.read_text())["status"] == "failed"
+
+
+def test_unreachable_master_fails_before_spawning(supervisor):
+    spec = StreamSpec(name="nomaster", query="q1", master="spark://127.0.0.1:1")
+    with pytest.raises(StreamStartError, match=r"no Spark master reachable at spark://127.0.0.1:1 .*reconf cluster start"):
+        supervisor.start(spec)
+    assert drivers_under(supervisor.home) == []
+
+
+def test_unwritable_home_is_refused(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    supervisor = StreamSupervisor(blocker / "home")
+    with pytest.raises(SpecError, match=r"runtime home directory .*a-file/home is not writable"):
+        supervisor.start(StreamSpec(name="nowrite", query="q1"))
+    assert drivers_under(blocker) == []
+
+
+def test_cli_errors_are_one_line_with_exit_2(supervisor, capsys):
+    assert reconf(["--home", str(supervisor.home), "stream", "status", "ghost"]) == 2
+    assert "error: no stream named 'ghost'" in capsys.readouterr().out
+    assert reconf(["--home", str(supervisor.home), "stream", "start", "x", "--query", "q42"]) == 2
+    assert "unknown query 'q42'" in capsys.readouterr().out
+    assert reconf(["--home", str(supervisor.home), "stream", "start", "x", "--query", "q1", "--rate", "-5"]) == 2
+    assert "rate: Input should be greater than 0 (got -5.0)" in capsys.readouterr().out
+    assert reconf(["--home", str(supervisor.home), "stream", "start", "x", "--query", "q1", "--master", "mesos://x"]) == 2
+    assert "is not a Spark master URL" in capsys.readouterr().out
+    assert drivers_under(supervisor.home) == []
+    with pytest.raises(StreamNotFoundError):
+        supervisor.stop("ghost")
