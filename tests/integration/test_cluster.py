@@ -1,0 +1,68 @@
+"""A stream on a real standalone cluster on 127.0.0.1: separate executor JVMs, same result."""
+
+import json
+import urllib.request
+
+import pytest
+
+from dagster_reconf.core.cluster import cluster_info, start_cluster, stop_cluster
+from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.metrics import MetricsStore, progress_row
+from dagster_reconf.core.oracle import compare, expected_result, stream_result
+from dagster_reconf.core.session import helper_session
+from dagster_reconf.core.sink import read_sink
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
+from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.core.workloads.source import SourceOptions
+
+from .conftest import wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+EVENTS = 6000
+
+
+def test_stream_runs_on_standalone_cluster(tmp_path):
+    home = tmp_path / "home"
+    cluster = start_cluster(home, workers=1, cores_per_worker=2, memory_per_worker="1g")
+    pids = [cluster.master_pid, *cluster.worker_pids]
+    try:
+        assert cluster.master_url.startswith("spark://127.0.0.1:")
+        assert cluster_info(home) is not None
+        with pytest.raises(StreamStateError, match="already running"):
+            start_cluster(home)
+
+        supervisor = StreamSupervisor(home)
+        spec = StreamSpec(
+            name="on-cluster", query="wordcount", master=cluster.master_url, rate=1_000_000, max_events=EVENTS,
+            max_events_per_trigger=2000, trigger_interval_s=0.2, vocabulary=300, executor_memory="1g",
+        )
+        info = supervisor.start(spec)
+        store = MetricsStore(supervisor.paths(spec.name).metrics)
+
+        def done() -> bool:
+            progress = store.progress()
+            return bool(progress) and progress_row(progress[-1])["end_offset"] == EVENTS
+
+        wait_until(done, timeout_s=180, what=f"all {EVENTS} events processed on the cluster")
+        assert info["app_id"].startswith("app-"), "a standalone application, not local mode"
+        with urllib.request.urlopen(f"{cluster.master_ui}/json/", timeout=5) as resp:
+            apps = json.loads(resp.read())["activeapps"]
+        assert [a["id"] for a in apps] == [info["app_id"]] and apps[0]["cores"] >= 1
+        supervisor.stop(spec.name)
+        assert session_processes(info["pid"]) == []
+
+        spark = helper_session("reconf-cluster-oracle")
+        try:
+            query = get_query("wordcount")
+            options = SourceOptions(max_events=EVENTS, vocabulary=300)
+            comparison = compare(stream_result(read_sink(supervisor.paths(spec.name).output), query), expected_result(spark, query, options))
+        finally:
+            spark.stop()
+        assert comparison.ok and comparison.expected_rows == 300
+    finally:
+        assert stop_cluster(home)["stopped"]
+    for pid in pids:
+        assert session_processes(pid) == []
+    assert cluster_info(home) is None
