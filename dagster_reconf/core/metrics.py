@@ -93,10 +93,13 @@ def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
     """Flatten one ``StreamingQueryProgress`` into the figures the control plane uses.
 
     ``backlog_events`` is the source's offered events minus the batch's end offset:
-    how far behind the stream is when the batch ended.
+    how far behind the stream is when the batch ended. ``events`` is how many source
+    events the batch consumed (end minus start offset); Spark's ``num_input_rows``
+    counts a source once per scan, so a self-join (Q3, Q8) reports twice the events.
     """
     sources = progress.get("sources") or [{}]
     end = sum(i for i in (_index(s.get("endOffset")) for s in sources) if i is not None)
+    start = sum(i for i in (_index(s.get("startOffset")) for s in sources) if i is not None)
     latest_known = [_index(s.get("latestOffset")) for s in sources]
     latest = sum(i for i in latest_known if i is not None)
     durations = progress.get("durationMs") or {}
@@ -104,6 +107,7 @@ def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
         "batch_id": int(progress.get("batchId", -1)),
         "timestamp": pd.Timestamp(progress.get("timestamp")) if progress.get("timestamp") else pd.NaT,
         "num_input_rows": int(progress.get("numInputRows", 0)),
+        "events": end - start,
         "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
         "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
         "batch_duration_ms": int(durations.get("triggerExecution", 0)),

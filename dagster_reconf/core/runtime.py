@@ -105,6 +105,7 @@ class StreamRuntime:
         self._spark = spark
         self._owns_session = spark is None
         self._recorder: ProgressRecorder | None = None
+        self._sources_registered = False
         self.query: StreamingQuery | None = None
         self._lock = threading.RLock()
         paths.create()
@@ -116,16 +117,20 @@ class StreamRuntime:
         """The session the stream runs in, built on first use."""
         if self._spark is None:
             self._spark = build_spark_session(self.spec, self.paths.event_log)
-        if self._recorder is None:
+            self._sources_registered = False
+        if not self._sources_registered:
             register_sources(self._spark)
-            self._recorder = ProgressRecorder(self.store, self.spec.name)
-            self._spark.streams.addListener(self._recorder)
+            self._sources_registered = True
+            if self.spec.instrumentation:
+                self._recorder = ProgressRecorder(self.store, self.spec.name)
+                self._spark.streams.addListener(self._recorder)
         return self._spark
 
-    def _rebuild_session(self) -> None:
+    def _drop_session(self) -> None:
+        """Stop the owned session; the next use of :attr:`spark` builds a new one (same JVM)."""
         if self._spark is not None:
             self._spark.stop()
-        self._spark, self._recorder = None, None
+        self._spark, self._recorder, self._sources_registered = None, None, False
 
     # -- pacing ------------------------------------------------------------------------------
 
@@ -297,7 +302,7 @@ class StreamRuntime:
     def _apply(self, spec: StreamSpec, scope: RestartScope) -> None:
         self.spec = spec
         if scope is RestartScope.SESSION:
-            self._rebuild_session()
+            self._drop_session()
         self.query = None
         self.start()
 
@@ -344,6 +349,5 @@ class StreamRuntime:
                 if self.query is not None and self.query.isActive:
                     self.query.stop()
                 if self._owns_session and self._spark is not None:
-                    self._spark.stop()
-                    self._spark, self._recorder = None, None
+                    self._drop_session()
             return report

@@ -14,7 +14,7 @@ PROGRESS = {
     "durationMs": {"triggerExecution": 731, "addBatch": 600},
     "eventTime": {"watermark": "2026-01-01T00:00:08.000Z"},
     "stateOperators": [{"operatorName": "stateStoreSave", "numRowsTotal": 1234}],
-    "sources": [{"endOffset": {"index": 21000}, "latestOffset": {"index": 25500}}],
+    "sources": [{"startOffset": {"index": 18000}, "endOffset": {"index": 21000}, "latestOffset": {"index": 25500}}],
 }
 
 
@@ -58,6 +58,7 @@ def test_progress_row_derives_backlog_and_state():
     row = progress_row(PROGRESS)
     assert row["backlog_events"] == 4500
     assert row["end_offset"] == 21000
+    assert row["events"] == 3000
     assert row["state_rows"] == 1234 and row["state_rows.stateStoreSave"] == 1234
     assert row["batch_duration_ms"] == 731
 
