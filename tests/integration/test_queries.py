@@ -68,3 +68,22 @@ def test_state_partitions_change_is_refused_without_migration(spark, tmp_path):
     other = StreamRuntime(spec.with_changes({"state_partitions": 4}), runtime.paths, spark=spark)
     with pytest.raises(Exception, match=r"checkpoint .* has 2 state partitions but the spec asks for 4"):
         other.start()
+
+
+@pytest.mark.parametrize("mode", ["sleep", "cpu"])
+def test_record_cost_slows_processing_without_changing_output(spark, tmp_path, mode):
+    """2,000 events at 500 us each is at least 1 s of task time (a lower bound, not a timing)."""
+    spec = StreamSpec(
+        name=f"it-cost-{mode}", query="q2", rate=1_000_000, max_events=2000, trigger_interval_s=0.1,
+        source_partitions=2, cost={"mode": mode, "micros_per_record": 500},
+    )
+    runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
+    runtime.start()
+    runtime.query.processAllAvailable()
+    runtime.stop_at_batch_boundary()
+    progress = [dict(p) for p in runtime.query.recentProgress]
+    busy_ms = sum(p["durationMs"].get("addBatch", 0) for p in progress)
+    assert busy_ms >= 2000 * 500 / 1000 / spec.source_partitions
+    definition = get_query("q2")
+    expected = expected_result(spark, definition, runtime.source_options())
+    assert compare(stream_result(read_sink(runtime.paths.output), definition), expected).ok

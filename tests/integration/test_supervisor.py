@@ -47,6 +47,8 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     assert status["state"] == "running"
     assert status["backlog_events"] is not None and status["state_rows"]["stateStoreSave"] > 0
     assert status["checkpoint"]["state_partitions"] == 4
+    event_logs = [p.name for p in supervisor.paths("life").event_log.iterdir()]
+    assert any(name.startswith("eventlog_v2_") or name.startswith("local-") for name in event_logs), event_logs
 
     with pytest.raises(StreamStateError, match="already running"):
         supervisor.start(spec)
@@ -108,6 +110,15 @@ def test_unwritable_home_is_refused(tmp_path):
     with pytest.raises(SpecError, match=r"runtime home directory .*a-file/home is not writable"):
         supervisor.start(StreamSpec(name="nowrite", query="q1"))
     assert drivers_under(blocker) == []
+
+
+def test_unwritable_checkpoint_dir_is_refused(supervisor):
+    paths = supervisor.paths("blocked")
+    paths.root.mkdir(parents=True)
+    paths.checkpoint.write_text("a file where the checkpoint directory should be")
+    with pytest.raises(SpecError, match=r"checkpoint directory .*blocked/checkpoint is not writable"):
+        supervisor.start(StreamSpec(name="blocked", query="q1"))
+    assert drivers_under(supervisor.home) == []
 
 
 def test_cli_errors_are_one_line_with_exit_2(supervisor, capsys):
