@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from .control import ControlClient, new_token, read_token
-from .errors import SpecError, StreamNotFoundError, StreamStartError, StreamStateError
+from .errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
 from .metrics import MetricsStore, progress_row
 from .paths import StreamPaths, default_home
 from .spec import StreamSpec, restart_scope
@@ -253,7 +253,7 @@ class StreamSupervisor:
         report: dict[str, Any] = {"name": name, "stopped": True}
         try:
             report["stop"] = self.client(name).shutdown(timeout_s)
-        except Exception as exc:  # the driver may hang or be unreachable: fall through to the kill
+        except (ControlRequestError, StreamStateError) as exc:  # hung, gone or refused: fall through to the kill
             report["graceful_error"] = str(exc)
         try:
             psutil.Process(pid).wait(timeout=KILL_GRACE_S + timeout_s)

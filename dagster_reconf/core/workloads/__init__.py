@@ -1,0 +1,1 @@
+"""Bundled workloads: deterministic generators, their Spark sources, and the queries over them."""
