@@ -1,0 +1,235 @@
+"""Read Spark event logs as Spark writes them, incrementally.
+
+Layouts: a single file (``local-123``, ``app-...``), or a rolling directory
+``eventlog_v2_<app>/events_<n>_<app>[.codec]`` (Spark 4's default), each possibly
+still being written (``.inprogress``). Codecs: none, ``zstd`` (Spark 4's default),
+``lz4`` and ``snappy`` in the framings Spark's codecs write (lz4-java's
+``LZ4BlockOutputStream``, snappy-java's ``SnappyOutputStream``), which plain ``lz4``
+or ``snappy`` tools do not read.
+
+Incremental: a :class:`LogCursor` names the file and how many *decompressed* bytes of
+it were consumed. A compressed file cannot be entered mid-stream, so a growing file is
+decompressed from its start and the consumed prefix skipped (decompression is cheap
+next to JSON parsing, which only happens for new lines); files a rolling log has moved
+past are never opened again. A torn last line, or an incomplete compressed frame at
+the end of a file being written, is left for the next read.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import cramjam
+import lz4.block
+import zstandard
+
+from ..errors import ReconfError
+
+__all__ = ["EventLogError", "LogCursor", "ReadResult", "log_files", "read_events"]
+
+_ROLLING_DIR = re.compile(r"^eventlog_v2_(?P<app>.+)$")
+_ROLLING_FILE = re.compile(r"^events_(?P<index>\d+)_(?P<app>.+?)(\.(?P<codec>lz4|lzf|snappy|zstd))?(\.inprogress)?$")
+_CODEC_SUFFIX = re.compile(r"\.(lz4|lzf|snappy|zstd)(\.inprogress)?$")
+_CHUNK = 1 << 20
+_LZ4_MAGIC = b"LZ4Block"
+_SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+
+
+class EventLogError(ReconfError, ValueError):
+    """The input is not a readable Spark event log."""
+
+
+@dataclass(frozen=True)
+class LogCursor:
+    """How far an event log has been read: a file name and decompressed bytes consumed."""
+
+    file: str | None = None
+    offset: int = 0
+    version: int = 1
+
+    def to_json(self) -> str:
+        return json.dumps({"version": self.version, "file": self.file, "offset": self.offset})
+
+    @classmethod
+    def from_json(cls, raw: str | None) -> "LogCursor":
+        if not raw:
+            return cls()
+        data = json.loads(raw)
+        if data.get("version") != 1:
+            raise EventLogError(f"unsupported event log cursor version in {raw!r}; reset the cursor")
+        return cls(file=data.get("file"), offset=int(data.get("offset", 0)))
+
+
+@dataclass
+class ReadResult:
+    """Events read, the cursor to continue from, and what was skipped and why."""
+
+    events: list[dict[str, Any]]
+    cursor: LogCursor
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def _codec(path: Path) -> str | None:
+    match = _CODEC_SUFFIX.search(path.name)
+    return match.group(1) if match else None
+
+
+def log_files(path: Path | str) -> list[Path]:
+    """The files of one application's event log, in write order.
+
+    Raises:
+        EventLogError: ``path`` does not exist or is a directory that is not a rolling event log.
+    """
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if path.is_dir() and _ROLLING_DIR.match(path.name):
+        files = [(int(m.group("index")), p) for p in path.iterdir() if (m := _ROLLING_FILE.match(p.name))]
+        return [p for _, p in sorted(files)]
+    if path.is_dir():
+        raise EventLogError(
+            f"{path} is a directory but not a rolling event log (eventlog_v2_<app>); pass one application's log "
+            "file or eventlog_v2_ directory"
+        )
+    raise EventLogError(f"event log {path} does not exist")
+
+
+def _lz4_blocks(raw: BinaryIO) -> Iterator[bytes]:
+    """lz4-java's LZ4BlockOutputStream: magic, token, lengths, checksum, block; repeated."""
+    header = struct.Struct("<8sBiii")
+    while True:
+        head = raw.read(header.size)
+        if len(head) < header.size:
+            return  # end of file or a block still being written
+        magic, token, compressed, length, _checksum = header.unpack(head)
+        if magic != _LZ4_MAGIC:
+            raise EventLogError(f"lz4 event log block does not start with {_LZ4_MAGIC!r}: not Spark's lz4 codec")
+        if compressed == 0 and length == 0:
+            continue  # end-of-stream marker; a rolled-over stream may follow
+        body = raw.read(compressed)
+        if len(body) < compressed:
+            return
+        yield body if token & 0xF0 == 0x10 else lz4.block.decompress(body, uncompressed_size=length)
+
+
+def _snappy_blocks(raw: BinaryIO) -> Iterator[bytes]:
+    """snappy-java's SnappyOutputStream: a 16-byte header, then (big-endian length, raw snappy) blocks."""
+    head = raw.read(16)
+    if len(head) < 16:
+        return
+    if not head.startswith(_SNAPPY_MAGIC):
+        raise EventLogError("snappy event log does not start with snappy-java's stream header: not Spark's snappy codec")
+    while True:
+        size = raw.read(4)
+        if len(size) < 4:
+            return
+        (compressed,) = struct.unpack(">i", size)
+        body = raw.read(compressed)
+        if len(body) < compressed:
+            return
+        yield bytes(cramjam.snappy.decompress_raw(body))
+
+
+def _zstd_blocks(raw: BinaryIO) -> Iterator[bytes]:
+    reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    while True:
+        try:
+            chunk = reader.read(_CHUNK)
+        except zstandard.ZstdError:
+            return  # an incomplete frame at the end of a file being written
+        if not chunk:
+            return
+        yield chunk
+
+
+def decompressed(path: Path) -> bytes:
+    """The decompressed bytes of one event log file, as far as they are complete."""
+    codec = _codec(path)
+    with open(path, "rb") as raw:
+        if codec is None:
+            return raw.read()
+        if codec == "zstd":
+            return b"".join(_zstd_blocks(raw))
+        if codec == "lz4":
+            return b"".join(_lz4_blocks(raw))
+        if codec == "snappy":
+            return b"".join(_snappy_blocks(raw))
+    raise EventLogError(f"event log {path.name}: codec {codec!r} is not supported; use zstd, lz4 or snappy")
+
+
+def read_events(path: Path | str, cursor: LogCursor | None = None, *, max_events: int | None = None) -> ReadResult:
+    """Events after ``cursor`` in the event log at ``path`` (a file or a rolling directory).
+
+    Lines that are not JSON objects with an ``Event`` field are counted in
+    ``skipped`` (key ``corrupt_line``), never returned; a log whose first line is not a
+    Spark event is refused.
+
+    Args:
+        path: one application's event log (file or ``eventlog_v2_*`` directory).
+        cursor: where the last read stopped (default: the beginning).
+        max_events: stop after this many events (the cursor then points just past them).
+
+    Raises:
+        EventLogError: not an event log, unknown codec, or a cursor naming a file that is gone.
+    """
+    cursor = cursor or LogCursor()
+    files = log_files(path)
+    names = [f.name for f in files]
+    start = 0
+    if cursor.file is not None:
+        # An in-progress file is renamed when it completes; match on the name without the suffix.
+        stems = [n.removesuffix(".inprogress") for n in names]
+        wanted = cursor.file.removesuffix(".inprogress")
+        if wanted not in stems:
+            raise EventLogError(f"event log cursor names {cursor.file!r}, which is not in {path}; reset the cursor")
+        start = stems.index(wanted)
+    events: list[dict[str, Any]] = []
+    skipped: dict[str, int] = {}
+    position = LogCursor(cursor.file, cursor.offset)
+    for index in range(start, len(files)):
+        file = files[index]
+        data = decompressed(file)
+        offset = cursor.offset if index == start and cursor.file is not None else 0
+        if index == 0 and offset == 0:
+            _check_is_event_log(file, data)
+        end = data.rfind(b"\n") + 1
+        for line in io.BytesIO(data[offset:end]):
+            offset += len(line)
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                event = json.loads(text)
+            except json.JSONDecodeError:
+                skipped["corrupt_line"] = skipped.get("corrupt_line", 0) + 1
+                continue
+            if not isinstance(event, dict) or "Event" not in event:
+                skipped["not_an_event"] = skipped.get("not_an_event", 0) + 1
+                continue
+            events.append(event)
+            if max_events is not None and len(events) >= max_events:
+                return ReadResult(events, LogCursor(file.name, offset), skipped)
+        position = LogCursor(file.name, offset)
+    return ReadResult(events, position, skipped)
+
+
+def _check_is_event_log(file: Path, data: bytes) -> None:
+    first = data.split(b"\n", 1)[0].strip()
+    if not first:
+        return  # nothing written yet
+    try:
+        event = json.loads(first)
+    except json.JSONDecodeError:
+        raise EventLogError(
+            f"{file} is not a Spark event log: its first line is not JSON ({first[:60]!r}); "
+            "is the codec suffix right?"
+        ) from None
+    if not isinstance(event, dict) or not str(event.get("Event", "")).startswith("SparkListener"):
+        raise EventLogError(f"{file} is not a Spark event log: its first line is {first[:80]!r}")
