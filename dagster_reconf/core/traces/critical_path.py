@@ -1,0 +1,308 @@
+"""Program Activity Graph and Critical Participation (SnailTrail), per snapshot window.
+
+Graph: every worker has a timeline from the window start ``ts`` to its end ``te``, cut
+into edges at activity boundaries and at the send and arrival times of messages.
+Timeline edges are the activity covering them, or ``waiting`` where none does; message
+edges join the sender's node to the receiver's. Activities and messages crossing the
+window edges are clipped to it (a message in flight at ``ts`` leaves from its sender's
+start anchor); messages entirely outside are left out and counted.
+
+The driver's own timeline is derived: while any task is in flight the driver waits for
+results (``waiting``); otherwise it is doing coordinator work (``unknown`` to the trace:
+planning, offset and state commits, the trigger wait). So a stage barrier routes every
+path through the last task's result message.
+
+Critical Participation: waiting edges carry no paths. For every other edge ``e``,
+``paths(e) = F(src) * B(dst)`` (forward counts from the start anchors, backward counts
+from the end anchors, one topological pass each) and
+``CP(e) = w_e * paths(e) / (N * (te - ts))`` with ``N`` the number of start-to-end
+paths. Each path spans the window exactly once, so CP sums to 1; that is checked on
+every snapshot (:class:`CPInvariantError` if not). Counts grow like ``k**r`` (k workers,
+r all-to-all rounds), so the passes run in log space (float64 log-sum-exp, compiled
+with numba); the invariant check is what verifies that arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import pandas as pd
+
+from ..errors import ReconfError
+from .activities import DRIVER
+
+__all__ = ["ActivityGraph", "CPInvariantError", "Snapshot", "build_graph", "critical_participation", "snapshot"]
+
+CP_SUM_TOLERANCE = 1e-9
+_NO_ACTIVITY = -1  # a waiting edge (no activity row behind it)
+
+
+class CPInvariantError(ReconfError, ArithmeticError):
+    """CP over a snapshot did not sum to 1: the graph or the arithmetic is wrong."""
+
+
+@dataclass
+class ActivityGraph:
+    """A snapshot's graph as arrays (edges ``src -> dst`` over nodes ``0..n_nodes-1``)."""
+
+    window_start: float
+    window_end: float
+    node_worker: np.ndarray  # worker name per node
+    node_time: np.ndarray  # float64 per node
+    start_anchors: np.ndarray  # node ids
+    end_anchors: np.ndarray
+    src: np.ndarray  # int64 per edge
+    dst: np.ndarray
+    weight: np.ndarray  # float64 duration per edge (ms)
+    activity: np.ndarray  # row of the activity table per edge, -1 for waiting
+    edge_type: np.ndarray  # activity type per edge (str)
+    dropped_messages: int = 0
+
+    @property
+    def carries_paths(self) -> np.ndarray:
+        return self.edge_type != "waiting"
+
+
+def _driver_activities(timeline: pd.DataFrame, messages: pd.DataFrame, ts: float, te: float) -> pd.DataFrame:
+    """Coordinator time on the driver: the parts of the window with no task in flight."""
+    tasks = timeline[timeline["worker"] != DRIVER]
+    if tasks.empty:
+        busy_starts, busy_ends = np.array([]), np.array([])
+    else:
+        spans = tasks.groupby(["task_id", "attempt", "worker"], sort=False).agg(s=("start_ms", "min"), e=("end_ms", "max"))
+        order = np.argsort(spans["s"].to_numpy())
+        starts, ends = spans["s"].to_numpy()[order], spans["e"].to_numpy()[order]
+        # merge overlapping in-flight intervals (vectorized: a new run starts where start > running max end)
+        running_end = np.maximum.accumulate(ends)
+        new_run = np.r_[True, starts[1:] > running_end[:-1]]
+        busy_starts = starts[new_run]
+        busy_ends = np.maximum.reduceat(ends, np.flatnonzero(new_run))
+    gap_starts = np.r_[ts, busy_ends]
+    gap_ends = np.r_[busy_starts, te]
+    gap_starts, gap_ends = np.clip(gap_starts, ts, te), np.clip(gap_ends, ts, te)
+    keep = gap_ends > gap_starts
+    return pd.DataFrame(
+        {"worker": DRIVER, "activity": "unknown", "start_ms": gap_starts[keep], "end_ms": gap_ends[keep], "row": _NO_ACTIVITY - 1}
+    )
+
+
+def build_graph(activities: pd.DataFrame, window_start: float, window_end: float) -> ActivityGraph:
+    """The activity graph of ``activities`` (the normalized table) in ``[window_start, window_end)``."""
+    ts, te = float(window_start), float(window_end)
+    if not te > ts:
+        raise ValueError(f"snapshot window must have end > start, got [{ts}, {te})")
+    table = activities.reset_index(drop=True)
+    is_message = table["src_worker"].notna().to_numpy()
+    timeline = table.loc[~is_message, ["worker", "activity", "start_ms", "end_ms", "task_id", "attempt"]].copy()
+    timeline["row"] = np.flatnonzero(~is_message)
+    timeline["start_ms"] = timeline["start_ms"].clip(lower=ts)
+    timeline["end_ms"] = timeline["end_ms"].clip(upper=te)
+    timeline = timeline[timeline["end_ms"] > timeline["start_ms"]]
+    messages = table.loc[is_message, ["src_worker", "dst_worker", "activity", "start_ms", "end_ms"]].copy()
+    messages["row"] = np.flatnonzero(is_message)
+    # Clipped like activities: a message in flight at ts leaves from the sender's start
+    # anchor; one still in flight at te arrives at the receiver's end anchor. Messages
+    # entirely outside the window, or that clipping shrinks to nothing, are left out.
+    inside = (messages["end_ms"] >= messages["start_ms"]) & (messages["start_ms"] < te) & (messages["end_ms"] > ts)
+    inside |= (messages["start_ms"] == messages["end_ms"]) & (messages["start_ms"] >= ts) & (messages["start_ms"] < te)
+    dropped = int((~inside).sum())
+    messages = messages[inside]
+    messages["start_ms"] = messages["start_ms"].clip(lower=ts)
+    messages["end_ms"] = messages["end_ms"].clip(upper=te)
+
+    driver = _driver_activities(timeline, messages, ts, te)
+    timeline = pd.concat([timeline.drop(columns=["task_id", "attempt"]), driver], ignore_index=True)
+
+    # Nodes: (worker, time) at anchors, activity boundaries and message endpoints.
+    workers = pd.unique(pd.concat([timeline["worker"], messages["src_worker"], messages["dst_worker"]], ignore_index=True))
+    points = pd.concat(
+        [
+            pd.DataFrame({"worker": workers, "time": ts}),
+            pd.DataFrame({"worker": workers, "time": te}),
+            timeline[["worker", "start_ms"]].set_axis(["worker", "time"], axis=1),
+            timeline[["worker", "end_ms"]].set_axis(["worker", "time"], axis=1),
+            messages[["src_worker", "start_ms"]].set_axis(["worker", "time"], axis=1),
+            messages[["dst_worker", "end_ms"]].set_axis(["worker", "time"], axis=1),
+        ],
+        ignore_index=True,
+    ).drop_duplicates().sort_values(["worker", "time"], ignore_index=True)
+    node_worker = points["worker"].to_numpy(dtype=object)
+    node_time = points["time"].to_numpy(dtype=np.float64)
+    node_index = pd.Series(np.arange(len(points)), index=pd.MultiIndex.from_frame(points))
+
+    # Timeline edges between consecutive nodes of the same worker.
+    same_worker = node_worker[1:] == node_worker[:-1]
+    t_src = np.flatnonzero(same_worker)
+    t_dst = t_src + 1
+    t_activity = np.full(len(t_src), _NO_ACTIVITY, dtype=np.int64)
+    t_type = np.full(len(t_src), "waiting", dtype=object)
+    seg = pd.DataFrame({"worker": node_worker[t_src], "time": node_time[t_src], "edge": np.arange(len(t_src))})
+    covering = timeline.sort_values("start_ms")
+    merged = pd.merge_asof(
+        seg.sort_values("time"), covering.rename(columns={"start_ms": "time"}), on="time", by="worker", direction="backward"
+    )
+    covered = merged["end_ms"].to_numpy() > merged["time"].to_numpy()
+    edges = merged["edge"].to_numpy()[covered]
+    t_activity[edges] = merged["row"].to_numpy()[covered]
+    t_type[edges] = merged["activity"].to_numpy()[covered]
+
+    m_src = node_index.loc[list(zip(messages["src_worker"], messages["start_ms"]))].to_numpy() if len(messages) else np.array([], dtype=np.int64)
+    m_dst = node_index.loc[list(zip(messages["dst_worker"], messages["end_ms"]))].to_numpy() if len(messages) else np.array([], dtype=np.int64)
+
+    src = np.r_[t_src, m_src].astype(np.int64)
+    dst = np.r_[t_dst, m_dst].astype(np.int64)
+    is_start = node_time == ts
+    is_end = node_time == te
+    return ActivityGraph(
+        window_start=ts,
+        window_end=te,
+        node_worker=node_worker,
+        node_time=node_time,
+        start_anchors=np.flatnonzero(is_start),
+        end_anchors=np.flatnonzero(is_end),
+        src=src,
+        dst=dst,
+        weight=node_time[dst] - node_time[src],
+        activity=np.r_[t_activity, messages["row"].to_numpy()].astype(np.int64),
+        edge_type=np.r_[t_type, messages["activity"].to_numpy(dtype=object)],
+        dropped_messages=dropped,
+    )
+
+
+@numba.njit(cache=True)
+def _log_add(a: float, b: float) -> float:
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    if a > b:
+        return a + np.log1p(np.exp(b - a))
+    return b + np.log1p(np.exp(a - b))
+
+
+@numba.njit(cache=True)
+def _topological_order(n_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Kahn's algorithm over CSR adjacency; returns -1 entries if there is a cycle."""
+    indegree = np.zeros(n_nodes, dtype=np.int64)
+    for e in range(len(src)):
+        indegree[dst[e]] += 1
+    order_by_src = np.argsort(src, kind="mergesort")
+    starts = np.searchsorted(src[order_by_src], np.arange(n_nodes + 1))
+    queue = np.empty(n_nodes, dtype=np.int64)
+    head, tail = 0, 0
+    for v in range(n_nodes):
+        if indegree[v] == 0:
+            queue[tail] = v
+            tail += 1
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for k in range(starts[v], starts[v + 1]):
+            w = dst[order_by_src[k]]
+            indegree[w] -= 1
+            if indegree[w] == 0:
+                queue[tail] = w
+                tail += 1
+    if tail < n_nodes:
+        queue[tail:] = -1
+    return queue
+
+
+@numba.njit(cache=True)
+def _log_path_counts(order: np.ndarray, src: np.ndarray, dst: np.ndarray, sources: np.ndarray, n_nodes: int) -> np.ndarray:
+    """log of the number of paths from any of ``sources`` to every node, in topological ``order``."""
+    log_count = np.full(n_nodes, -np.inf)
+    for s in sources:
+        log_count[s] = 0.0
+    order_by_dst = np.argsort(dst, kind="mergesort")
+    starts = np.searchsorted(dst[order_by_dst], np.arange(n_nodes + 1))
+    for v in order:
+        acc = log_count[v]
+        for k in range(starts[v], starts[v + 1]):
+            acc = _log_add(acc, log_count[src[order_by_dst[k]]])
+        log_count[v] = acc
+    return log_count
+
+
+@numba.njit(cache=True)
+def _longest_path(order: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, sources: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Longest weighted distance from any source to each node (-inf if unreachable)."""
+    dist = np.full(n_nodes, -np.inf)
+    for s in sources:
+        dist[s] = 0.0
+    order_by_dst = np.argsort(dst, kind="mergesort")
+    starts = np.searchsorted(dst[order_by_dst], np.arange(n_nodes + 1))
+    for v in order:
+        best = dist[v]
+        for k in range(starts[v], starts[v + 1]):
+            e = order_by_dst[k]
+            candidate = dist[src[e]] + weight[e]
+            if candidate > best:
+                best = candidate
+        dist[v] = best
+    return dist
+
+
+@dataclass
+class Snapshot:
+    """CP of one window: per-edge and per-activity-row values, and the path count."""
+
+    graph: ActivityGraph
+    edge_cp: np.ndarray  # per edge (0 for waiting edges)
+    log_paths: float  # natural log of N, the number of start-to-end paths
+    cp_sum: float
+
+    def activity_cp(self, n_rows: int) -> np.ndarray:
+        """CP per row of the activity table the graph was built from (pieces of a split activity summed)."""
+        cp = np.zeros(n_rows)
+        rows = self.graph.activity
+        real = rows >= 0
+        np.add.at(cp, rows[real], self.edge_cp[real])
+        return cp
+
+
+def critical_participation(graph: ActivityGraph) -> Snapshot:
+    """CP of every edge of ``graph``; raises :class:`CPInvariantError` unless CP sums to 1."""
+    n_nodes = len(graph.node_time)
+    carry = graph.carries_paths
+    src, dst = graph.src[carry], graph.dst[carry]
+    order = _topological_order(n_nodes, src, dst)
+    if (order < 0).any():
+        raise CPInvariantError("the activity graph has a cycle (messages arriving before they are sent?)")
+    log_forward = _log_path_counts(order, src, dst, graph.start_anchors, n_nodes)
+    log_backward = _log_path_counts(order[::-1].copy(), dst, src, graph.end_anchors, n_nodes)
+    ends = log_forward[graph.end_anchors]
+    log_paths = float(np.logaddexp.reduce(ends)) if len(ends) else -np.inf
+    if not np.isfinite(log_paths):
+        raise CPInvariantError(
+            f"no path crosses the window [{graph.window_start}, {graph.window_end}): at some instant every worker "
+            "waits and no message is in flight; widen the window or check that the trace has the driver's tasks"
+        )
+    span = graph.window_end - graph.window_start
+    edge_cp = np.zeros(len(graph.src))
+    share = np.exp(log_forward[src] + log_backward[dst] - log_paths)
+    edge_cp[carry] = graph.weight[carry] * share / span
+    total = float(edge_cp.sum())
+    if abs(total - 1.0) > CP_SUM_TOLERANCE:
+        raise CPInvariantError(f"CP over [{graph.window_start}, {graph.window_end}) sums to {total!r}, not 1")
+    return Snapshot(graph, edge_cp, log_paths, total)
+
+
+def snapshot(activities: pd.DataFrame, window_start: float, window_end: float) -> tuple[pd.DataFrame, Snapshot]:
+    """``activities`` in the window with a ``cp`` column, and the snapshot it came from."""
+    table = activities.reset_index(drop=True)
+    result = critical_participation(build_graph(table, window_start, window_end))
+    with_cp = table.assign(cp=result.activity_cp(len(table)))
+    return with_cp, result
+
+
+def critical_path_length(graph: ActivityGraph, scale: np.ndarray | None = None) -> float:
+    """Longest start-to-end path over path-carrying edges, with edge weights times ``scale``."""
+    carry = graph.carries_paths
+    weight = graph.weight if scale is None else graph.weight * scale
+    src, dst, weight = graph.src[carry], graph.dst[carry], weight[carry]
+    order = _topological_order(len(graph.node_time), src, dst)
+    dist = _longest_path(order, src, dst, weight, graph.start_anchors, len(graph.node_time))
+    return float(dist[graph.end_anchors].max())
