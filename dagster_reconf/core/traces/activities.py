@@ -243,14 +243,24 @@ class TraceNormalizer:
             self.skipped[f"{status} task attempt (kept, marked {status})"] += 1
 
     def _place(self, executor: str, launch: float, finish: float) -> str:
-        """Put a task on the first slot of its executor that is free at launch."""
+        """Put a task on the first slot of its executor that is free at launch.
+
+        Finish times are stamped by the driver, a little after the executor freed the
+        core, so a task can launch "before" its slot's previous task finished: then the
+        slot freed earliest is used (counted). Slots beyond the executor's cores are
+        added only when its core count is unknown.
+        """
         slots = self._slots_free_at[executor]
         for index, free_at in enumerate(slots):
             if free_at <= launch:
                 slots[index] = finish
                 return f"{executor}/{index}"
-        if len(slots) >= self.executor_cores.get(executor, len(slots) + 1):
-            self.skipped["more concurrent tasks than executor cores (extra slot added)"] += 1
+        cores = self.executor_cores.get(executor)
+        if cores is not None and len(slots) >= cores:
+            index = int(min(range(len(slots)), key=slots.__getitem__))
+            self.skipped["task launched before its slot's previous task was reported finished"] += 1
+            slots[index] = max(slots[index], finish)
+            return f"{executor}/{index}"
         slots.append(finish)
         return f"{executor}/{len(slots) - 1}"
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import pandas as pd
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from ..errors import ReconfError
 from .activities import DRIVER
@@ -49,8 +51,8 @@ class ActivityGraph:
 
     window_start: float
     window_end: float
-    node_worker: np.ndarray  # worker name per node
-    node_time: np.ndarray  # float64 per node
+    node_worker: np.ndarray  # worker name per node, before instants are merged
+    node_time: np.ndarray  # float64 per node, before instants are merged
     start_anchors: np.ndarray  # node ids
     end_anchors: np.ndarray
     src: np.ndarray  # int64 per edge
@@ -59,10 +61,13 @@ class ActivityGraph:
     activity: np.ndarray  # row of the activity table per edge, -1 for waiting
     edge_type: np.ndarray  # activity type per edge (str)
     dropped_messages: int = 0
+    edge_worker: np.ndarray | None = None  # worker an edge leaves from (timeline worker or sender)
+    edge_dst_worker: np.ndarray | None = None  # worker an edge arrives at
 
     @property
     def carries_paths(self) -> np.ndarray:
-        return self.edge_type != "waiting"
+        """Waiting edges and edges inside a merged instant (self-loops) carry no paths."""
+        return (self.edge_type != "waiting") & (self.src != self.dst)
 
 
 def _driver_activities(timeline: pd.DataFrame, messages: pd.DataFrame, ts: float, te: float) -> pd.DataFrame:
@@ -153,22 +158,44 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
 
     src = np.r_[t_src, m_src].astype(np.int64)
     dst = np.r_[t_dst, m_dst].astype(np.int64)
-    is_start = node_time == ts
-    is_end = node_time == te
+    edge_type = np.r_[t_type, messages["activity"].to_numpy(dtype=object)]
+    weight = node_time[dst] - node_time[src]
+    node_of = _contract_instant_cycles(len(node_time), src, dst, (edge_type != "waiting") & (weight == 0))
     return ActivityGraph(
         window_start=ts,
         window_end=te,
         node_worker=node_worker,
         node_time=node_time,
-        start_anchors=np.flatnonzero(is_start),
-        end_anchors=np.flatnonzero(is_end),
-        src=src,
-        dst=dst,
-        weight=node_time[dst] - node_time[src],
+        start_anchors=np.unique(node_of[node_time == ts]),
+        end_anchors=np.unique(node_of[node_time == te]),
+        src=node_of[src],
+        dst=node_of[dst],
+        weight=weight,
         activity=np.r_[t_activity, messages["row"].to_numpy()].astype(np.int64),
-        edge_type=np.r_[t_type, messages["activity"].to_numpy(dtype=object)],
+        edge_type=edge_type,
         dropped_messages=dropped,
+        edge_worker=node_worker[src],
+        edge_dst_worker=node_worker[dst],
     )
+
+
+def _contract_instant_cycles(n_nodes: int, src: np.ndarray, dst: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """Node ids after merging nodes joined by a cycle of zero-length edges.
+
+    With millisecond timestamps, a result message and the next control message can
+    happen in the same instant in opposite directions. Every other edge moves forward in
+    time, so such instants are the only cycles; merging each into one node (paths move
+    freely within an instant) makes the graph acyclic and leaves CP's sum unchanged,
+    since the merged edges weigh nothing.
+    """
+    identity = np.arange(n_nodes, dtype=np.int64)
+    if not zero.any():
+        return identity
+    adjacency = coo_matrix((np.ones(int(zero.sum())), (src[zero], dst[zero])), shape=(n_nodes, n_nodes)).tocsr()
+    n_components, labels = connected_components(adjacency, directed=True, connection="strong")
+    if n_components == n_nodes:
+        return identity
+    return labels.astype(np.int64)
 
 
 @numba.njit(cache=True)

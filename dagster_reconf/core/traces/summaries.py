@@ -32,8 +32,8 @@ def edge_frame(activities: pd.DataFrame, result: Snapshot) -> pd.DataFrame:
     operator = np.full(len(rows), DRIVER_OPERATOR, dtype=object)
     operator[has_row] = table["operator"].to_numpy(dtype=object)[rows[has_row]]
     operator[graph.edge_type == "waiting"] = "-"
-    src_worker = graph.node_worker[graph.src]
-    dst_worker = graph.node_worker[graph.dst]
+    src_worker = graph.edge_worker
+    dst_worker = graph.edge_dst_worker
     return pd.DataFrame(
         {
             "worker": src_worker,
