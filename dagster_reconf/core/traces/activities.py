@@ -58,6 +58,7 @@ ACTIVITY_COLUMNS = [
     "records_in", "records_out", "bytes_in", "bytes_out",
 ]
 DRIVER = "driver"
+STATE_STAGES_KEPT = 500  # stages remembered across incremental reads (parents of new stages)
 USED_EVENTS = {
     "SparkListenerApplicationStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
     "SparkListenerJobStart", "SparkListenerStageSubmitted", "SparkListenerStageCompleted", "SparkListenerTaskEnd",
@@ -263,6 +264,46 @@ class TraceNormalizer:
             return f"{executor}/{index}"
         slots.append(finish)
         return f"{executor}/{len(slots) - 1}"
+
+    # -- state -------------------------------------------------------------------------------
+
+    def state(self, keep_stages: int = STATE_STAGES_KEPT) -> dict[str, Any]:
+        """JSON-able state to resume from (rows excluded; only the newest ``keep_stages`` stages kept)."""
+        recent = sorted(self.stages)[-keep_stages:]
+        recent_jobs = {self.stages[s].job_id for s in recent}
+        return {
+            "version": 1,
+            "app_id": self.app_id,
+            "executor_cores": self.executor_cores,
+            "stages": {str(s): vars(self.stages[s]) for s in recent},
+            "skipped": dict(self.skipped),
+            "job_props": {str(j): list(v) for j, v in self._job_props.items() if j in recent_jobs},
+            "job_ordinal": {str(j): o for j, o in self._job_ordinal.items() if j in recent_jobs},
+            "batch_jobs": [[q, b, n] for (q, b), n in list(self._batch_jobs.items())[-keep_stages:]],
+            "slots_free_at": dict(self._slots_free_at),
+            "stage_task_ends": {str(s): self._stage_task_ends[s] for s in recent if s in self._stage_task_ends},
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "TraceNormalizer":
+        """A normalizer that continues where the one that wrote ``state`` stopped."""
+        if state.get("version") != 1:
+            raise ValueError(f"unsupported normalizer state version {state.get('version')!r}; re-ingest the log")
+        normalizer = cls(app_id=state["app_id"], executor_cores=dict(state["executor_cores"]))
+        normalizer.stages = {int(s): _Stage(**v) for s, v in state["stages"].items()}
+        normalizer.skipped = Counter(state["skipped"])
+        normalizer._job_props = {int(j): (v[0], int(v[1])) for j, v in state["job_props"].items()}
+        normalizer._job_ordinal = {int(j): int(o) for j, o in state["job_ordinal"].items()}
+        normalizer._batch_jobs = {(q, int(b)): int(n) for q, b, n in state["batch_jobs"]}
+        normalizer._slots_free_at.update({k: list(v) for k, v in state["slots_free_at"].items()})
+        normalizer._stage_task_ends.update({int(s): [tuple(x) for x in v] for s, v in state["stage_task_ends"].items()})
+        return normalizer
+
+    def take_rows(self) -> pd.DataFrame:
+        """The rows normalized since the last call (and forget them): for incremental ingestion."""
+        frame = self.table()
+        self._rows = []
+        return frame
 
     # -- output --------------------------------------------------------------------------------
 

@@ -1,0 +1,116 @@
+"""A stream's trace store: incremental ingestion of its event logs into activity chunks.
+
+A stream's event-log directory holds one log per Spark application (every driver or
+SparkContext restart starts a new one). For each log the store keeps a cursor and the
+normalizer's state in ``state.json``; each :meth:`TraceStore.ingest` reads only what is
+new and appends the new activities as one Parquet chunk, listed with its time range in
+the same state file (written atomically after the chunk). Snapshots then read only the
+chunks that overlap their window, so a window can be (re)materialized at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .activities import ACTIVITY_COLUMNS, TraceNormalizer
+from .eventlog import LogCursor, read_events
+
+__all__ = ["IngestReport", "TraceStore", "application_logs"]
+
+_APP_LOG = re.compile(r"^(eventlog_v2_.+|(local|app|application)-[\w\-]+?(\.(lz4|lzf|snappy|zstd))?(\.inprogress)?)$")
+
+
+def application_logs(event_log_dir: Path) -> list[Path]:
+    """Each application's event log (file or rolling directory) under ``event_log_dir``, oldest first."""
+    if not event_log_dir.is_dir():
+        return []
+    logs = [p for p in event_log_dir.iterdir() if _APP_LOG.match(p.name)]
+    return sorted(logs, key=lambda p: p.stat().st_mtime)
+
+
+def _log_key(path: Path) -> str:
+    """A log's identity, stable when Spark renames ``x.inprogress`` to ``x``."""
+    return path.name.removesuffix(".inprogress")
+
+
+@dataclass
+class IngestReport:
+    """What one ingestion read: events, new activities, skips by reason, time range."""
+
+    events: int = 0
+    activities: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    start_ms: float | None = None
+    end_ms: float | None = None
+
+
+class TraceStore:
+    """Activities of one stream under ``root`` (``<stream dir>/traces`` by default)."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.state_path = self.root / "state.json"
+
+    def _state(self) -> dict[str, Any]:
+        if not self.state_path.exists():
+            return {"version": 1, "logs": {}, "chunks": []}
+        return json.loads(self.state_path.read_text())
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        tmp = self.state_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.state_path)
+
+    def ingest(self, event_log_dir: Path | str, max_events: int | None = None) -> IngestReport:
+        """Read what is new in every application log under ``event_log_dir``; append it as a chunk."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        state = self._state()
+        report = IngestReport()
+        frames = []
+        for log in application_logs(Path(event_log_dir)):
+            key = _log_key(log)
+            entry = state["logs"].get(key, {})
+            cursor = LogCursor.from_json(entry.get("cursor"))
+            result = read_events(log, cursor, max_events=max_events)
+            normalizer = TraceNormalizer.from_state(entry["normalizer"]) if "normalizer" in entry else TraceNormalizer()
+            before = Counter(normalizer.skipped)
+            normalizer.add(result.events)
+            frames.append(normalizer.take_rows())
+            report.events += len(result.events)
+            report.skipped.update(result.skipped)
+            report.skipped.update(normalizer.skipped - before)
+            state["logs"][key] = {"cursor": result.cursor.to_json(), "normalizer": normalizer.state()}
+        new = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ACTIVITY_COLUMNS)
+        if len(new):
+            index = len(state["chunks"])
+            name = f"activities-{index:06d}.parquet"
+            new.to_parquet(self.root / name, index=False)
+            report.start_ms, report.end_ms = float(new["start_ms"].min()), float(new["end_ms"].max())
+            state["chunks"].append({"file": name, "start_ms": report.start_ms, "end_ms": report.end_ms, "rows": len(new)})
+        report.activities = len(new)
+        self._write_state(state)
+        return report
+
+    def time_range(self) -> tuple[float, float] | None:
+        """Earliest start and latest end over everything ingested, or None."""
+        chunks = self._state()["chunks"]
+        if not chunks:
+            return None
+        return min(c["start_ms"] for c in chunks), max(c["end_ms"] for c in chunks)
+
+    def activities(self, start_ms: float, end_ms: float) -> pd.DataFrame:
+        """Activities overlapping ``[start_ms, end_ms)`` (unclipped; the snapshot clips)."""
+        files = [self.root / c["file"] for c in self._state()["chunks"] if c["start_ms"] < end_ms and c["end_ms"] >= start_ms]
+        if not files:
+            return pd.DataFrame(columns=ACTIVITY_COLUMNS)
+        frame = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+        overlapping = (frame["start_ms"] < end_ms) & (frame["end_ms"] >= start_ms)
+        return frame[overlapping].reset_index(drop=True)
