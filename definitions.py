@@ -6,12 +6,14 @@ selects the resource set (see ``resources/``).
 
 from dagster import Definitions
 
-from assets import stream_progress
+from assets import TRACES, cp_summaries, stream_progress, trace_snapshots
 from resources import resources_for_env
 from sensors import progress_sensors
 
 defs = Definitions(
-    assets=[stream_progress],
+    assets=[stream_progress, trace_snapshots, cp_summaries],
+    jobs=[TRACES.job],
+    schedules=[TRACES.schedule],
     sensors=progress_sensors,
     resources=resources_for_env(),
 )

@@ -1,3 +1,6 @@
 """Assets of the reference code location."""
 
 from .stream_progress import stream_progress as stream_progress
+from .traces import TRACES as TRACES
+from .traces import cp_summaries as cp_summaries
+from .traces import trace_snapshots as trace_snapshots

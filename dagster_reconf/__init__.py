@@ -10,6 +10,7 @@ from .core.spec import StreamSpec
 from .core.supervisor import StreamSupervisor
 from .resources import StreamRuntimeResource
 from .sensor_builder import build_stream_progress_sensor
+from .trace_assets import TraceAssets, build_trace_assets
 from .version import __version__
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "StreamStartError",
     "StreamStateError",
     "StreamSupervisor",
+    "TraceAssets",
     "__version__",
     "build_stream_progress_sensor",
+    "build_trace_assets",
 ]

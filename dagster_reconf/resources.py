@@ -19,6 +19,7 @@ from pydantic import Field
 from .core.metrics import MetricsStore, progress_frame
 from .core.paths import StreamPaths
 from .core.supervisor import StreamSupervisor
+from .core.traces.store import TraceStore
 
 __all__ = ["StreamRuntimeResource"]
 
@@ -54,6 +55,14 @@ class StreamRuntimeResource(ConfigurableResource):
         """Per-batch figures of ``stream`` recorded after byte ``cursor``, and the next cursor."""
         records, next_cursor = self.metrics(stream).read(cursor)
         return progress_frame(r["progress"] for r in records if r.get("kind") == "progress"), next_cursor
+
+    def event_log_dir(self, stream: str) -> Path:
+        """Where the stream's drivers write Spark event logs."""
+        return StreamPaths(self.home_path, stream).event_log
+
+    def trace_store(self, stream: str) -> TraceStore:
+        """The stream's trace store (incrementally ingested activities)."""
+        return TraceStore(StreamPaths(self.home_path, stream).traces)
 
     def status(self, stream: str) -> dict[str, Any]:
         """Live status from the driver, or the last recorded figures when it is not running."""

@@ -74,6 +74,11 @@ class StreamPaths:
         return self.root / "eventlog"
 
     @property
+    def traces(self) -> Path:
+        """The trace store: ingested activities and the event-log cursors."""
+        return self.root / "traces"
+
+    @property
     def gate(self) -> Path:
         """While this file exists the source offers no new data (stop at a batch boundary)."""
         return self.root / "gate"

@@ -7,10 +7,11 @@ edges join the sender's node to the receiver's. Activities and messages crossing
 window edges are clipped to it (a message in flight at ``ts`` leaves from its sender's
 start anchor); messages entirely outside are left out and counted.
 
-The driver's own timeline is derived: while any task is in flight the driver waits for
-results (``waiting``); otherwise it is doing coordinator work (``unknown`` to the trace:
-planning, offset and state commits, the trigger wait). So a stage barrier routes every
-path through the last task's result message.
+The driver's own timeline is derived: when no task is in flight the driver does
+coordinator work (``unknown`` to the trace: planning, offset and state commits, the
+trigger wait); a segment that ends in launching a task is ``scheduling`` (the driver
+relays a result into the next launch); otherwise it waits for results (``waiting``). So
+a stage barrier routes every path through the last task's result message.
 
 Critical Participation: waiting edges carry no paths. For every other edge ``e``,
 ``paths(e) = F(src) * B(dst)`` (forward counts from the start anchors, backward counts
@@ -39,6 +40,7 @@ __all__ = ["ActivityGraph", "CPInvariantError", "Snapshot", "build_graph", "crit
 
 CP_SUM_TOLERANCE = 1e-9
 _NO_ACTIVITY = -1  # a waiting edge (no activity row behind it)
+_DRIVER_WORK = -2  # driver time derived here (no row in the activity table)
 
 
 class CPInvariantError(ReconfError, ArithmeticError):
@@ -89,7 +91,7 @@ def _driver_activities(timeline: pd.DataFrame, messages: pd.DataFrame, ts: float
     gap_starts, gap_ends = np.clip(gap_starts, ts, te), np.clip(gap_ends, ts, te)
     keep = gap_ends > gap_starts
     return pd.DataFrame(
-        {"worker": DRIVER, "activity": "unknown", "start_ms": gap_starts[keep], "end_ms": gap_ends[keep], "row": _NO_ACTIVITY - 1}
+        {"worker": DRIVER, "activity": "unknown", "start_ms": gap_starts[keep], "end_ms": gap_ends[keep], "row": _DRIVER_WORK}
     )
 
 
@@ -155,6 +157,15 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
 
     m_src = node_index.loc[list(zip(messages["src_worker"], messages["start_ms"]))].to_numpy() if len(messages) else np.array([], dtype=np.int64)
     m_dst = node_index.loc[list(zip(messages["dst_worker"], messages["end_ms"]))].to_numpy() if len(messages) else np.array([], dtype=np.int64)
+
+    # A driver segment that ends in launching a task is driver work (it relays a result
+    # into the next launch), even while other tasks are in flight.
+    is_launch = (messages["activity"].to_numpy(dtype=object) == "control") & (messages["src_worker"].to_numpy(dtype=object) == DRIVER)
+    launches = np.zeros(len(node_time), dtype=bool)
+    launches[m_src[is_launch]] = True
+    relay = (node_worker[t_src] == DRIVER) & launches[t_dst] & (t_type == "waiting")
+    t_type[relay] = "scheduling"
+    t_activity[relay] = _DRIVER_WORK
 
     src = np.r_[t_src, m_src].astype(np.int64)
     dst = np.r_[t_dst, m_dst].astype(np.int64)

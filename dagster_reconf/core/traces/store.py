@@ -47,7 +47,8 @@ class IngestReport:
 
     events: int = 0
     activities: int = 0
-    skipped: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)  # by this ingestion
+    total_skipped: Counter = field(default_factory=Counter)  # by every ingestion of these logs so far
     start_ms: float | None = None
     end_ms: float | None = None
 
@@ -84,10 +85,12 @@ class TraceStore:
             before = Counter(normalizer.skipped)
             normalizer.add(result.events)
             frames.append(normalizer.take_rows())
+            new_skips = Counter(result.skipped) + (normalizer.skipped - before)
+            log_skips = Counter(entry.get("skipped", {})) + Counter(result.skipped)
             report.events += len(result.events)
-            report.skipped.update(result.skipped)
-            report.skipped.update(normalizer.skipped - before)
-            state["logs"][key] = {"cursor": result.cursor.to_json(), "normalizer": normalizer.state()}
+            report.skipped.update(new_skips)
+            report.total_skipped.update(log_skips + normalizer.skipped)
+            state["logs"][key] = {"cursor": result.cursor.to_json(), "normalizer": normalizer.state(), "skipped": dict(log_skips)}
         new = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ACTIVITY_COLUMNS)
         if len(new):
             index = len(state["chunks"])

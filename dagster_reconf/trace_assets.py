@@ -1,0 +1,224 @@
+"""Trace snapshots and CP summaries as Dagster assets, with GX checks and a schedule.
+
+Partitions are ``stream`` (static: the streams this code location manages) times
+``window`` (time windows of ``window_minutes``). Time windows rather than dynamic
+partitions, because a long-running stream produces windows on a fixed clock: Dagster
+knows every window without bookkeeping, backfills over a time range work out of the
+box, and the partition table does not grow with registrations. The window in progress
+is a partition too (a partial snapshot of a live stream); the schedule requests the
+last closed one. Materializing a window
+first ingests whatever is new in the stream's event logs (incrementally, from the trace
+store's cursor), so windows can be materialized in any order and re-materialized.
+
+* ``trace_snapshots``: the activity table of one window (SnailTrail's snapshot), with
+  a GX check of its schema and invariants.
+* ``cp_summaries``: Critical Participation of that window: four summaries as tables
+  and one plot in the materialization metadata, with a GX check that CP sums to 1.
+* a schedule that requests the latest closed window of every running stream.
+"""
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetsDefinition,
+    DefaultScheduleStatus,
+    MetadataValue,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    Output,
+    RunRequest,
+    ScheduleDefinition,
+    ScheduleEvaluationContext,
+    SkipReason,
+    StaticPartitionsDefinition,
+    TimeWindowPartitionsDefinition,
+    asset,
+    define_asset_job,
+    schedule,
+)
+
+from .core.traces.critical_path import snapshot
+from .core.traces.plots import cp_plot_png
+from .core.traces.summaries import summarize
+from .core.traces.validation import validate_activities, validate_cp_sum
+from .resources import StreamRuntimeResource
+
+__all__ = ["TraceAssets", "build_trace_assets"]
+
+STREAM_DIMENSION = "stream"
+WINDOW_DIMENSION = "window"
+SNAPSHOT_CHECK = "schema_and_invariants"
+CP_CHECK = "cp_sums_to_one"
+# Skip reasons that mean the log itself is damaged (the rest are expected in real logs).
+CORRUPTION = ("corrupt_line", "not_an_event", "task with invalid launch/finish time")
+
+
+@dataclass(frozen=True)
+class TraceAssets:
+    """What :func:`build_trace_assets` builds, to pass to ``Definitions``."""
+
+    snapshots: AssetsDefinition
+    summaries: AssetsDefinition
+    job: Any  # what define_asset_job returns; its class is not part of Dagster's public API
+    schedule: ScheduleDefinition
+    partitions_def: MultiPartitionsDefinition
+
+
+def _window_ms(context: AssetExecutionContext) -> tuple[str, float, float]:
+    stream = context.partition_key.keys_by_dimension[STREAM_DIMENSION]
+    window = context.partition_time_window
+    return stream, window.start.timestamp() * 1000.0, window.end.timestamp() * 1000.0
+
+
+def _window_start(start: str) -> str:
+    """``YYYY-MM-DD`` or ``YYYY-MM-DD-HH:MM`` (UTC) as the partitions' ``YYYY-MM-DD-HH:MM``."""
+    from datetime import datetime
+
+    for fmt, suffix in (("%Y-%m-%d-%H:%M", ""), ("%Y-%m-%d", "-00:00")):
+        try:
+            datetime.strptime(start, fmt)
+            return start + suffix
+        except ValueError:
+            continue
+    raise ValueError(f"start must be YYYY-MM-DD or YYYY-MM-DD-HH:MM (UTC), got {start!r}")
+
+
+def _markdown_table(frame: pd.DataFrame, limit: int = 12) -> MetadataValue:
+    return MetadataValue.md(frame.head(limit).to_markdown(index=False, floatfmt=".4f"))
+
+
+def build_trace_assets(
+    *,
+    streams: Sequence[str],
+    start: str,
+    window_minutes: int = 1,
+    group_name: str = "traces",
+    schedule_status: DefaultScheduleStatus = DefaultScheduleStatus.STOPPED,
+) -> TraceAssets:
+    """Trace snapshot and CP summary assets for ``streams``.
+
+    Args:
+        streams: names of managed streams (the ``stream`` partitions).
+        start: first window, ``YYYY-MM-DD`` or ``YYYY-MM-DD-HH:MM`` (UTC).
+        window_minutes: window length in minutes (1-60, dividing the hour).
+        group_name: asset group in the UI.
+        schedule_status: the schedule's default status (STOPPED: start it where wanted).
+
+    Returns:
+        TraceAssets: assets, the job over them, and the latest-windows schedule. They
+        need a ``streams`` resource (:class:`StreamRuntimeResource`).
+    """
+    if not streams:
+        raise ValueError("streams must name at least one managed stream")
+    if window_minutes < 1 or window_minutes > 60 or 60 % window_minutes:
+        raise ValueError(f"window_minutes must divide 60 (1, 2, 3, 5, ..., 60), got {window_minutes}")
+    start = _window_start(start)
+    cron = "* * * * *" if window_minutes == 1 else ("0 * * * *" if window_minutes == 60 else f"*/{window_minutes} * * * *")
+    # end_offset=1: the window in progress is a partition too (a partial snapshot of a live stream).
+    windows = TimeWindowPartitionsDefinition(
+        cron_schedule=cron, start=start, fmt="%Y-%m-%d-%H:%M", timezone="UTC", end_offset=1
+    )
+    partitions = MultiPartitionsDefinition({STREAM_DIMENSION: StaticPartitionsDefinition(list(streams)), WINDOW_DIMENSION: windows})
+
+    @asset(
+        partitions_def=partitions,
+        group_name=group_name,
+        kinds={"spark", "pandas"},
+        check_specs=[AssetCheckSpec(SNAPSHOT_CHECK, asset="trace_snapshots", description="GX: schema, end >= start, known activity types, counts >= 0")],
+    )
+    def trace_snapshots(context: AssetExecutionContext, streams: StreamRuntimeResource):
+        """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
+        stream, lo, hi = _window_ms(context)
+        store = streams.trace_store(stream)
+        report = store.ingest(streams.event_log_dir(stream))
+        activities = store.activities(lo, hi)
+        context.log.info(f"{stream}: ingested {report.events} events ({report.activities} activities); window has {len(activities)}")
+        timeline = activities[activities["src_worker"].isna()] if len(activities) else activities
+        yield Output(
+            activities,
+            metadata={
+                "activities": len(activities),
+                "tasks": int(timeline[["task_id", "attempt"]].drop_duplicates().shape[0]) if len(timeline) else 0,
+                "batches": sorted(int(b) for b in activities["batch_id"].unique() if b >= 0) if len(activities) else [],
+                "workers": int(timeline["worker"].nunique()) if len(timeline) else 0,
+                "ingested_events": report.events,
+                "skipped_total": MetadataValue.json(dict(report.total_skipped)),
+            },
+        )
+        outcome = validate_activities(activities)
+        corruption = [f"{count} {reason} in {stream}'s event log" for reason, count in report.total_skipped.items() if reason in CORRUPTION]
+        failures = outcome.failures + corruption
+        yield AssetCheckResult(
+            check_name=SNAPSHOT_CHECK,
+            passed=not failures,
+            severity=AssetCheckSeverity.ERROR,
+            description=outcome.describe() if not corruption else "; ".join(corruption) + f" (GX: {outcome.describe()})",
+            metadata={"expectations": outcome.evaluated, "failures": MetadataValue.json(failures)},
+        )
+
+    @asset(
+        partitions_def=partitions,
+        group_name=group_name,
+        kinds={"pandas"},
+        check_specs=[AssetCheckSpec(CP_CHECK, asset="cp_summaries", description="GX: CP over the snapshot sums to 1, each value in [0, 1]")],
+    )
+    def cp_summaries(context: AssetExecutionContext, trace_snapshots: pd.DataFrame):
+        """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
+        stream, lo, hi = _window_ms(context)
+        if trace_snapshots.empty:
+            yield Output({}, metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"})
+            yield AssetCheckResult(check_name=CP_CHECK, passed=True, description="no activity in the window: nothing to sum")
+            return
+        _, result = snapshot(trace_snapshots, lo, hi)
+        summaries = summarize(trace_snapshots, result)
+        png = base64.b64encode(cp_plot_png(summaries, f"{stream} {context.partition_key.keys_by_dimension[WINDOW_DIMENSION]}")).decode()
+        top_worker = summaries["by_worker"].iloc[0]
+        top_operator = summaries["by_operator"].iloc[0]
+        yield Output(
+            summaries,
+            metadata={
+                "plot": MetadataValue.md(f"![critical participation](data:image/png;base64,{png})"),
+                "by_activity_type": _markdown_table(summaries["by_activity_type"]),
+                "by_worker": _markdown_table(summaries["by_worker"]),
+                "by_operator": _markdown_table(summaries["by_operator"]),
+                "by_channel": _markdown_table(summaries["by_channel"]),
+                "cp_sum": float(result.cp_sum),
+                "log10_paths": float(result.log_paths / 2.302585092994046),
+                "top_worker": f"{top_worker['worker']} (CP {top_worker['cp']:.2f}, time {top_worker['time_share']:.2f})",
+                "top_operator": f"{top_operator['operator']} (CP {top_operator['cp']:.2f}, time {top_operator['time_share']:.2f})",
+            },
+        )
+        outcome = validate_cp_sum(summaries["by_activity_type"])
+        yield AssetCheckResult(check_name=CP_CHECK, passed=outcome.success, description=outcome.describe(),
+                               metadata={"cp_sum": float(result.cp_sum)})
+
+    job = define_asset_job("trace_snapshot_job", selection=[trace_snapshots, cp_summaries], partitions_def=partitions)
+    stream_names = list(streams)
+
+    @schedule(job=job, cron_schedule=cron, default_status=schedule_status, execution_timezone="UTC",
+              name="latest_trace_windows_schedule")
+    def latest_windows(context: ScheduleEvaluationContext, streams: StreamRuntimeResource):
+        """Materialize the latest closed window of every managed stream whose driver runs."""
+        running = {row["name"] for row in streams.supervisor().list() if row["driver"] == "running"}
+        targets = [name for name in stream_names if name in running]
+        if not targets:
+            return SkipReason(f"none of the managed streams {stream_names} has a running driver")
+        # The last *closed* window: with end_offset=1 the last partition is the one in progress.
+        keys = windows.get_partition_keys(current_time=context.scheduled_execution_time)
+        window = keys[-2] if len(keys) >= 2 else None
+        if window is None:
+            return SkipReason(f"no complete window before {context.scheduled_execution_time} (start {start})")
+        return [
+            RunRequest(run_key=f"{name}|{window}", partition_key=MultiPartitionKey({STREAM_DIMENSION: name, WINDOW_DIMENSION: window}))
+            for name in targets
+        ]
+
+    return TraceAssets(trace_snapshots, cp_summaries, job, latest_windows, partitions)
