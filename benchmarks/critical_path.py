@@ -10,7 +10,8 @@
   building plus CP, median of repeats.
 * Baseline: the same CP computed straightforwardly with networkx (topological sort,
   exact integer path counts) on the same graph, in the same run;
-  ``speedup_vs_networkx`` compares the CP passes at the largest size both ran.
+  ``speedup_vs_networkx`` compares the CP passes on the same graph at 100k activities;
+  ``speedup_vs_networkx_end_to_end`` charges ours with building the graph as well.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 import zstandard
 
-from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, TraceNormalizer
+from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, USED_EVENTS, TraceNormalizer
 from dagster_reconf.core.traces.critical_path import build_graph, critical_participation
 from dagster_reconf.core.traces.eventlog import read_events
 
@@ -84,7 +85,7 @@ def write_log(path: Path, tasks: int) -> int:
                 task_id += 1
             t += 50
         job += 1
-    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()  # as Spark writes
     path.write_bytes(zstandard.ZstdCompressor(level=3).compress(data))
     return task_id
 
@@ -143,7 +144,7 @@ def networkx_cp(graph) -> float:
     weights = graph.weight[carry]
     cp = 0.0
     for u, v, k in g.edges(keys=True):
-        cp += float(weights[k]) * (forward[u] * backward[v]) / total
+        cp += float(weights[k]) * ((forward[u] * backward[v]) / total)
     return cp / span
 
 
@@ -159,7 +160,7 @@ def main() -> None:
         path = Path(tmp) / "app-bench.zstd"
         n_tasks = write_log(path, tasks)
         t0 = time.perf_counter()
-        events = read_events(path).events
+        events = read_events(path, only=USED_EVENTS).events
         normalizer = TraceNormalizer()
         normalizer.add(events)
         table = normalizer.table()
@@ -169,6 +170,8 @@ def main() -> None:
     print(f"ingest: {n_tasks:,} task events in {seconds:.2f} s ({n_tasks / seconds:,.0f}/s)", flush=True)
 
     cp_seconds, errors, passes = {}, [], {}
+    warm = spark_shaped_activities(2_000)
+    critical_participation(build_graph(warm, float(warm["start_ms"].min()), float(warm["end_ms"].max())))  # compile once
     for size in sizes:
         activities = spark_shaped_activities(size)
         window = (float(activities["start_ms"].min()), float(activities["end_ms"].max()))
@@ -183,19 +186,20 @@ def main() -> None:
             pass_times.append(t2 - t1)
             errors.append(abs(snap.cp_sum - 1.0))
         cp_seconds[str(size)] = round(median(times), 4)
-        passes[size] = (graph, median(pass_times))
+        passes[size] = (graph, median(pass_times), median(times))
         print(f"cp: {len(activities):,} activities, {len(graph.src):,} edges: {median(times):.3f} s "
               f"(CP passes {median(pass_times):.3f} s)", flush=True)
     result["cp_seconds"] = cp_seconds
 
-    baseline_size = 10_000 if args.quick else 100_000
-    graph, ours = passes[baseline_size]
+    baseline_size = 100_000
+    graph, ours, ours_end_to_end = passes[baseline_size]
     t0 = time.perf_counter()
     baseline_sum = networkx_cp(graph)
     baseline = time.perf_counter() - t0
     errors.append(abs(baseline_sum - 1.0))
     result["networkx_seconds"] = {str(baseline_size): round(baseline, 4)}
-    result["speedup_vs_networkx"] = round(baseline / ours, 1)
+    result["speedup_vs_networkx"] = round(baseline / ours, 1)  # the CP passes, on the same graph
+    result["speedup_vs_networkx_end_to_end"] = round(baseline / ours_end_to_end, 1)  # ours also builds the graph
     result["max_cp_sum_error"] = float(max(errors))
     result["wall_s"] = round(time.monotonic() - started, 1)
     print(f"networkx at {baseline_size:,}: {baseline:.2f} s vs {ours:.3f} s", flush=True)

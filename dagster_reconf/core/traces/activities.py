@@ -48,6 +48,8 @@ from typing import Any
 
 import pandas as pd
 
+from .eventlog import gc_paused
+
 __all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "COMMUNICATION_TYPES", "TraceNormalizer"]
 
 ACTIVITY_TYPES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data", "control", "waiting", "unknown")
@@ -59,10 +61,10 @@ ACTIVITY_COLUMNS = [
 ]
 DRIVER = "driver"
 STATE_STAGES_KEPT = 500  # stages remembered across incremental reads (parents of new stages)
-USED_EVENTS = {
+USED_EVENTS = frozenset({
     "SparkListenerApplicationStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
     "SparkListenerJobStart", "SparkListenerStageSubmitted", "SparkListenerStageCompleted", "SparkListenerTaskEnd",
-}
+})
 
 def _scope_name(rdd: dict[str, Any]) -> str | None:
     scope = rdd.get("Scope")
@@ -108,6 +110,10 @@ class TraceNormalizer:
 
     def add(self, events: Iterable[dict[str, Any]]) -> None:
         """Normalize ``events`` (dicts as in the event log), in log order."""
+        with gc_paused():
+            self._add(events)
+
+    def _add(self, events: Iterable[dict[str, Any]]) -> None:
         for event in events:
             kind = event.get("Event")
             if kind not in USED_EVENTS:
@@ -309,7 +315,8 @@ class TraceNormalizer:
 
     def table(self) -> pd.DataFrame:
         """Every activity normalized so far (see module docstring for the schema)."""
-        frame = pd.DataFrame.from_records(self._rows, columns=ACTIVITY_COLUMNS)
+        with gc_paused():
+            frame = pd.DataFrame.from_records(self._rows, columns=ACTIVITY_COLUMNS)
         return frame.astype(
             {"batch_id": "int64", "job_id": "int64", "stage_id": "int64", "stage_attempt": "int64", "task_id": "int64",
              "attempt": "int64", "start_ms": "float64", "end_ms": "float64", "records_in": "int64",

@@ -19,12 +19,14 @@ from the end anchors, one topological pass each) and
 ``CP(e) = w_e * paths(e) / (N * (te - ts))`` with ``N`` the number of start-to-end
 paths. Each path spans the window exactly once, so CP sums to 1; that is checked on
 every snapshot (:class:`CPInvariantError` if not). Counts grow like ``k**r`` (k workers,
-r all-to-all rounds), so the passes run in log space (float64 log-sum-exp, compiled
-with numba); the invariant check is what verifies that arithmetic.
+r all-to-all rounds), so the passes use extended-exponent floats (float64 mantissa,
+int64 exponent; compiled with numba): no overflow, and relative rounding of about 1e-16
+per addition at any magnitude. The invariant check is what verifies that arithmetic.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numba
@@ -137,7 +139,6 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
     ).drop_duplicates().sort_values(["worker", "time"], ignore_index=True)
     node_worker = points["worker"].to_numpy(dtype=object)
     node_time = points["time"].to_numpy(dtype=np.float64)
-    node_index = pd.Series(np.arange(len(points)), index=pd.MultiIndex.from_frame(points))
 
     # Timeline edges between consecutive nodes of the same worker.
     same_worker = node_worker[1:] == node_worker[:-1]
@@ -155,8 +156,8 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
     t_activity[edges] = merged["row"].to_numpy()[covered]
     t_type[edges] = merged["activity"].to_numpy()[covered]
 
-    m_src = node_index.loc[list(zip(messages["src_worker"], messages["start_ms"]))].to_numpy() if len(messages) else np.array([], dtype=np.int64)
-    m_dst = node_index.loc[list(zip(messages["dst_worker"], messages["end_ms"]))].to_numpy() if len(messages) else np.array([], dtype=np.int64)
+    m_src = _node_ids(points, messages["src_worker"], messages["start_ms"])
+    m_dst = _node_ids(points, messages["dst_worker"], messages["end_ms"])
 
     # A driver segment that ends in launching a task is driver work (it relays a result
     # into the next launch), even while other tasks are in flight.
@@ -190,6 +191,14 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
     )
 
 
+def _node_ids(points: pd.DataFrame, workers: pd.Series, times: pd.Series) -> np.ndarray:
+    """Node id of each (worker, time) pair: an exact hash join against the node table."""
+    nodes = points.assign(node=np.arange(len(points)))
+    wanted = pd.DataFrame({"worker": workers.to_numpy(), "time": times.to_numpy(), "order": np.arange(len(workers))})
+    found = wanted.merge(nodes, on=["worker", "time"], how="left", validate="many_to_one")
+    return found.sort_values("order")["node"].to_numpy(dtype=np.int64)
+
+
 def _contract_instant_cycles(n_nodes: int, src: np.ndarray, dst: np.ndarray, zero: np.ndarray) -> np.ndarray:
     """Node ids after merging nodes joined by a cycle of zero-length edges.
 
@@ -207,17 +216,6 @@ def _contract_instant_cycles(n_nodes: int, src: np.ndarray, dst: np.ndarray, zer
     if n_components == n_nodes:
         return identity
     return labels.astype(np.int64)
-
-
-@numba.njit(cache=True)
-def _log_add(a: float, b: float) -> float:
-    if a == -np.inf:
-        return b
-    if b == -np.inf:
-        return a
-    if a > b:
-        return a + np.log1p(np.exp(b - a))
-    return b + np.log1p(np.exp(a - b))
 
 
 @numba.njit(cache=True)
@@ -249,19 +247,39 @@ def _topological_order(n_nodes: int, src: np.ndarray, dst: np.ndarray) -> np.nda
 
 
 @numba.njit(cache=True)
-def _log_path_counts(order: np.ndarray, src: np.ndarray, dst: np.ndarray, sources: np.ndarray, n_nodes: int) -> np.ndarray:
-    """log of the number of paths from any of ``sources`` to every node, in topological ``order``."""
-    log_count = np.full(n_nodes, -np.inf)
+def _path_counts(order: np.ndarray, src: np.ndarray, dst: np.ndarray, sources: np.ndarray, n_nodes: int):
+    """Paths from any of ``sources`` to every node, as extended-exponent floats.
+
+    A count is ``mantissa * 2**exponent`` with the mantissa in [0.5, 1) (``frexp``):
+    every addition rounds with relative error about 1e-16, whatever the magnitude, and
+    counts like 8**400 never overflow. (Log space would lose absolute precision as the
+    logs grow: measured 1.3e-9 drift in the CP sum at 1M activities.)
+    """
+    mantissa = np.zeros(n_nodes)
+    exponent = np.zeros(n_nodes, dtype=np.int64)
     for s in sources:
-        log_count[s] = 0.0
+        mantissa[s] = 0.5
+        exponent[s] = 1
     order_by_dst = np.argsort(dst, kind="mergesort")
     starts = np.searchsorted(dst[order_by_dst], np.arange(n_nodes + 1))
     for v in order:
-        acc = log_count[v]
+        m, e = mantissa[v], exponent[v]
         for k in range(starts[v], starts[v + 1]):
-            acc = _log_add(acc, log_count[src[order_by_dst[k]]])
-        log_count[v] = acc
-    return log_count
+            u = src[order_by_dst[k]]
+            mu, eu = mantissa[u], exponent[u]
+            if mu == 0.0:
+                continue
+            if m == 0.0:
+                m, e = mu, eu
+                continue
+            if eu > e:
+                m, e, mu, eu = mu, eu, m, e
+            if e - eu < 1100:
+                m = m + math.ldexp(mu, eu - e)
+            m, de = math.frexp(m)
+            e += de
+        mantissa[v], exponent[v] = m, e
+    return mantissa, exponent
 
 
 @numba.njit(cache=True)
@@ -301,6 +319,16 @@ class Snapshot:
         return cp
 
 
+def _sum_extended(mantissa: np.ndarray, exponent: np.ndarray) -> tuple[float, int]:
+    """Sum of extended-exponent floats, exactly scaled to the largest exponent."""
+    if len(mantissa) == 0 or not (mantissa > 0).any():
+        return 0.0, 0
+    top = int(exponent[mantissa > 0].max())
+    total = float(np.ldexp(mantissa, exponent - top).sum())
+    m, e = math.frexp(total)
+    return m, top + e
+
+
 def critical_participation(graph: ActivityGraph) -> Snapshot:
     """CP of every edge of ``graph``; raises :class:`CPInvariantError` unless CP sums to 1."""
     n_nodes = len(graph.node_time)
@@ -309,18 +337,18 @@ def critical_participation(graph: ActivityGraph) -> Snapshot:
     order = _topological_order(n_nodes, src, dst)
     if (order < 0).any():
         raise CPInvariantError("the activity graph has a cycle (messages arriving before they are sent?)")
-    log_forward = _log_path_counts(order, src, dst, graph.start_anchors, n_nodes)
-    log_backward = _log_path_counts(order[::-1].copy(), dst, src, graph.end_anchors, n_nodes)
-    ends = log_forward[graph.end_anchors]
-    log_paths = float(np.logaddexp.reduce(ends)) if len(ends) else -np.inf
-    if not np.isfinite(log_paths):
+    f_mant, f_exp = _path_counts(order, src, dst, graph.start_anchors, n_nodes)
+    b_mant, b_exp = _path_counts(order[::-1].copy(), dst, src, graph.end_anchors, n_nodes)
+    n_mant, n_exp = _sum_extended(f_mant[graph.end_anchors], f_exp[graph.end_anchors])
+    log_paths = math.log(n_mant) + n_exp * math.log(2.0) if n_mant > 0 else -math.inf
+    if not math.isfinite(log_paths):
         raise CPInvariantError(
             f"no path crosses the window [{graph.window_start}, {graph.window_end}): at some instant every worker "
             "waits and no message is in flight; widen the window or check that the trace has the driver's tasks"
         )
     span = graph.window_end - graph.window_start
     edge_cp = np.zeros(len(graph.src))
-    share = np.exp(log_forward[src] + log_backward[dst] - log_paths)
+    share = np.ldexp(f_mant[src] * b_mant[dst] / n_mant, f_exp[src] + b_exp[dst] - n_exp)
     edge_cp[carry] = graph.weight[carry] * share / span
     total = float(edge_cp.sum())
     if abs(total - 1.0) > CP_SUM_TOLERANCE:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from .activities import ACTIVITY_COLUMNS, TraceNormalizer
+from .activities import ACTIVITY_COLUMNS, USED_EVENTS, TraceNormalizer
 from .eventlog import LogCursor, read_events
 
 __all__ = ["IngestReport", "TraceStore", "application_logs"]
@@ -80,7 +80,7 @@ class TraceStore:
             key = _log_key(log)
             entry = state["logs"].get(key, {})
             cursor = LogCursor.from_json(entry.get("cursor"))
-            result = read_events(log, cursor, max_events=max_events)
+            result = read_events(log, cursor, max_events=max_events, only=USED_EVENTS)
             normalizer = TraceNormalizer.from_state(entry["normalizer"]) if "normalizer" in entry else TraceNormalizer()
             before = Counter(normalizer.skipped)
             normalizer.add(result.events)
