@@ -13,6 +13,8 @@ from dagster_reconf.core.session import helper_session
 from dagster_reconf.core.sink import read_sink
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
+from dagster_reconf.core.traces.critical_path import snapshot
+from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.core.workloads.queries import get_query
 from dagster_reconf.core.workloads.source import SourceOptions
 
@@ -52,6 +54,16 @@ def test_stream_runs_on_standalone_cluster(tmp_path):
         assert [a["id"] for a in apps] == [info["app_id"]] and apps[0]["cores"] >= 1
         supervisor.stop(spec.name)
         assert session_processes(info["pid"]) == []
+
+        # Its event log names real executor slots (not the driver), and CP holds per batch.
+        store = TraceStore(supervisor.paths(spec.name).traces)
+        assert store.ingest(supervisor.paths(spec.name).event_log).activities > 0
+        table = store.activities(*store.time_range())
+        executors = {w.split("/")[0] for w in table.loc[table["src_worker"].isna(), "worker"]}
+        assert executors and "driver" not in executors
+        spans = table[table["batch_id"] >= 0].groupby("batch_id").agg(lo=("start_ms", "min"), hi=("end_ms", "max"))
+        for window in spans.itertuples():
+            assert abs(snapshot(table, window.lo, window.hi)[1].cp_sum - 1) <= 1e-9
 
         spark = helper_session("reconf-cluster-oracle")
         try:
