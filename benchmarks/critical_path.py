@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import zstandard
 
-from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, USED_EVENTS, TraceNormalizer
+from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS
 from dagster_reconf.core.traces.critical_path import build_graph, critical_participation
-from dagster_reconf.core.traces.eventlog import read_events
+from dagster_reconf.core.traces.store import normalize_log
 
 from ._common import emit, median, parse_args
 
@@ -160,10 +160,7 @@ def main() -> None:
         path = Path(tmp) / "app-bench.zstd"
         n_tasks = write_log(path, tasks)
         t0 = time.perf_counter()
-        events = read_events(path, only=USED_EVENTS).events
-        normalizer = TraceNormalizer()
-        normalizer.add(events)
-        table = normalizer.table()
+        table, _, _ = normalize_log(path)
         seconds = time.perf_counter() - t0
     result["ingest_events_per_s"] = round(n_tasks / seconds, 1)
     result["ingest_activities"] = int(len(table))

@@ -40,13 +40,17 @@ without metrics (older Spark versions), and so on.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.json as pj
 
 from .eventlog import gc_paused
 
@@ -60,6 +64,26 @@ ACTIVITY_COLUMNS = [
     "records_in", "records_out", "bytes_in", "bytes_out",
 ]
 DRIVER = "driver"
+STEP_ACTIVITIES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data")
+_DTYPES = {"batch_id": "int64", "job_id": "int64", "stage_id": "int64", "stage_attempt": "int64", "task_id": "int64",
+           "attempt": "int64", "start_ms": "float64", "end_ms": "float64", "records_in": "int64",
+           "records_out": "int64", "bytes_in": "int64", "bytes_out": "int64", "speculative": "bool"}
+_I64 = pa.int64()
+TASK_END_SCHEMA = pa.schema([
+    ("Event", pa.string()), ("Stage ID", _I64), ("Stage Attempt ID", _I64),
+    ("Task End Reason", pa.struct([("Reason", pa.string())])),
+    ("Task Info", pa.struct([(n, _I64) for n in ("Task ID", "Attempt", "Launch Time", "Finish Time", "Getting Result Time")]
+                            + [("Executor ID", pa.string()), ("Speculative", pa.bool_()), ("Killed", pa.bool_())])),
+    ("Task Metrics", pa.struct([
+        ("Executor Deserialize Time", _I64), ("Executor Run Time", _I64), ("Result Serialization Time", _I64),
+        ("Shuffle Read Metrics", pa.struct([(n, _I64) for n in ("Fetch Wait Time", "Total Records Read", "Remote Bytes Read", "Local Bytes Read")])),
+        ("Shuffle Write Metrics", pa.struct([(n, _I64) for n in ("Shuffle Bytes Written", "Shuffle Write Time", "Shuffle Records Written")])),
+        ("Input Metrics", pa.struct([("Bytes Read", _I64), ("Records Read", _I64)])),
+        ("Output Metrics", pa.struct([("Bytes Written", _I64), ("Records Written", _I64)])),
+    ])),
+])
+_TASK_PARSE = pj.ParseOptions(explicit_schema=TASK_END_SCHEMA, unexpected_field_behavior="ignore")
+_TASK_READ = pj.ReadOptions(block_size=1 << 24)
 STATE_STAGES_KEPT = 500  # stages remembered across incremental reads (parents of new stages)
 USED_EVENTS = frozenset({
     "SparkListenerApplicationStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
@@ -103,8 +127,9 @@ class TraceNormalizer:
     _job_ordinal: dict[int, int] = field(default_factory=dict)
     _batch_jobs: dict[tuple[str | None, int], int] = field(default_factory=dict)
     _slots_free_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    _stage_task_ends: dict[int, list[tuple[str, float]]] = field(default_factory=lambda: defaultdict(list))
-    _rows: list[tuple] = field(default_factory=list)
+    _senders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["stage_id", "src_worker", "src_end"]))
+    _frames: list[pd.DataFrame] = field(default_factory=list)
+    _pending_tasks: list[dict[str, Any]] = field(default_factory=list)
 
     # -- events --------------------------------------------------------------------------------
 
@@ -112,6 +137,7 @@ class TraceNormalizer:
         """Normalize ``events`` (dicts as in the event log), in log order."""
         with gc_paused():
             self._add(events)
+            self._flush_pending()
 
     def _add(self, events: Iterable[dict[str, Any]]) -> None:
         for event in events:
@@ -178,76 +204,122 @@ class TraceNormalizer:
         """Stage completion carries no task timing; stage barriers are derived from the tasks."""
 
     def _on_TaskEnd(self, event: dict[str, Any]) -> None:
-        stage = self.stages.get(int(event.get("Stage ID", -1)))
-        if stage is None:
-            self.skipped["task of a stage never submitted"] += 1
+        self._pending_tasks.append(event)
+
+    def add_task_lines(self, lines: list[bytes]) -> None:
+        """Normalize raw ``SparkListenerTaskEnd`` lines (the fast path: parsed by Arrow, derived in numpy)."""
+        if lines:
+            table = pj.read_json(io.BytesIO(b"\n".join(lines)), parse_options=_TASK_PARSE, read_options=_TASK_READ)
+            with gc_paused():
+                self._add_tasks(table)
+
+    def _flush_pending(self) -> None:
+        if self._pending_tasks:
+            table = pa.Table.from_pylist(self._pending_tasks, schema=TASK_END_SCHEMA)
+            self._pending_tasks = []
+            self._add_tasks(table)
+
+    def _add_tasks(self, table: pa.Table) -> None:
+        """Activities and messages of a batch of task ends, vectorized (see module docstring)."""
+        if table.num_rows == 0:
             return
-        info = event.get("Task Info") or {}
-        metrics = event.get("Task Metrics")
-        if metrics is None:
-            self.skipped["task without metrics"] += 1
-            metrics = {}
-        reason = (event.get("Task End Reason") or {}).get("Reason", "Success")
-        status = "success" if reason == "Success" else ("killed" if info.get("Killed") or reason == "TaskKilled" else "failed")
-        launch, finish = float(info.get("Launch Time", 0)), float(info.get("Finish Time", 0))
-        if finish < launch or launch <= 0:
-            self.skipped["task with invalid launch/finish time"] += 1
+        col = _columns(table)
+        n = table.num_rows
+        stage_ids = col["Stage ID"]
+        known = np.array([int(s) in self.stages for s in stage_ids], dtype=bool)
+        launch, finish = col["Task Info.Launch Time"], col["Task Info.Finish Time"]
+        valid = (finish >= launch) & (launch > 0)
+        self.skipped["task of a stage never submitted"] += int((~known).sum())
+        self.skipped["task with invalid launch/finish time"] += int((known & ~valid).sum())
+        self.skipped["task without metrics"] += int((known & valid & col["no_metrics"]).sum())
+        keep = known & valid
+        if not keep.any():
             return
-        executor = str(info.get("Executor ID", "unknown"))
-        worker = self._place(executor, launch, finish)
-        read = metrics.get("Shuffle Read Metrics") or {}
-        write = metrics.get("Shuffle Write Metrics") or {}
-        inputs = metrics.get("Input Metrics") or {}
-        outputs = metrics.get("Output Metrics") or {}
-        run = float(metrics.get("Executor Run Time", 0))
-        deserialize = float(metrics.get("Executor Deserialize Time", 0))
-        result_ser = float(metrics.get("Result Serialization Time", 0))
-        getting = float(info.get("Getting Result Time", 0) or 0)
-        getting = max(0.0, finish - getting) if getting > 0 else 0.0  # Spark stores the time it started
-        fetch_wait = float(read.get("Fetch Wait Time", 0))
-        shuffle_write = float(write.get("Shuffle Write Time", 0)) / 1e6  # nanoseconds
-        scheduling = max(0.0, (finish - launch) - run - deserialize - result_ser - getting)
-        records_in = int(read.get("Total Records Read", 0)) + int(inputs.get("Records Read", 0))
-        bytes_in = int(read.get("Remote Bytes Read", 0)) + int(read.get("Local Bytes Read", 0)) + int(inputs.get("Bytes Read", 0))
-        records_out = int(write.get("Shuffle Records Written", 0)) + int(outputs.get("Records Written", 0))
-        bytes_out = int(write.get("Shuffle Bytes Written", 0)) + int(outputs.get("Bytes Written", 0))
-        common = (
-            self.app_id, stage.query_id, stage.batch_id, stage.job_id, stage.stage_id,
-            int(event.get("Stage Attempt ID", 0)), stage.operator, int(info.get("Task ID", -1)),
-            int(info.get("Attempt", 0)), status, bool(info.get("Speculative", False)),
-        )
-        cursor = launch
-        processing = max(0.0, run - fetch_wait - shuffle_write)
-        steps = [
-            ("scheduling", scheduling), ("deserialization", deserialize), ("buffer", fetch_wait),
-            ("processing", processing), ("serialization", shuffle_write + result_ser), ("data", getting),
-        ]
-        for activity, duration in steps:
-            end = min(finish, cursor + duration)
-            if end > cursor:
-                is_processing = activity == "processing"
-                self._rows.append((*common, worker, None, None, activity, cursor, end,
-                                   records_in if is_processing else 0, records_out if is_processing else 0,
-                                   bytes_in if is_processing else 0, bytes_out if is_processing else 0))
-            cursor = end
-        if cursor < finish:
-            self._rows.append((*common, worker, None, None, "unknown", cursor, finish, 0, 0, 0, 0))
-        # Communication: control from the driver, result to the driver, shuffle input from parent stages.
-        self._rows.append((*common, DRIVER, DRIVER, worker, "control", launch, launch + scheduling, 0, 0, 0, 0))
-        self._rows.append((*common, worker, worker, DRIVER, "data", finish - getting if getting else finish, finish, 0, 0, 0, 0))
-        if status == "success":
-            # Shuffle input: one message per parent-stage task, in flight while this task
-            # fetches (from when it starts fetching, or the sender finished if later).
-            fetch_start = launch + scheduling + deserialize
-            fetch_end = fetch_start + fetch_wait
-            for parent in stage.parents:
-                for src_worker, src_end in self._stage_task_ends.get(parent, []):
-                    if src_end <= fetch_end:
-                        self._rows.append((*common, src_worker, src_worker, worker, "data",
-                                           max(src_end, fetch_start), fetch_end, 0, 0, 0, 0))
-            self._stage_task_ends[stage.stage_id].append((worker, finish))
-        if status != "success":
-            self.skipped[f"{status} task attempt (kept, marked {status})"] += 1
+        c = {k: v[keep] for k, v in col.items()}
+        stage_ids = c["Stage ID"].astype(np.int64)
+        launch, finish = c["Task Info.Launch Time"], c["Task Info.Finish Time"]
+        reason = c["Task End Reason.Reason"]
+        killed = c["Task Info.Killed"] | (reason == "TaskKilled")
+        status = np.where(reason == "Success", "success", np.where(killed, "killed", "failed"))
+        for name in ("failed", "killed"):
+            count = int((status == name).sum())
+            if count:
+                self.skipped[f"{name} task attempt (kept, marked {name})"] += count
+        workers = self._place_all(c["Task Info.Executor ID"], launch, finish)
+
+        getting_at = c["Task Info.Getting Result Time"]
+        getting = np.where(getting_at > 0, np.maximum(0.0, finish - getting_at), 0.0)
+        run, deserialize = c["Task Metrics.Executor Run Time"], c["Task Metrics.Executor Deserialize Time"]
+        result_ser = c["Task Metrics.Result Serialization Time"]
+        fetch_wait = c["Task Metrics.Shuffle Read Metrics.Fetch Wait Time"]
+        shuffle_write = c["Task Metrics.Shuffle Write Metrics.Shuffle Write Time"] / 1e6  # nanoseconds
+        scheduling = np.maximum(0.0, (finish - launch) - run - deserialize - result_ser - getting)
+        processing = np.maximum(0.0, run - fetch_wait - shuffle_write)
+        durations = np.stack([scheduling, deserialize, fetch_wait, processing, shuffle_write + result_ser, getting], axis=1)
+        ends = np.minimum(launch[:, None] + np.cumsum(durations, axis=1), finish[:, None])
+        starts = np.concatenate([launch[:, None], ends[:, :-1]], axis=1)
+
+        stages = [self.stages[int(s)] for s in stage_ids]
+        base = {
+            "app_id": self.app_id,
+            "query_id": np.array([st.query_id for st in stages], dtype=object),
+            "batch_id": np.array([st.batch_id for st in stages], dtype=np.int64),
+            "job_id": np.array([st.job_id for st in stages], dtype=np.int64),
+            "stage_id": stage_ids,
+            "stage_attempt": c["Stage Attempt ID"].astype(np.int64),
+            "operator": np.array([st.operator for st in stages], dtype=object),
+            "task_id": c["Task Info.Task ID"].astype(np.int64),
+            "attempt": c["Task Info.Attempt"].astype(np.int64),
+            "status": status,
+            "speculative": c["Task Info.Speculative"],
+        }
+        records_in = c["Task Metrics.Shuffle Read Metrics.Total Records Read"] + c["Task Metrics.Input Metrics.Records Read"]
+        bytes_in = (c["Task Metrics.Shuffle Read Metrics.Remote Bytes Read"] + c["Task Metrics.Shuffle Read Metrics.Local Bytes Read"]
+                    + c["Task Metrics.Input Metrics.Bytes Read"])
+        records_out = c["Task Metrics.Shuffle Write Metrics.Shuffle Records Written"] + c["Task Metrics.Output Metrics.Records Written"]
+        bytes_out = c["Task Metrics.Shuffle Write Metrics.Shuffle Bytes Written"] + c["Task Metrics.Output Metrics.Bytes Written"]
+
+        frames = []
+        for k, activity in enumerate(STEP_ACTIVITIES):
+            present = ends[:, k] > starts[:, k]
+            traffic = (records_in, records_out, bytes_in, bytes_out) if activity == "processing" else (0, 0, 0, 0)
+            frames.append(_rows(base, present, workers, None, None, activity, starts[:, k], ends[:, k], traffic))
+        tail = ends[:, -1] < finish
+        frames.append(_rows(base, tail, workers, None, None, "unknown", ends[:, -1], finish, (0, 0, 0, 0)))
+        everyone = np.ones(len(launch), dtype=bool)
+        frames.append(_rows(base, everyone, DRIVER, DRIVER, workers, "control", launch, launch + scheduling, (0, 0, 0, 0)))
+        result_start = np.where(getting > 0, finish - getting, finish)
+        frames.append(_rows(base, everyone, workers, workers, DRIVER, "data", result_start, finish, (0, 0, 0, 0)))
+        frames.append(self._shuffle_messages(base, status, workers, starts[:, 2], ends[:, 2], finish))
+        self._frames.append(pd.concat([f for f in frames if len(f)], ignore_index=True))
+
+    def _shuffle_messages(self, base: dict[str, Any], status: np.ndarray, workers: np.ndarray,
+                          fetch_start: np.ndarray, fetch_end: np.ndarray, finish: np.ndarray) -> pd.DataFrame:
+        """One message per (parent-stage task, child task): in flight while the child fetches."""
+        ok = status == "success"
+        stage_ids = base["stage_id"]
+        produced = pd.DataFrame({"stage_id": stage_ids[ok], "src_worker": workers[ok], "src_end": finish[ok]})
+        senders = self._senders = pd.concat([self._senders, produced], ignore_index=True) if len(self._senders) else produced
+        children = [(i, p) for i in np.flatnonzero(ok) for p in self.stages[int(stage_ids[i])].parents]
+        if not children or senders.empty:
+            return pd.DataFrame()
+        pairs = pd.DataFrame(children, columns=["child", "stage_id"]).merge(senders, on="stage_id")
+        child = pairs["child"].to_numpy()
+        pairs = pairs[pairs["src_end"].to_numpy() <= fetch_end[child]]
+        if pairs.empty:
+            return pd.DataFrame()
+        child = pairs["child"].to_numpy()
+        picked = {k: (v[child] if isinstance(v, np.ndarray) else v) for k, v in base.items()}
+        senders_of = pairs["src_worker"].to_numpy(dtype=object)
+        return _frame(picked, senders_of, senders_of, workers[child], "data",
+                      np.maximum(pairs["src_end"].to_numpy(), fetch_start[child]), fetch_end[child], (0, 0, 0, 0))
+
+    def _place_all(self, executors: np.ndarray, launch: np.ndarray, finish: np.ndarray) -> np.ndarray:
+        """Slots for a batch of tasks, placed in launch order (see :meth:`_place`)."""
+        workers = np.empty(len(launch), dtype=object)
+        for i in np.argsort(launch, kind="stable"):
+            workers[i] = self._place(str(executors[i]), float(launch[i]), float(finish[i]))
+        return workers
 
     def _place(self, executor: str, launch: float, finish: float) -> str:
         """Put a task on the first slot of its executor that is free at launch.
@@ -287,7 +359,7 @@ class TraceNormalizer:
             "job_ordinal": {str(j): o for j, o in self._job_ordinal.items() if j in recent_jobs},
             "batch_jobs": [[q, b, n] for (q, b), n in list(self._batch_jobs.items())[-keep_stages:]],
             "slots_free_at": dict(self._slots_free_at),
-            "stage_task_ends": {str(s): self._stage_task_ends[s] for s in recent if s in self._stage_task_ends},
+            "senders": self._senders[self._senders["stage_id"].isin(recent)].to_dict(orient="list"),
         }
 
     @classmethod
@@ -302,23 +374,62 @@ class TraceNormalizer:
         normalizer._job_ordinal = {int(j): int(o) for j, o in state["job_ordinal"].items()}
         normalizer._batch_jobs = {(q, int(b)): int(n) for q, b, n in state["batch_jobs"]}
         normalizer._slots_free_at.update({k: list(v) for k, v in state["slots_free_at"].items()})
-        normalizer._stage_task_ends.update({int(s): [tuple(x) for x in v] for s, v in state["stage_task_ends"].items()})
+        normalizer._senders = pd.DataFrame(state["senders"], columns=["stage_id", "src_worker", "src_end"]).astype(
+            {"stage_id": "int64", "src_end": "float64"}
+        )
         return normalizer
 
     def take_rows(self) -> pd.DataFrame:
         """The rows normalized since the last call (and forget them): for incremental ingestion."""
         frame = self.table()
-        self._rows = []
+        self._frames = []
         return frame
 
     # -- output --------------------------------------------------------------------------------
 
     def table(self) -> pd.DataFrame:
         """Every activity normalized so far (see module docstring for the schema)."""
-        with gc_paused():
-            frame = pd.DataFrame.from_records(self._rows, columns=ACTIVITY_COLUMNS)
-        return frame.astype(
-            {"batch_id": "int64", "job_id": "int64", "stage_id": "int64", "stage_attempt": "int64", "task_id": "int64",
-             "attempt": "int64", "start_ms": "float64", "end_ms": "float64", "records_in": "int64",
-             "records_out": "int64", "bytes_in": "int64", "bytes_out": "int64", "speculative": "bool"}
-        )
+        self._flush_pending()
+        if not self._frames:
+            return _empty_table()
+        frame = pd.concat(self._frames, ignore_index=True)[ACTIVITY_COLUMNS]
+        return frame.astype(_DTYPES)
+
+
+def _empty_table() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, "object")) for c in ACTIVITY_COLUMNS})
+
+
+def _columns(table: pa.Table) -> dict[str, np.ndarray]:
+    """Flat numpy columns of a task-end table: missing numbers as 0, flags as False."""
+    flat = table.flatten().flatten().flatten()
+    out: dict[str, np.ndarray] = {}
+    for name in flat.column_names:
+        column = flat.column(name)
+        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+            out[name] = column.fill_null(0).to_numpy().astype(np.float64)
+        elif pa.types.is_boolean(column.type):
+            out[name] = column.fill_null(False).to_numpy(zero_copy_only=False)
+        else:
+            out[name] = np.array(column.fill_null("Success" if name.endswith("Reason") else "").to_pylist(), dtype=object)
+    out["no_metrics"] = table.column("Task Metrics").is_null().to_numpy(zero_copy_only=False)
+    return out
+
+
+def _rows(base: dict[str, Any], mask: np.ndarray, worker: Any, src: Any, dst: Any, activity: str,
+          start: np.ndarray, end: np.ndarray, traffic: tuple[Any, Any, Any, Any]) -> pd.DataFrame:
+    if not mask.any():
+        return pd.DataFrame()
+    pick = {k: (v[mask] if isinstance(v, np.ndarray) else v) for k, v in base.items()}
+    sel = lambda v: v[mask] if isinstance(v, np.ndarray) else v  # noqa: E731
+    return _frame(pick, sel(worker), sel(src), sel(dst), activity, start[mask], end[mask], tuple(sel(t) for t in traffic))
+
+
+def _frame(base: dict[str, Any], worker: Any, src: Any, dst: Any, activity: str, start: np.ndarray, end: np.ndarray,
+           traffic: tuple[Any, Any, Any, Any]) -> pd.DataFrame:
+    records_in, records_out, bytes_in, bytes_out = traffic
+    return pd.DataFrame({
+        **base, "worker": worker, "src_worker": src, "dst_worker": dst, "activity": activity,
+        "start_ms": start, "end_ms": end, "records_in": records_in, "records_out": records_out,
+        "bytes_in": bytes_in, "bytes_out": bytes_out,
+    }, index=range(len(start)))

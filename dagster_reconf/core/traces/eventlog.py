@@ -95,6 +95,7 @@ class ReadResult:
     events: list[dict[str, Any]]
     cursor: LogCursor
     skipped: dict[str, int] = field(default_factory=dict)
+    raw: list[bytes] = field(default_factory=list)  # lines of the types asked for raw, unparsed, in order
 
 
 def _codec(path: Path) -> str | None:
@@ -191,6 +192,7 @@ def read_events(
     *,
     max_events: int | None = None,
     only: frozenset[str] | None = None,
+    raw: frozenset[str] = frozenset(),
 ) -> ReadResult:
     """Events after ``cursor`` in the event log at ``path`` (a file or a rolling directory).
 
@@ -205,6 +207,8 @@ def read_events(
         only: event types to return; the others are counted in ``skipped`` as
             ``event not used: <type>`` without being parsed (Spark writes ``{"Event":...``
             first, so the type is read from the line's start).
+        raw: event types to hand back unparsed in ``raw`` (for a columnar parser);
+            ``max_events`` counts them too.
 
     Raises:
         EventLogError: not an event log, unknown codec, or a cursor naming a file that is gone.
@@ -222,14 +226,22 @@ def read_events(
         start = stems.index(stem)
     wanted = frozenset(name.encode() for name in only) if only is not None else None
     with gc_paused():
-        return _read_files(files, start, cursor, max_events, wanted)
+        return _read_files(files, start, cursor, max_events, wanted, frozenset(n.encode() for n in raw))
 
 
 def _read_files(
-    files: list[Path], start: int, cursor: LogCursor, max_events: int | None, wanted: frozenset[bytes] | None
+    files: list[Path],
+    start: int,
+    cursor: LogCursor,
+    max_events: int | None,
+    wanted: frozenset[bytes] | None,
+    raw: frozenset[bytes],
 ) -> ReadResult:
     events: list[dict[str, Any]] = []
+    raw_lines: list[bytes] = []
     skipped: dict[str, int] = {}
+    # The common case, one raw type: recognize its lines by their exact start.
+    raw_head = _EVENT_HEAD + next(iter(raw)) + b'"' if len(raw) == 1 else None
     position = LogCursor(cursor.file, cursor.offset)
     for index in range(start, len(files)):
         file = files[index]
@@ -240,11 +252,21 @@ def _read_files(
         end = data.rfind(b"\n") + 1
         for line in data[offset:end].split(b"\n")[:-1]:
             offset += len(line) + 1
+            if raw_head is not None and line.startswith(raw_head):
+                raw_lines.append(line)
+                if max_events is not None and len(events) + len(raw_lines) >= max_events:
+                    return ReadResult(events, LogCursor(file.name, offset), skipped, raw_lines)
+                continue
             if not line or line.isspace():
                 continue
-            if wanted is not None and line.startswith(_EVENT_HEAD):
+            if line.startswith(_EVENT_HEAD) and (wanted is not None or raw):
                 name = line[len(_EVENT_HEAD) : line.find(b'"', len(_EVENT_HEAD))]
-                if name not in wanted:
+                if name in raw:
+                    raw_lines.append(line)
+                    if max_events is not None and len(events) + len(raw_lines) >= max_events:
+                        return ReadResult(events, LogCursor(file.name, offset), skipped, raw_lines)
+                    continue
+                if wanted is not None and name not in wanted:
                     key = "event not used: " + name.decode()
                     skipped[key] = skipped.get(key, 0) + 1
                     continue
@@ -257,10 +279,10 @@ def _read_files(
                 skipped["not_an_event"] = skipped.get("not_an_event", 0) + 1
                 continue
             events.append(event)
-            if max_events is not None and len(events) >= max_events:
-                return ReadResult(events, LogCursor(file.name, offset), skipped)
+            if max_events is not None and len(events) + len(raw_lines) >= max_events:
+                return ReadResult(events, LogCursor(file.name, offset), skipped, raw_lines)
         position = LogCursor(file.name, offset)
-    return ReadResult(events, position, skipped)
+    return ReadResult(events, position, skipped, raw_lines)
 
 
 def _check_is_event_log(file: Path, data: bytes) -> None:

@@ -21,9 +21,22 @@ from typing import Any
 import pandas as pd
 
 from .activities import ACTIVITY_COLUMNS, USED_EVENTS, TraceNormalizer
-from .eventlog import LogCursor, read_events
+from .eventlog import LogCursor, ReadResult, read_events
 
-__all__ = ["IngestReport", "TraceStore", "application_logs"]
+__all__ = ["IngestReport", "TraceStore", "application_logs", "normalize_log"]
+
+TASK_END = "SparkListenerTaskEnd"
+
+
+def normalize_log(
+    log: Path, cursor: LogCursor | None = None, normalizer: TraceNormalizer | None = None, max_events: int | None = None
+) -> tuple[pd.DataFrame, TraceNormalizer, ReadResult]:
+    """New activities of one application's log after ``cursor``: task ends take the columnar path."""
+    normalizer = normalizer or TraceNormalizer()
+    result = read_events(log, cursor, max_events=max_events, only=USED_EVENTS - {TASK_END}, raw=frozenset({TASK_END}))
+    normalizer.add(result.events)
+    normalizer.add_task_lines(result.raw)
+    return normalizer.take_rows(), normalizer, result
 
 _APP_LOG = re.compile(r"^(eventlog_v2_.+|(local|app|application)-[\w\-]+?(\.(lz4|lzf|snappy|zstd))?(\.inprogress)?)$")
 
@@ -80,14 +93,13 @@ class TraceStore:
             key = _log_key(log)
             entry = state["logs"].get(key, {})
             cursor = LogCursor.from_json(entry.get("cursor"))
-            result = read_events(log, cursor, max_events=max_events, only=USED_EVENTS)
             normalizer = TraceNormalizer.from_state(entry["normalizer"]) if "normalizer" in entry else TraceNormalizer()
             before = Counter(normalizer.skipped)
-            normalizer.add(result.events)
-            frames.append(normalizer.take_rows())
+            rows, normalizer, result = normalize_log(log, cursor, normalizer, max_events)
+            frames.append(rows)
             new_skips = Counter(result.skipped) + (normalizer.skipped - before)
             log_skips = Counter(entry.get("skipped", {})) + Counter(result.skipped)
-            report.events += len(result.events)
+            report.events += len(result.events) + len(result.raw)
             report.skipped.update(new_skips)
             report.total_skipped.update(log_skips + normalizer.skipped)
             state["logs"][key] = {"cursor": result.cursor.to_json(), "normalizer": normalizer.state(), "skipped": dict(log_skips)}
