@@ -42,9 +42,11 @@ def test_core_does_not_import_dagster():
 
 
 def test_definitions_load():
+    """Under its own test instance: Dagster keeps a global state storage from earlier tests' instances."""
     import definitions
 
-    dagster.Definitions.validate_loadable(definitions.defs)
+    with dagster.instance_for_test():
+        dagster.Definitions.validate_loadable(definitions.defs)
     names = {s.name for s in definitions.defs.sensors}
     assert names == {"nexmark_q5_progress_sensor", "wordcount_progress_sensor"}
 
