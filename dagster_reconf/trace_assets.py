@@ -20,6 +20,7 @@ store's cursor), so windows can be materialized in any order and re-materialized
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
@@ -45,14 +46,14 @@ from dagster import (
     schedule,
 )
 
-from .core.traces.critical_path import snapshot
-from .core.traces.plots import cp_plot_png
-from .core.traces.summaries import summarize
-from .core.traces.validation import validate_activities, validate_cp_sum
 from .resources import StreamRuntimeResource
+
+# The CP engine (numba, scipy), the plot (matplotlib) and GX are imported inside the asset
+# bodies: loading a code location or the CLI should not pay for them.
 
 __all__ = ["TraceAssets", "build_trace_assets"]
 
+WINDOW_FORMAT = "%Y-%m-%d-%H:%M"
 STREAM_DIMENSION = "stream"
 WINDOW_DIMENSION = "window"
 SNAPSHOT_CHECK = "schema_and_invariants"
@@ -80,9 +81,7 @@ def _window_ms(context: AssetExecutionContext) -> tuple[str, float, float]:
 
 def _window_start(start: str) -> str:
     """``YYYY-MM-DD`` or ``YYYY-MM-DD-HH:MM`` (UTC) as the partitions' ``YYYY-MM-DD-HH:MM``."""
-    from datetime import datetime
-
-    for fmt, suffix in (("%Y-%m-%d-%H:%M", ""), ("%Y-%m-%d", "-00:00")):
+    for fmt, suffix in ((WINDOW_FORMAT, ""), ("%Y-%m-%d", "-00:00")):
         try:
             datetime.strptime(start, fmt)
             return start + suffix
@@ -123,9 +122,8 @@ def build_trace_assets(
     start = _window_start(start)
     cron = "* * * * *" if window_minutes == 1 else ("0 * * * *" if window_minutes == 60 else f"*/{window_minutes} * * * *")
     # end_offset=1: the window in progress is a partition too (a partial snapshot of a live stream).
-    windows = TimeWindowPartitionsDefinition(
-        cron_schedule=cron, start=start, fmt="%Y-%m-%d-%H:%M", timezone="UTC", end_offset=1
-    )
+    windows = TimeWindowPartitionsDefinition(cron_schedule=cron, start=start, fmt=WINDOW_FORMAT, timezone="UTC", end_offset=1)
+    first_window = datetime.strptime(start, WINDOW_FORMAT).replace(tzinfo=timezone.utc)
     partitions = MultiPartitionsDefinition({STREAM_DIMENSION: StaticPartitionsDefinition(list(streams)), WINDOW_DIMENSION: windows})
 
     @asset(
@@ -136,6 +134,8 @@ def build_trace_assets(
     )
     def trace_snapshots(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
+        from .core.traces.validation import validate_activities
+
         stream, lo, hi = _window_ms(context)
         store = streams.trace_store(stream)
         report = store.ingest(streams.event_log_dir(stream))
@@ -172,6 +172,11 @@ def build_trace_assets(
     )
     def cp_summaries(context: AssetExecutionContext, trace_snapshots: pd.DataFrame):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
+        from .core.traces.critical_path import snapshot
+        from .core.traces.plots import cp_plot_png
+        from .core.traces.summaries import summarize
+        from .core.traces.validation import validate_cp_sum
+
         stream, lo, hi = _window_ms(context)
         if trace_snapshots.empty:
             yield Output({}, metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"})
@@ -211,10 +216,12 @@ def build_trace_assets(
         targets = [name for name in stream_names if name in running]
         if not targets:
             return SkipReason(f"none of the managed streams {stream_names} has a running driver")
-        # The last *closed* window: with end_offset=1 the last partition is the one in progress.
-        keys = windows.get_partition_keys(current_time=context.scheduled_execution_time)
-        window = keys[-2] if len(keys) >= 2 else None
-        if window is None:
+        # The last *closed* window holds the instant just before the window in progress
+        # starts (looked up from the cron backwards, not by listing every window).
+        now = context.scheduled_execution_time.timestamp()
+        in_progress = datetime.strptime(windows.get_partition_key_for_timestamp(now), WINDOW_FORMAT).replace(tzinfo=timezone.utc)
+        window = windows.get_partition_key_for_timestamp(in_progress.timestamp() - 1)
+        if datetime.strptime(window, WINDOW_FORMAT).replace(tzinfo=timezone.utc) < first_window:
             return SkipReason(f"no complete window before {context.scheduled_execution_time} (start {start})")
         return [
             RunRequest(run_key=f"{name}|{window}", partition_key=MultiPartitionKey({STREAM_DIMENSION: name, WINDOW_DIMENSION: window}))

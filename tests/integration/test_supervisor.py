@@ -2,9 +2,13 @@
 and bad input that must fail clearly and leave no process behind."""
 
 import json
+from datetime import datetime, timezone
 
+import dagster
 import psutil
 import pytest
+
+from dagster_reconf import StreamRuntimeResource, build_trace_assets
 
 from dagster_reconf.core.cli import main as reconf
 from dagster_reconf.core.control import ControlClient
@@ -80,6 +84,19 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
 
     assert reconf(["--home", str(supervisor.home), "stream", "list"]) == 0
     assert "life" in capsys.readouterr().out
+
+    # The trace schedule asks for the last closed window of running streams only.
+    traces = build_trace_assets(streams=["life", "idle"], start="2026-01-01", window_minutes=5)
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
+    defs = dagster.Definitions(assets=[traces.snapshots, traces.summaries], jobs=[traces.job],
+                               schedules=[traces.schedule], resources=resources)
+    with dagster.instance_for_test() as instance:
+        context = dagster.build_schedule_context(
+            instance=instance, resources=resources, repository_def=defs.get_repository_def(),
+            scheduled_execution_time=datetime(2026, 11, 21, 12, 7, tzinfo=timezone.utc),
+        )
+        (request,) = traces.schedule.evaluate_tick(context).run_requests
+    assert request.partition_key == dagster.MultiPartitionKey({"stream": "life", "window": "2026-11-21-12:00"})
 
     stopped = supervisor.stop("life")
     assert stopped["stopped"] and "forced" not in stopped
