@@ -75,7 +75,6 @@ def _check_output(output: Path, frame, spec: StreamSpec, console: Console) -> bo
     from .session import helper_session
     from .sink import read_sink
     from .workloads.queries import get_query
-    from .workloads.source import SourceOptions
 
     if frame.empty:
         console.print("[red]no batch completed: nothing to check[/]")
@@ -86,7 +85,7 @@ def _check_output(output: Path, frame, spec: StreamSpec, console: Console) -> bo
         started = time.monotonic()
         spark = helper_session("reconf-demo-oracle", shuffle_partitions=spec.state_partitions)
         try:
-            options = SourceOptions(seed=spec.seed, max_events=int(last["end_offset"]), event_time_rate=spec.event_time_rate)
+            options = spec.data_options(max_events=int(last["end_offset"]))
             expected = expected_result(spark, query, options, watermark=last["watermark"])
         finally:
             spark.stop()

@@ -24,7 +24,12 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["MetricsStore", "progress_frame", "progress_row"]
+__all__ = ["MetricsStore", "progress_frame", "progress_row", "status_figures"]
+
+_TAIL_CHUNK_BYTES = 64 * 1024
+STATUS_FIGURES = (
+    "batch_id", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms", "backlog_events", "watermark",
+)
 
 
 class MetricsStore:
@@ -67,6 +72,32 @@ class MetricsStore:
     def progress(self, cursor: int = 0) -> list[dict[str, Any]]:
         """Spark progress events (dicts) after ``cursor``."""
         return [r["progress"] for r in self.read(cursor)[0] if r.get("kind") == "progress"]
+
+    def last_progress(self) -> dict[str, Any] | None:
+        """The newest progress event, found from the end of the file (the store grows all day).
+
+        Reads a growing window from the end until it holds a complete progress line;
+        progress lines come every batch, so the first 64 KiB almost always suffice.
+        """
+        if not self.path.exists():
+            return None
+        with open(self.path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            window = _TAIL_CHUNK_BYTES
+            while True:
+                start = max(0, size - window)
+                fh.seek(start)
+                data = fh.read(size - start)
+                first = data.find(b"\n") + 1 if start > 0 else 0  # skip a partial first line
+                complete = data[first : data.rfind(b"\n") + 1]  # and a torn last one
+                for raw in reversed(complete.split(b"\n")):
+                    if raw.strip():
+                        record = json.loads(raw)
+                        if record.get("kind") == "progress":
+                            return record["progress"]
+                if start == 0:
+                    return None
+                window *= 4
 
 
 def _lines(data: bytes, base: int) -> Iterable[tuple[int, bytes]]:
@@ -121,6 +152,14 @@ def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
     for op in progress.get("stateOperators") or []:
         row[f"state_rows.{op.get('operatorName', 'operator')}"] = int(op.get("numRowsTotal", 0))
     return row
+
+
+def status_figures(progress: dict[str, Any] | None) -> dict[str, Any]:
+    """What a status shows of the last batch: the figures and state rows per operator."""
+    row = progress_row(progress) if progress else {}
+    figures = {k: row.get(k) for k in STATUS_FIGURES}
+    figures["state_rows"] = {k.split(".", 1)[1]: v for k, v in row.items() if k.startswith("state_rows.")}
+    return figures
 
 
 def progress_frame(progress: Iterable[dict[str, Any]]) -> pd.DataFrame:

@@ -16,7 +16,8 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from .workloads.queries import QueryDefinition
-from .workloads.source import SourceOptions, register_sources
+from .workloads.options import PACING_OPTIONS, SourceOptions
+from .workloads.source import register_sources
 
 __all__ = ["OutputComparison", "compare", "expected_result", "stream_result"]
 
@@ -56,10 +57,8 @@ def expected_result(
     if options.max_events is None:
         raise ValueError("the oracle needs a bounded input: set max_events on the source options")
     register_sources(spark)
-    reader = spark.read.format(query.source)
-    for key, value in options.model_dump(exclude_none=True, exclude={"gate_file", "start_time"}).items():
-        reader = reader.option(key, str(value))
-    frame = query.build(reader.load()).toPandas()
+    events = spark.read.format(query.source).options(**options.to_spark(exclude=PACING_OPTIONS)).load()
+    frame = query.build(events).toPandas()
     return _final_rows(frame, query, watermark)
 
 

@@ -84,7 +84,7 @@ class StreamPaths:
         return self.root / "gate"
 
     def create(self) -> None:
-        for directory in (self.root, self.checkpoint.parent, self.output, self.event_log):
+        for directory in (self.root, self.output, self.event_log):
             directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
 

@@ -29,13 +29,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from .errors import StreamStateError
 from .listener import ProgressRecorder
-from .metrics import MetricsStore, progress_row
+from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
 from .session import build_spark_session
 from .sink import BatchFileSink
 from .spec import RestartScope, StreamSpec, restart_scope
 from .workloads.queries import RecordCost, get_query
-from .workloads.source import SourceOptions, register_sources
+from .workloads.options import SourceOptions
+from .workloads.source import register_sources
 
 __all__ = ["CheckpointInfo", "StopReport", "StreamRuntime", "read_checkpoint"]
 
@@ -138,25 +139,23 @@ class StreamRuntime:
         """The source's pacing anchor: kept on disk so backlog survives restarts."""
         if self.paths.pacing.exists():
             return json.loads(self.paths.pacing.read_text())
-        anchor = {"start_time": time.time(), "start_index": 0, "rate": self.spec.rate}
+        anchor = {"start_time": time.time(), "start_index": 0}
         self.paths.pacing.write_text(json.dumps(anchor))
         return anchor
 
     def source_options(self, spec: StreamSpec | None = None) -> SourceOptions:
+        """The spec's data options plus pacing: rate, per-trigger cap, the anchor and the gate."""
         spec = spec or self.spec
         anchor = self._pacing()
-        return SourceOptions(
-            seed=spec.seed,
-            rate=spec.rate,
-            partitions=spec.source_partitions,
-            max_events=spec.max_events,
-            max_events_per_trigger=spec.max_events_per_trigger,
-            start_time=anchor["start_time"],
-            start_index=int(anchor["start_index"]),
-            event_time_rate=spec.event_time_rate,
-            gate_file=str(self.paths.gate),
-            vocabulary=spec.vocabulary,
-            words_per_sentence=spec.words_per_sentence,
+        return SourceOptions.model_validate(
+            {
+                **spec.data_options().model_dump(),
+                "rate": spec.rate,
+                "max_events_per_trigger": spec.max_events_per_trigger,
+                "start_time": anchor["start_time"],
+                "start_index": int(anchor["start_index"]),
+                "gate_file": str(self.paths.gate),
+            }
         )
 
     def _reanchor(self, old: StreamSpec, new: StreamSpec) -> None:
@@ -165,7 +164,7 @@ class StreamRuntime:
             return
         now = time.time()
         offered = self.source_options(old).offered(now, now)
-        self.paths.pacing.write_text(json.dumps({"start_time": now, "start_index": offered, "rate": new.rate}))
+        self.paths.pacing.write_text(json.dumps({"start_time": now, "start_index": offered}))
 
     # -- query lifecycle ---------------------------------------------------------------------
 
@@ -197,10 +196,8 @@ class StreamRuntime:
 
     def _start_query(self) -> StreamingQuery:
         spec, query = self.spec, get_query(self.spec.query)
-        reader = self.spark.readStream.format(query.source)
-        for key, value in self.source_options().model_dump(exclude_none=True).items():
-            reader = reader.option(key, str(value))
-        events = RecordCost(spec.cost.mode, spec.cost.micros_per_record).apply(reader.load())
+        source = self.spark.readStream.format(query.source).options(**self.source_options().to_spark())
+        events = RecordCost(spec.cost.mode, spec.cost.micros_per_record).apply(source.load())
         writer = (
             query.build(events)
             .writeStream.queryName(spec.name)
@@ -281,7 +278,7 @@ class StreamRuntime:
                 )
             if scope is RestartScope.SESSION and not self._owns_session:
                 raise StreamStateError(
-                    f"changing {sorted(k for k in changes)} needs a new SparkContext, but this runtime shares a "
+                    f"changing {sorted(changes)} needs a new SparkContext, but this runtime shares a "
                     "session it does not own; run the stream in its own driver (`reconf stream start`)"
                 )
             if scope is RestartScope.NONE:
@@ -314,7 +311,6 @@ class StreamRuntime:
             )
             failure = self._recorder.failure if self._recorder else None
             state = "running" if self.is_active else ("failed" if failure else "stopped")
-            figures = progress_row(dict(progress)) if progress else {}
             checkpoint = read_checkpoint(self.paths.checkpoint)
             spark = self._spark
             return {
@@ -326,15 +322,7 @@ class StreamRuntime:
                 "spark_ui": spark.sparkContext.uiWebUrl if spark is not None else None,
                 "master": self.spec.master,
                 "run_id": str(self.query.runId) if self.query is not None else None,
-                "batch_id": figures.get("batch_id"),
-                "input_rows_per_second": figures.get("input_rows_per_second"),
-                "processed_rows_per_second": figures.get("processed_rows_per_second"),
-                "batch_duration_ms": figures.get("batch_duration_ms"),
-                "backlog_events": figures.get("backlog_events"),
-                "watermark": figures.get("watermark"),
-                "state_rows": {
-                    k.split(".", 1)[1]: v for k, v in figures.items() if k.startswith("state_rows.")
-                },
+                **status_figures(dict(progress) if progress else None),
                 "checkpoint": asdict(checkpoint),
                 "spec": self.spec.model_dump(),
             }

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import SpecError
+from .workloads.options import SourceOptions
 from .workloads.queries import QUERIES
 
 __all__ = ["RestartScope", "StreamSpec", "format_validation_error", "restart_scope", "validate_master"]
@@ -103,6 +104,21 @@ class StreamSpec(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise SpecError(format_validation_error("stream spec", exc, data)) from None
+
+    def data_options(self, max_events: int | None = None) -> SourceOptions:
+        """Source options that define which events exist (for the oracle; the runtime adds pacing).
+
+        Args:
+            max_events: bound the events to ``[0, max_events)`` (default: the spec's own bound).
+        """
+        return SourceOptions(
+            seed=self.seed,
+            partitions=self.source_partitions,
+            max_events=max_events if max_events is not None else self.max_events,
+            event_time_rate=self.event_time_rate,
+            vocabulary=self.vocabulary,
+            words_per_sentence=self.words_per_sentence,
+        )
 
     def with_changes(self, changes: dict[str, Any]) -> "StreamSpec":
         """A copy with ``changes`` applied and validated."""

@@ -28,7 +28,7 @@ import psutil
 
 from .control import ControlClient, new_token, read_token
 from .errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
-from .metrics import MetricsStore, progress_row
+from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths, default_home
 from .spec import StreamSpec, restart_scope
 
@@ -229,12 +229,15 @@ class StreamSupervisor:
         paths = self._known(name)
         if self.driver_info(name) is not None:
             return self.client(name).status()
-        progress = MetricsStore(paths.metrics).progress()
-        figures = progress_row(progress[-1]) if progress else {}
         spec = json.loads(paths.spec.read_text())
-        return {"name": name, "query": spec.get("query"), "state": "not running", "master": spec.get("master"), **{
-            k: figures.get(k) for k in ("batch_id", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms", "backlog_events", "watermark")
-        }, "state_rows": {k.split(".", 1)[1]: v for k, v in figures.items() if k.startswith("state_rows.")}, "spec": spec}
+        return {
+            "name": name,
+            "query": spec.get("query"),
+            "state": "not running",
+            "master": spec.get("master"),
+            **status_figures(MetricsStore(paths.metrics).last_progress()),
+            "spec": spec,
+        }
 
     def restart(self, name: str, settings: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
         """Apply new settings in the running driver (query or session restart)."""

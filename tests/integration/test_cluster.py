@@ -16,7 +16,6 @@ from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.core.workloads.queries import get_query
-from dagster_reconf.core.workloads.source import SourceOptions
 
 from .conftest import wait_until
 
@@ -68,7 +67,7 @@ def test_stream_runs_on_standalone_cluster(tmp_path):
         spark = helper_session("reconf-cluster-oracle")
         try:
             query = get_query("wordcount")
-            options = SourceOptions(max_events=EVENTS, vocabulary=300)
+            options = spec.data_options()
             comparison = compare(stream_result(read_sink(supervisor.paths(spec.name).output), query), expected_result(spark, query, options))
         finally:
             spark.stop()

@@ -52,7 +52,7 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     assert status["backlog_events"] is not None and status["state_rows"]["stateStoreSave"] > 0
     assert status["checkpoint"]["state_partitions"] == 4
     event_logs = [p.name for p in supervisor.paths("life").event_log.iterdir()]
-    assert any(name.startswith("eventlog_v2_") or name.startswith("local-") for name in event_logs), event_logs
+    assert any(name.startswith(("eventlog_v2_", "local-")) for name in event_logs), event_logs
 
     with pytest.raises(StreamStateError, match="already running"):
         supervisor.start(spec)

@@ -5,7 +5,7 @@ import shutil
 from datetime import datetime, timezone
 
 import pytest
-from dagster import DagsterInstance, MultiPartitionKey, build_schedule_context, instance_for_test, materialize
+from dagster import MultiPartitionKey, build_schedule_context, instance_for_test, materialize
 
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
 from dagster_reconf.core.paths import StreamPaths

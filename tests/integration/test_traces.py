@@ -1,6 +1,5 @@
 """Trace ingestion and CP on event logs that Spark itself writes, for bundled streams."""
 
-import pyarrow as pa
 import pytest
 
 from dagster_reconf.core.paths import StreamPaths
@@ -11,7 +10,6 @@ from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.eventlog import read_events
 from dagster_reconf.core.traces.summaries import summarize
 
-from .conftest import wait_until
 
 pytestmark = pytest.mark.spark
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from dagster_reconf.core.metrics import MetricsStore, progress_frame, progress_row
+from dagster_reconf.core.metrics import MetricsStore, progress_frame, progress_row, status_figures
 
 PROGRESS = {
     "name": "s1",
@@ -72,3 +72,27 @@ def test_progress_row_accepts_offsets_as_json_text():
 def test_progress_frame_orders_by_batch():
     frame = progress_frame([{**PROGRESS, "batchId": 9}, PROGRESS])
     assert frame["batch_id"].tolist() == [7, 9]
+
+
+def test_last_progress_reads_from_the_end(tmp_path, monkeypatch):
+    import dagster_reconf.core.metrics as metrics
+
+    monkeypatch.setattr(metrics, "_TAIL_CHUNK_BYTES", 64)  # force several windows
+    store = MetricsStore(tmp_path / "m.jsonl")
+    assert store.last_progress() is None
+    for batch in range(5):
+        store.append({"kind": "progress", "progress": {**PROGRESS, "batchId": batch}})
+    store.append({"kind": "lifecycle", "event": "stopped", "padding": "x" * 300})
+    with open(store.path, "a") as fh:
+        fh.write('{"kind": "progress", "progress": {"batchId": 99')  # torn: being written
+    assert store.last_progress()["batchId"] == 4
+    only_lifecycle = MetricsStore(tmp_path / "l.jsonl")
+    only_lifecycle.append({"kind": "lifecycle", "event": "started"})
+    assert only_lifecycle.last_progress() is None
+
+
+def test_status_figures_project_one_batch():
+    figures = status_figures(PROGRESS)
+    assert figures["batch_id"] == 7 and figures["backlog_events"] == 4500
+    assert figures["state_rows"] == {"stateStoreSave": 1234}
+    assert status_figures(None)["batch_id"] is None and status_figures(None)["state_rows"] == {}

@@ -62,3 +62,11 @@ def test_data_fields_cannot_change_in_place(field, value):
     old = spec()
     with pytest.raises(SpecError, match=rf"\['{field}'\] define the stream's data"):
         restart_scope(old, old.with_changes({field: value}))
+
+
+def test_data_options_carry_only_what_defines_the_events():
+    s = spec(seed=7, rate=5000, event_time_rate=50, max_events=100, max_events_per_trigger=10)
+    options = s.data_options()
+    assert (options.seed, options.event_time_rate, options.max_events) == (7, 50, 100)
+    assert options.max_events_per_trigger is None and options.gate_file is None
+    assert s.data_options(max_events=40).max_events == 40

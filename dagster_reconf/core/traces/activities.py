@@ -34,7 +34,9 @@ killed), ``speculative``, ``worker``, ``src_worker``, ``dst_worker`` (set for me
 
 What the normalizer does not use is counted in ``skipped`` by reason, never dropped
 silently: event types it does not need, tasks of stages it never saw submitted, tasks
-without metrics (older Spark versions), and so on.
+without metrics (older Spark versions), and so on. Some unused types are unused by
+design: stage completions carry no task timing (barriers come from the tasks), and a
+removed executor's tasks simply stay on its slots' timelines.
 """
 
 from __future__ import annotations
@@ -54,10 +56,9 @@ import pyarrow.json as pj
 
 from .eventlog import gc_paused
 
-__all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "COMMUNICATION_TYPES", "TraceNormalizer"]
+__all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "TraceNormalizer", "USED_EVENTS"]
 
 ACTIVITY_TYPES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data", "control", "waiting", "unknown")
-COMMUNICATION_TYPES = ("data", "control")
 ACTIVITY_COLUMNS = [
     "app_id", "query_id", "batch_id", "job_id", "stage_id", "stage_attempt", "operator", "task_id", "attempt",
     "status", "speculative", "worker", "src_worker", "dst_worker", "activity", "start_ms", "end_ms",
@@ -86,8 +87,8 @@ _TASK_PARSE = pj.ParseOptions(explicit_schema=TASK_END_SCHEMA, unexpected_field_
 _TASK_READ = pj.ReadOptions(block_size=1 << 24)
 STATE_STAGES_KEPT = 500  # stages remembered across incremental reads (parents of new stages)
 USED_EVENTS = frozenset({
-    "SparkListenerApplicationStart", "SparkListenerExecutorAdded", "SparkListenerExecutorRemoved",
-    "SparkListenerJobStart", "SparkListenerStageSubmitted", "SparkListenerStageCompleted", "SparkListenerTaskEnd",
+    "SparkListenerApplicationStart", "SparkListenerExecutorAdded", "SparkListenerJobStart",
+    "SparkListenerStageSubmitted", "SparkListenerTaskEnd",
 })
 
 def _scope_name(rdd: dict[str, Any]) -> str | None:
@@ -154,9 +155,6 @@ class TraceNormalizer:
         info = event.get("Executor Info") or {}
         self.executor_cores[str(event["Executor ID"])] = int(info.get("Total Cores") or 1)
 
-    def _on_ExecutorRemoved(self, event: dict[str, Any]) -> None:
-        """Removed executors keep their slots in the table: their tasks stay on their timelines."""
-
     def _on_JobStart(self, event: dict[str, Any]) -> None:
         job_id = int(event["Job ID"])
         props = event.get("Properties") or {}
@@ -167,7 +165,7 @@ class TraceNormalizer:
         self._job_ordinal[job_id] = self._batch_jobs.get(key, 0)
         self._batch_jobs[key] = self._job_ordinal[job_id] + 1
         infos = {int(s["Stage ID"]): s for s in event.get("Stage Infos") or []}
-        for stage_id, info in infos.items():
+        for info in infos.values():
             self._register_stage(info, job_id, infos)
 
     def _register_stage(self, info: dict[str, Any], job_id: int, job_stages: dict[int, dict[str, Any]]) -> None:
@@ -200,9 +198,6 @@ class TraceNormalizer:
             job_id = int((event.get("Properties") or {}).get("spark.job.id", -1))
             self._register_stage(info, job_id, {int(info["Stage ID"]): info})
 
-    def _on_StageCompleted(self, event: dict[str, Any]) -> None:
-        """Stage completion carries no task timing; stage barriers are derived from the tasks."""
-
     def _on_TaskEnd(self, event: dict[str, Any]) -> None:
         self._pending_tasks.append(event)
 
@@ -224,7 +219,6 @@ class TraceNormalizer:
         if table.num_rows == 0:
             return
         col = _columns(table)
-        n = table.num_rows
         stage_ids = col["Stage ID"]
         known = np.array([int(s) in self.stages for s in stage_ids], dtype=bool)
         launch, finish = col["Task Info.Launch Time"], col["Task Info.Finish Time"]

@@ -67,14 +67,25 @@ class ActivityGraph:
     dropped_messages: int = 0
     edge_worker: np.ndarray | None = None  # worker an edge leaves from (timeline worker or sender)
     edge_dst_worker: np.ndarray | None = None  # worker an edge arrives at
+    _order: np.ndarray | None = None
 
     @property
     def carries_paths(self) -> np.ndarray:
         """Waiting edges and edges inside a merged instant (self-loops) carry no paths."""
         return (self.edge_type != "waiting") & (self.src != self.dst)
 
+    def topological_order(self) -> np.ndarray:
+        """Nodes in topological order over path-carrying edges (computed once per graph)."""
+        if self._order is None:
+            carry = self.carries_paths
+            order = _topological_order(len(self.node_time), self.src[carry], self.dst[carry])
+            if (order < 0).any():
+                raise CPInvariantError("the activity graph has a cycle (messages arriving before they are sent?)")
+            self._order = order
+        return self._order
 
-def _driver_activities(timeline: pd.DataFrame, messages: pd.DataFrame, ts: float, te: float) -> pd.DataFrame:
+
+def _driver_activities(timeline: pd.DataFrame, ts: float, te: float) -> pd.DataFrame:
     """Coordinator time on the driver: the parts of the window with no task in flight."""
     tasks = timeline[timeline["worker"] != DRIVER]
     if tasks.empty:
@@ -121,7 +132,7 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
     messages["start_ms"] = messages["start_ms"].clip(lower=ts)
     messages["end_ms"] = messages["end_ms"].clip(upper=te)
 
-    driver = _driver_activities(timeline, messages, ts, te)
+    driver = _driver_activities(timeline, ts, te)
     timeline = pd.concat([timeline.drop(columns=["task_id", "attempt"]), driver], ignore_index=True)
 
     # Nodes: (worker, time) at anchors, activity boundaries and message endpoints.
@@ -334,9 +345,7 @@ def critical_participation(graph: ActivityGraph) -> Snapshot:
     n_nodes = len(graph.node_time)
     carry = graph.carries_paths
     src, dst = graph.src[carry], graph.dst[carry]
-    order = _topological_order(n_nodes, src, dst)
-    if (order < 0).any():
-        raise CPInvariantError("the activity graph has a cycle (messages arriving before they are sent?)")
+    order = graph.topological_order()
     f_mant, f_exp = _path_counts(order, src, dst, graph.start_anchors, n_nodes)
     b_mant, b_exp = _path_counts(order[::-1].copy(), dst, src, graph.end_anchors, n_nodes)
     n_mant, n_exp = _sum_extended(f_mant[graph.end_anchors], f_exp[graph.end_anchors])
@@ -369,6 +378,5 @@ def critical_path_length(graph: ActivityGraph, scale: np.ndarray | None = None) 
     carry = graph.carries_paths
     weight = graph.weight if scale is None else graph.weight * scale
     src, dst, weight = graph.src[carry], graph.dst[carry], weight[carry]
-    order = _topological_order(len(graph.node_time), src, dst)
-    dist = _longest_path(order, src, dst, weight, graph.start_anchors, len(graph.node_time))
+    dist = _longest_path(graph.topological_order(), src, dst, weight, graph.start_anchors, len(graph.node_time))
     return float(dist[graph.end_anchors].max())

@@ -58,7 +58,7 @@ def summarize(activities: pd.DataFrame, result: Snapshot) -> dict[str, pd.DataFr
     edges = edge_frame(activities, result)
     timeline = edges[edges["channel"].isna()]
     messages = edges[edges["channel"].notna()]
-    by_worker = _beside(timeline.assign(cp=timeline["cp"]), "worker", timeline["duration_ms"])
+    by_worker = _beside(timeline, "worker", timeline["duration_ms"])
     # Messages count toward their sender's CP, so the worker summary also sums to 1.
     sent = messages.groupby("worker")["cp"].sum()
     by_worker["cp"] = by_worker["cp"] + by_worker["worker"].map(sent).fillna(0.0)

@@ -113,8 +113,9 @@ def test_slots_follow_cores_and_tolerate_late_finish_reports():
 
 
 def test_removed_executor_keeps_its_history():
-    _, table = normalize([JOB, task(0, 0, 1000), {"Event": "SparkListenerExecutorRemoved", "Executor ID": "0"}])
+    normalizer, table = normalize([JOB, task(0, 0, 1000), {"Event": "SparkListenerExecutorRemoved", "Executor ID": "0"}])
     assert set(timeline(table)["worker"]) == {"0/0"}
+    assert normalizer.skipped["event not used: SparkListenerExecutorRemoved"] == 1
 
 
 def test_table_has_the_documented_schema():
