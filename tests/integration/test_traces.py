@@ -1,5 +1,6 @@
 """Trace ingestion and CP on event logs that Spark itself writes, for bundled streams."""
 
+import pandas as pd
 import pytest
 
 from dagster_reconf.core.paths import StreamPaths
@@ -7,7 +8,8 @@ from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.traces.activities import ACTIVITY_TYPES, TraceNormalizer
 from dagster_reconf.core.traces.critical_path import snapshot
-from dagster_reconf.core.traces.eventlog import read_events
+from dagster_reconf.core.traces.eventlog import TableReadResult, read_events
+from dagster_reconf.core.traces.store import normalize_log
 from dagster_reconf.core.traces.summaries import summarize
 
 
@@ -17,6 +19,12 @@ pytestmark = pytest.mark.spark
 def app_log(paths: StreamPaths):
     (log,) = list(paths.event_log.iterdir())
     return log
+
+
+def assert_same_rows(a, b):
+    keys = ["task_id", "attempt", "activity", "worker", "src_worker", "dst_worker", "start_ms", "end_ms"]
+    ordered = lambda f: f.sort_values(keys, na_position="first", ignore_index=True)  # noqa: E731
+    pd.testing.assert_frame_equal(ordered(a), ordered(b))
 
 
 def batch_windows(table):
@@ -53,6 +61,9 @@ def test_stream_log_normalizes_with_stable_operators_and_cp(tmp_path, codec, rol
     assert normalizer.app_id and set(table["activity"]) <= set(ACTIVITY_TYPES)
     assert (table["end_ms"] >= table["start_ms"]).all()
     assert table["query_id"].dropna().nunique() == 1
+    whole_log, _, read = normalize_log(log)
+    assert isinstance(read, TableReadResult), "Spark's own log must take the Arrow fast path"
+    assert_same_rows(whole_log, table)
 
     per_batch = table[table["batch_id"] >= 0].groupby("batch_id")["operator"].apply(frozenset)
     data_batches = per_batch[per_batch.map(len) > 1]
@@ -95,5 +106,6 @@ def test_failed_task_attempt_and_retry_are_kept(tmp_path):
     retried = tasks[(tasks["stage_id"] == failed["stage_id"].iloc[0]) & (tasks["attempt"] == 1)]
     assert len(retried) == 1 and retried["status"].iloc[0] == "success"
     assert normalizer.skipped["failed task attempt (kept, marked failed)"] == 1
+    assert_same_rows(normalize_log(app_log(runtime.paths))[0], table)
     _, result = snapshot(table, table["start_ms"].min(), table["end_ms"].max())
     assert abs(result.cp_sum - 1) <= 1e-9

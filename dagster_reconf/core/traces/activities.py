@@ -43,20 +43,22 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
+import orjson
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from .eventlog import gc_paused
 
-__all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "TraceNormalizer", "USED_EVENTS"]
+__all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "EVENT_SCHEMA", "USED_EVENTS", "TraceNormalizer"]
 
 ACTIVITY_TYPES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data", "control", "waiting", "unknown")
 ACTIVITY_COLUMNS = [
@@ -65,6 +67,7 @@ ACTIVITY_COLUMNS = [
     "records_in", "records_out", "bytes_in", "bytes_out",
 ]
 DRIVER = "driver"
+_STATUSES = ("success", "failed", "killed")
 STEP_ACTIVITIES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data")
 _DTYPES = {"batch_id": "int64", "job_id": "int64", "stage_id": "int64", "stage_attempt": "int64", "task_id": "int64",
            "attempt": "int64", "start_ms": "float64", "end_ms": "float64", "records_in": "int64",
@@ -83,6 +86,15 @@ TASK_END_SCHEMA = pa.schema([
         ("Output Metrics", pa.struct([("Bytes Written", _I64), ("Records Written", _I64)])),
     ])),
 ])
+_STAGE_INFO = pa.struct([
+    ("Stage ID", _I64), ("Parent IDs", pa.list_(_I64)), ("RDD Info", pa.list_(pa.struct([("Scope", pa.string())]))),
+])
+EVENT_SCHEMA = pa.schema(list(TASK_END_SCHEMA) + [
+    ("App ID", pa.string()), ("Executor ID", pa.string()), ("Executor Info", pa.struct([("Total Cores", _I64)])),
+    ("Job ID", _I64), ("Stage Infos", pa.list_(_STAGE_INFO)), ("Stage Info", _STAGE_INFO),
+    ("Properties", pa.struct([(k, pa.string()) for k in ("sql.streaming.queryId", "streaming.sql.batchId", "spark.job.id")])),
+])
+"""Every field the normalizer reads, of every used event type: one schema for Arrow to parse a whole log with."""
 _TASK_PARSE = pj.ParseOptions(explicit_schema=TASK_END_SCHEMA, unexpected_field_behavior="ignore")
 _TASK_READ = pj.ReadOptions(block_size=1 << 24)
 STATE_STAGES_KEPT = 500  # stages remembered across incremental reads (parents of new stages)
@@ -96,8 +108,8 @@ def _scope_name(rdd: dict[str, Any]) -> str | None:
     if not scope:
         return None
     try:
-        return json.loads(scope).get("name")
-    except (json.JSONDecodeError, AttributeError):
+        return orjson.loads(scope).get("name")
+    except (orjson.JSONDecodeError, AttributeError):
         return None
 
 
@@ -129,7 +141,9 @@ class TraceNormalizer:
     _batch_jobs: dict[tuple[str | None, int], int] = field(default_factory=dict)
     _slots_free_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     _senders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["stage_id", "src_worker", "src_end"]))
-    _frames: list[pd.DataFrame] = field(default_factory=list)
+    _frames: list[pa.Table] = field(default_factory=list)
+    _worker_names: list[str] = field(default_factory=list)
+    _worker_index: dict[str, int] = field(default_factory=dict)
     _pending_tasks: list[dict[str, Any]] = field(default_factory=list)
 
     # -- events --------------------------------------------------------------------------------
@@ -159,7 +173,7 @@ class TraceNormalizer:
         job_id = int(event["Job ID"])
         props = event.get("Properties") or {}
         query_id = props.get("sql.streaming.queryId")
-        batch_id = int(props.get("streaming.sql.batchId", -1))
+        batch_id = int(props.get("streaming.sql.batchId") or -1)
         self._job_props[job_id] = (query_id, batch_id)
         key = (query_id, batch_id)
         self._job_ordinal[job_id] = self._batch_jobs.get(key, 0)
@@ -193,9 +207,9 @@ class TraceNormalizer:
 
     def _on_StageSubmitted(self, event: dict[str, Any]) -> None:
         info = event.get("Stage Info") or {}
-        if int(info.get("Stage ID", -1)) not in self.stages:
+        if info.get("Stage ID") is not None and int(info["Stage ID"]) not in self.stages:
             # A stage submitted outside any known job (older logs omit Stage Infos): name it alone.
-            job_id = int((event.get("Properties") or {}).get("spark.job.id", -1))
+            job_id = int((event.get("Properties") or {}).get("spark.job.id") or -1)
             self._register_stage(info, job_id, {int(info["Stage ID"]): info})
 
     def _on_TaskEnd(self, event: dict[str, Any]) -> None:
@@ -208,17 +222,27 @@ class TraceNormalizer:
             with gc_paused():
                 self._add_tasks(table)
 
+    def add_table(self, table: pa.Table) -> None:
+        """Normalize events parsed by Arrow with :data:`EVENT_SCHEMA` (the fast path for whole logs)."""
+        is_task = pc.equal(table.column("Event"), "SparkListenerTaskEnd")
+        others = table.filter(pc.invert(is_task)).drop_columns([n for n in TASK_END_SCHEMA.names if n != "Event"])
+        with gc_paused():
+            self._add(others.to_pylist())  # absent fields come as None: the handlers treat both alike
+            self._add_tasks(table.select(TASK_END_SCHEMA.names), is_task.to_numpy(zero_copy_only=False))
+
     def _flush_pending(self) -> None:
         if self._pending_tasks:
             table = pa.Table.from_pylist(self._pending_tasks, schema=TASK_END_SCHEMA)
             self._pending_tasks = []
             self._add_tasks(table)
 
-    def _add_tasks(self, table: pa.Table) -> None:
-        """Activities and messages of a batch of task ends, vectorized (see module docstring)."""
+    def _add_tasks(self, table: pa.Table, rows: np.ndarray | None = None) -> None:
+        """Activities and messages of a batch of task ends (``rows`` of ``table``), vectorized (see module docstring)."""
         if table.num_rows == 0:
             return
         col = _columns(table)
+        if rows is not None:
+            col = {k: v[rows] for k, v in col.items()}
         stage_ids = col["Stage ID"]
         known = np.array([int(s) in self.stages for s in stage_ids], dtype=bool)
         launch, finish = col["Task Info.Launch Time"], col["Task Info.Finish Time"]
@@ -234,9 +258,9 @@ class TraceNormalizer:
         launch, finish = c["Task Info.Launch Time"], c["Task Info.Finish Time"]
         reason = c["Task End Reason.Reason"]
         killed = c["Task Info.Killed"] | (reason == "TaskKilled")
-        status = np.where(reason == "Success", "success", np.where(killed, "killed", "failed"))
-        for name in ("failed", "killed"):
-            count = int((status == name).sum())
+        status = np.where(reason == "Success", 0, np.where(killed, 2, 1))  # codes into _STATUSES
+        for code, name in enumerate(_STATUSES[1:], start=1):
+            count = int((status == code).sum())
             if count:
                 self.skipped[f"{name} task attempt (kept, marked {name})"] += count
         workers = self._place_all(c["Task Info.Executor ID"], launch, finish)
@@ -253,89 +277,106 @@ class TraceNormalizer:
         ends = np.minimum(launch[:, None] + np.cumsum(durations, axis=1), finish[:, None])
         starts = np.concatenate([launch[:, None], ends[:, :-1]], axis=1)
 
-        stages = [self.stages[int(s)] for s in stage_ids]
-        base = {
-            "app_id": self.app_id,
-            "query_id": np.array([st.query_id for st in stages], dtype=object),
-            "batch_id": np.array([st.batch_id for st in stages], dtype=np.int64),
-            "job_id": np.array([st.job_id for st in stages], dtype=np.int64),
+        rows = _Rows()
+        for k, activity in enumerate(STEP_ACTIVITIES):
+            present = np.flatnonzero(ends[:, k] > starts[:, k])
+            rows.add(present, activity, starts[present, k], ends[present, k], workers[present], traffic=activity == "processing")
+        tail = np.flatnonzero(ends[:, -1] < finish)
+        rows.add(tail, "unknown", ends[tail, -1], finish[tail], workers[tail])
+        everyone = np.arange(len(launch))
+        driver = self._worker_code(DRIVER)
+        rows.add(everyone, "control", launch, launch + scheduling, driver, src=driver, dst=workers)
+        rows.add(everyone, "data", np.where(getting > 0, finish - getting, finish), finish, workers, src=workers, dst=driver)
+        child, senders, start, end = self._shuffle_messages(stage_ids, status, workers, starts[:, 2], ends[:, 2], finish)
+        rows.add(child, "data", start, end, workers[child], src=senders, dst=workers[child])
+
+        stage_keys, stage_code = np.unique(stage_ids, return_inverse=True)
+        stages = [self.stages[int(s)] for s in stage_keys]
+        per_task = {
+            "batch_id": np.array([st.batch_id for st in stages], dtype=np.int64)[stage_code],
+            "job_id": np.array([st.job_id for st in stages], dtype=np.int64)[stage_code],
             "stage_id": stage_ids,
             "stage_attempt": c["Stage Attempt ID"].astype(np.int64),
-            "operator": np.array([st.operator for st in stages], dtype=object),
             "task_id": c["Task Info.Task ID"].astype(np.int64),
             "attempt": c["Task Info.Attempt"].astype(np.int64),
-            "status": status,
-            "speculative": c["Task Info.Speculative"],
+            "speculative": c["Task Info.Speculative"].astype(bool),
         }
-        records_in = c["Task Metrics.Shuffle Read Metrics.Total Records Read"] + c["Task Metrics.Input Metrics.Records Read"]
-        bytes_in = (c["Task Metrics.Shuffle Read Metrics.Remote Bytes Read"] + c["Task Metrics.Shuffle Read Metrics.Local Bytes Read"]
-                    + c["Task Metrics.Input Metrics.Bytes Read"])
-        records_out = c["Task Metrics.Shuffle Write Metrics.Shuffle Records Written"] + c["Task Metrics.Output Metrics.Records Written"]
-        bytes_out = c["Task Metrics.Shuffle Write Metrics.Shuffle Bytes Written"] + c["Task Metrics.Output Metrics.Bytes Written"]
+        traffic = {
+            "records_in": c["Task Metrics.Shuffle Read Metrics.Total Records Read"] + c["Task Metrics.Input Metrics.Records Read"],
+            "records_out": c["Task Metrics.Shuffle Write Metrics.Shuffle Records Written"] + c["Task Metrics.Output Metrics.Records Written"],
+            "bytes_in": (c["Task Metrics.Shuffle Read Metrics.Remote Bytes Read"] + c["Task Metrics.Shuffle Read Metrics.Local Bytes Read"]
+                         + c["Task Metrics.Input Metrics.Bytes Read"]),
+            "bytes_out": c["Task Metrics.Shuffle Write Metrics.Shuffle Bytes Written"] + c["Task Metrics.Output Metrics.Bytes Written"],
+        }
+        labels = {
+            "query_id": ([st.query_id for st in stages], stage_code),
+            "operator": ([st.operator for st in stages], stage_code),
+            "status": (list(_STATUSES), status),
+        }
+        self._frames.append(rows.table(self.app_id, per_task, traffic, labels, list(self._worker_names)))
 
-        frames = []
-        for k, activity in enumerate(STEP_ACTIVITIES):
-            present = ends[:, k] > starts[:, k]
-            traffic = (records_in, records_out, bytes_in, bytes_out) if activity == "processing" else (0, 0, 0, 0)
-            frames.append(_rows(base, present, workers, None, None, activity, starts[:, k], ends[:, k], traffic))
-        tail = ends[:, -1] < finish
-        frames.append(_rows(base, tail, workers, None, None, "unknown", ends[:, -1], finish, (0, 0, 0, 0)))
-        everyone = np.ones(len(launch), dtype=bool)
-        frames.append(_rows(base, everyone, DRIVER, DRIVER, workers, "control", launch, launch + scheduling, (0, 0, 0, 0)))
-        result_start = np.where(getting > 0, finish - getting, finish)
-        frames.append(_rows(base, everyone, workers, workers, DRIVER, "data", result_start, finish, (0, 0, 0, 0)))
-        frames.append(self._shuffle_messages(base, status, workers, starts[:, 2], ends[:, 2], finish))
-        self._frames.append(pd.concat([f for f in frames if len(f)], ignore_index=True))
+    def _shuffle_messages(self, stage_ids: np.ndarray, status: np.ndarray, workers: np.ndarray, fetch_start: np.ndarray,
+                          fetch_end: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, ...]:
+        """One message per (parent-stage task, child task), in flight while the child fetches.
 
-    def _shuffle_messages(self, base: dict[str, Any], status: np.ndarray, workers: np.ndarray,
-                          fetch_start: np.ndarray, fetch_end: np.ndarray, finish: np.ndarray) -> pd.DataFrame:
-        """One message per (parent-stage task, child task): in flight while the child fetches."""
-        ok = status == "success"
-        stage_ids = base["stage_id"]
-        produced = pd.DataFrame({"stage_id": stage_ids[ok], "src_worker": workers[ok], "src_end": finish[ok]})
+        Returns the child task of each message, its sender's worker code, start and end.
+        """
+        ok = status == _STATUSES.index("success")
+        produced = pd.DataFrame({"stage_id": stage_ids[ok], "src_worker": self._worker_names_of(workers[ok]), "src_end": finish[ok]})
         senders = self._senders = pd.concat([self._senders, produced], ignore_index=True) if len(self._senders) else produced
         children = [(i, p) for i in np.flatnonzero(ok) for p in self.stages[int(stage_ids[i])].parents]
+        none = np.zeros(0, dtype=np.int64)
         if not children or senders.empty:
-            return pd.DataFrame()
+            return none, none, np.zeros(0), np.zeros(0)
         pairs = pd.DataFrame(children, columns=["child", "stage_id"]).merge(senders, on="stage_id")
         child = pairs["child"].to_numpy()
         pairs = pairs[pairs["src_end"].to_numpy() <= fetch_end[child]]
-        if pairs.empty:
-            return pd.DataFrame()
         child = pairs["child"].to_numpy()
-        picked = {k: (v[child] if isinstance(v, np.ndarray) else v) for k, v in base.items()}
-        senders_of = pairs["src_worker"].to_numpy(dtype=object)
-        return _frame(picked, senders_of, senders_of, workers[child], "data",
-                      np.maximum(pairs["src_end"].to_numpy(), fetch_start[child]), fetch_end[child], (0, 0, 0, 0))
+        codes, names = pd.factorize(pairs["src_worker"])
+        sender = np.array([self._worker_code(n) for n in names], dtype=np.int64)[codes] if len(names) else none
+        return child, sender, np.maximum(pairs["src_end"].to_numpy(), fetch_start[child]), fetch_end[child]
+
+    def _worker_code(self, name: str) -> int:
+        code = self._worker_index.get(name)
+        if code is None:
+            code = self._worker_index[name] = len(self._worker_names)
+            self._worker_names.append(name)
+        return code
+
+    def _worker_names_of(self, codes: np.ndarray) -> np.ndarray:
+        return np.array(self._worker_names, dtype=object)[codes] if len(codes) else np.zeros(0, dtype=object)
 
     def _place_all(self, executors: np.ndarray, launch: np.ndarray, finish: np.ndarray) -> np.ndarray:
-        """Slots for a batch of tasks, placed in launch order (see :meth:`_place`)."""
-        workers = np.empty(len(launch), dtype=object)
-        for i in np.argsort(launch, kind="stable"):
-            workers[i] = self._place(str(executors[i]), float(launch[i]), float(finish[i]))
-        return workers
+        """Worker codes for a batch of tasks: each on the first slot of its executor free at launch.
 
-    def _place(self, executor: str, launch: float, finish: float) -> str:
-        """Put a task on the first slot of its executor that is free at launch.
-
-        Finish times are stamped by the driver, a little after the executor freed the
-        core, so a task can launch "before" its slot's previous task finished: then the
-        slot freed earliest is used (counted). Slots beyond the executor's cores are
-        added only when its core count is unknown.
+        Tasks are placed in launch order. Finish times are stamped by the driver, a
+        little after the executor freed the core, so a task can launch "before" its
+        slot's previous task finished: then the slot freed earliest is used (counted).
+        Slots beyond the executor's cores are added only when its core count is unknown.
         """
-        slots = self._slots_free_at[executor]
-        for index, free_at in enumerate(slots):
-            if free_at <= launch:
-                slots[index] = finish
-                return f"{executor}/{index}"
-        cores = self.executor_cores.get(executor)
-        if cores is not None and len(slots) >= cores:
-            index = int(min(range(len(slots)), key=slots.__getitem__))
-            self.skipped["task launched before its slot's previous task was reported finished"] += 1
-            slots[index] = max(slots[index], finish)
-            return f"{executor}/{index}"
-        slots.append(finish)
-        return f"{executor}/{len(slots) - 1}"
+        codes, names = pd.factorize(executors.astype(str))
+        used = np.array([len(self._slots_free_at[n]) for n in names], dtype=np.int64)
+        cores = np.array([self.executor_cores.get(n, -1) for n in names], dtype=np.int64)
+        capacity = int(max(used.max(), cores.max(), 1)) + 16
+        while True:
+            free_at = np.full((len(names), capacity), np.inf)
+            for e, name in enumerate(names):
+                free_at[e, : used[e]] = self._slots_free_at[name]
+            now_used = used.copy()
+            order = np.argsort(launch, kind="stable")
+            slots, early = _place_slots(order, codes.astype(np.int64), launch, finish, free_at, now_used, cores)
+            if early >= 0:
+                break
+            capacity *= 2  # an executor of unknown cores ran more tasks at once than there was room for
+        if early:
+            self.skipped["task launched before its slot's previous task was reported finished"] += int(early)
+        for e, name in enumerate(names):
+            self._slots_free_at[name] = free_at[e, : now_used[e]].tolist()
+        slot_codes = {(e, k): self._worker_code(f"{name}/{k}") for e, name in enumerate(names) for k in range(now_used[e])}
+        lookup = np.full((len(names), int(now_used.max())), -1, dtype=np.int64)
+        for (e, k), code in slot_codes.items():
+            lookup[e, k] = code
+        return lookup[codes, slots]
 
     # -- state -------------------------------------------------------------------------------
 
@@ -386,8 +427,35 @@ class TraceNormalizer:
         self._flush_pending()
         if not self._frames:
             return _empty_table()
-        frame = pd.concat(self._frames, ignore_index=True)[ACTIVITY_COLUMNS]
-        return frame.astype(_DTYPES)
+        return pa.concat_tables(self._frames).to_pandas().astype(_DTYPES)
+
+
+@numba.njit(cache=True)
+def _place_slots(order, executor, launch, finish, free_at, used, cores):  # pragma: no cover - compiled
+    """The slot of each task (see ``_place_all``); ``early`` is -1 when ``free_at`` ran out of room."""
+    slots = np.empty(len(order), dtype=np.int64)
+    early = 0
+    for i in order:
+        e = executor[i]
+        placed = -1
+        for k in range(used[e]):
+            if free_at[e, k] <= launch[i]:
+                free_at[e, k] = finish[i]
+                placed = k
+                break
+        if placed < 0:
+            if cores[e] >= 0 and used[e] >= cores[e] and used[e] > 0:
+                placed = int(np.argmin(free_at[e, : used[e]]))
+                free_at[e, placed] = max(free_at[e, placed], finish[i])
+                early += 1
+            elif used[e] == free_at.shape[1]:
+                return slots, -1
+            else:
+                placed = used[e]
+                free_at[e, placed] = finish[i]
+                used[e] += 1
+        slots[i] = placed
+    return slots, early
 
 
 def _empty_table() -> pd.DataFrame:
@@ -410,20 +478,46 @@ def _columns(table: pa.Table) -> dict[str, np.ndarray]:
     return out
 
 
-def _rows(base: dict[str, Any], mask: np.ndarray, worker: Any, src: Any, dst: Any, activity: str,
-          start: np.ndarray, end: np.ndarray, traffic: tuple[Any, Any, Any, Any]) -> pd.DataFrame:
-    if not mask.any():
-        return pd.DataFrame()
-    pick = {k: (v[mask] if isinstance(v, np.ndarray) else v) for k, v in base.items()}
-    sel = lambda v: v[mask] if isinstance(v, np.ndarray) else v  # noqa: E731
-    return _frame(pick, sel(worker), sel(src), sel(dst), activity, start[mask], end[mask], tuple(sel(t) for t in traffic))
+class _Rows:
+    """Activity rows of a batch of tasks, gathered as numpy pieces and built as one Arrow table.
+
+    Strings (workers, operators, ...) stay integer codes into small dictionaries until
+    the end, where Arrow expands them in C++: building them as Python strings was the
+    slowest part of ingestion.
+    """
+
+    def __init__(self) -> None:
+        self.pieces: list[tuple[np.ndarray, int, np.ndarray, np.ndarray, Any, Any, Any, bool]] = []
+
+    def add(self, tasks: np.ndarray, activity: str, start: np.ndarray, end: np.ndarray, worker: Any,
+            src: Any = -1, dst: Any = -1, traffic: bool = False) -> None:
+        """Rows for ``tasks`` (indexes into the batch); worker codes per row or one for all, -1 for none."""
+        if len(tasks):
+            self.pieces.append((tasks, ACTIVITY_TYPES.index(activity), start, end, worker, src, dst, traffic))
+
+    def table(self, app_id: str | None, per_task: dict[str, np.ndarray], traffic: dict[str, np.ndarray],
+              labels: dict[str, tuple[list[Any], np.ndarray]], worker_names: list[str]) -> pa.Table:
+        tasks = np.concatenate([p[0] for p in self.pieces])
+        spread = lambda i: np.concatenate([np.broadcast_to(np.asarray(p[i]), len(p[0])) for p in self.pieces])  # noqa: E731
+        with_traffic = spread(7)
+        workers = pa.array(worker_names, pa.string())
+        columns = {
+            "app_id": pa.nulls(len(tasks), pa.string()) if app_id is None else pa.repeat(pa.scalar(app_id), len(tasks)),
+            **{name: per_task[name][tasks] for name in per_task},
+            **{name: _decode(values, codes[tasks]) for name, (values, codes) in labels.items()},
+            "worker": _decode(workers, spread(4)),
+            "src_worker": _decode(workers, spread(5)),
+            "dst_worker": _decode(workers, spread(6)),
+            "activity": _decode(pa.array(ACTIVITY_TYPES), spread(1)),
+            "start_ms": spread(2).astype(np.float64),
+            "end_ms": spread(3).astype(np.float64),
+            **{name: np.where(with_traffic, values[tasks], 0).astype(np.int64) for name, values in traffic.items()},
+        }
+        return pa.table({name: columns[name] for name in ACTIVITY_COLUMNS})
 
 
-def _frame(base: dict[str, Any], worker: Any, src: Any, dst: Any, activity: str, start: np.ndarray, end: np.ndarray,
-           traffic: tuple[Any, Any, Any, Any]) -> pd.DataFrame:
-    records_in, records_out, bytes_in, bytes_out = traffic
-    return pd.DataFrame({
-        **base, "worker": worker, "src_worker": src, "dst_worker": dst, "activity": activity,
-        "start_ms": start, "end_ms": end, "records_in": records_in, "records_out": records_out,
-        "bytes_in": bytes_in, "bytes_out": bytes_out,
-    }, index=range(len(start)))
+def _decode(values: Any, codes: np.ndarray) -> pa.Array:
+    """``values[codes]`` as an Arrow string array; code -1 is null."""
+    codes = np.asarray(codes, dtype=np.int64)
+    indices = pa.array(codes, mask=codes < 0)
+    return pc.take(values if isinstance(values, pa.Array) else pa.array(values, pa.string()), indices)

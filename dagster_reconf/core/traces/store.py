@@ -20,8 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from .activities import ACTIVITY_COLUMNS, USED_EVENTS, TraceNormalizer
-from .eventlog import LogCursor, ReadResult, read_events
+from .activities import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS, TraceNormalizer
+from .eventlog import LogCursor, ReadResult, TableReadResult, read_event_table, read_events
 
 __all__ = ["IngestReport", "TraceStore", "application_logs", "normalize_log"]
 
@@ -30,9 +30,18 @@ TASK_END = "SparkListenerTaskEnd"
 
 def normalize_log(
     log: Path, cursor: LogCursor | None = None, normalizer: TraceNormalizer | None = None, max_events: int | None = None
-) -> tuple[pd.DataFrame, TraceNormalizer, ReadResult]:
-    """New activities of one application's log after ``cursor``: task ends take the columnar path."""
+) -> tuple[pd.DataFrame, TraceNormalizer, ReadResult | TableReadResult]:
+    """New activities of one application's log after ``cursor``.
+
+    The whole log is parsed by Arrow where it can be (see :func:`read_event_table`);
+    a log with a line Arrow refuses is read line by line, task ends still columnar.
+    """
     normalizer = normalizer or TraceNormalizer()
+    if max_events is None:
+        fast = read_event_table(log, cursor, schema=EVENT_SCHEMA, used=USED_EVENTS)
+        if fast is not None:
+            normalizer.add_table(fast.table)
+            return normalizer.take_rows(), normalizer, fast
     result = read_events(log, cursor, max_events=max_events, only=USED_EVENTS - {TASK_END}, raw=frozenset({TASK_END}))
     normalizer.add(result.events)
     normalizer.add_task_lines(result.raw)
@@ -99,7 +108,7 @@ class TraceStore:
             frames.append(rows)
             new_skips = Counter(result.skipped) + (normalizer.skipped - before)
             log_skips = Counter(entry.get("skipped", {})) + Counter(result.skipped)
-            report.events += len(result.events) + len(result.raw)
+            report.events += result.events_read
             report.skipped.update(new_skips)
             report.total_skipped.update(log_skips + normalizer.skipped)
             state["logs"][key] = {"cursor": result.cursor.to_json(), "normalizer": normalizer.state(), "skipped": dict(log_skips)}

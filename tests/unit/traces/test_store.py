@@ -3,7 +3,8 @@ import json
 import pandas as pd
 
 from dagster_reconf.core.traces.activities import TraceNormalizer
-from dagster_reconf.core.traces.store import TraceStore, application_logs
+from dagster_reconf.core.traces.eventlog import ReadResult, TableReadResult
+from dagster_reconf.core.traces.store import TraceStore, application_logs, normalize_log
 
 JOB = {
     "Event": "SparkListenerJobStart", "Job ID": 0, "Stage IDs": [0, 1],
@@ -59,7 +60,7 @@ def test_ingest_is_incremental_and_windows_read_back(tmp_path):
     write(logs / "app-1.inprogress", events()[:6])
     store = TraceStore(tmp_path / "traces")
     first = store.ingest(logs)
-    assert first.events == 6 and first.activities > 0
+    assert first.events == 5 and first.activities > 0  # the sixth, LogStart, is counted as skipped
     write(logs / "app-1", events())  # Spark renamed the finished log
     (logs / "app-1.inprogress").unlink()
     second = store.ingest(logs)
@@ -80,3 +81,17 @@ def test_application_logs_lists_each_app(tmp_path):
     (tmp_path / "local-17.zstd.inprogress").write_text("")
     (tmp_path / "notes.txt").write_text("")
     assert {p.name for p in application_logs(tmp_path)} == {"eventlog_v2_app-2", "local-17.zstd.inprogress"}
+
+
+def test_a_line_arrow_refuses_falls_back_to_line_by_line_with_the_same_rows(tmp_path):
+    without_first_task, corrupt = tmp_path / "app-clean", tmp_path / "app-corrupt"
+    write(without_first_task, [e for e in events() if e.get("Task Info", {}).get("Task ID") != 0])
+    write(corrupt, events())
+    corrupt.write_text(corrupt.read_text().replace('{"Event": "SparkListenerTaskEnd"', '{"Event": "SparkListenerTaskEnd" oops', 1)
+                       + '{"Event": "SparkListenerJobEnd", "Job ID": "not a number"}\n')
+    fast_rows, _, fast = normalize_log(without_first_task)
+    slow_rows, _, slow = normalize_log(corrupt)
+    assert isinstance(fast, TableReadResult) and isinstance(slow, ReadResult)
+    assert slow.skipped == {"corrupt_line": 1, "event not used: SparkListenerLogStart": 1, "event not used: SparkListenerJobEnd": 1}
+    assert fast.skipped == {"event not used: SparkListenerLogStart": 1}
+    pd.testing.assert_frame_equal(slow_rows, fast_rows)
