@@ -291,10 +291,10 @@ class StreamRuntime:
                 self._reanchor(new, old)
                 self._apply(old, scope)
                 raise
-            self.store.append(
-                {"kind": "lifecycle", "stream": new.name, "event": "restarted", "scope": scope.value, "changes": changes}
-            )
-            return {"scope": scope.value, "stop": asdict(stop), "seconds": time.monotonic() - started}
+            seconds = time.monotonic() - started
+            self.store.append({"kind": "lifecycle", "stream": new.name, "event": "restarted", "scope": scope.value,
+                               "changes": changes, "seconds": seconds, "spec": new.model_dump()})
+            return {"scope": scope.value, "stop": asdict(stop), "seconds": seconds}
 
     def _apply(self, spec: StreamSpec, scope: RestartScope) -> None:
         self.spec = spec

@@ -1,0 +1,123 @@
+"""The evidence a scaling decision reads: the current configuration's recent batches.
+
+A stream's metrics store interleaves lifecycle records (``started``, ``restarted``
+with the new settings and how long the restart took) and one progress record per
+batch. :class:`ConfigurationWindow` follows it incrementally: the settings in force,
+when they took effect (the *epoch*, which names the configuration in plan hashes),
+the newest batches since then (compact rows, bounded), and measured restart times.
+It is JSON-serializable, so a sensor keeps it in its cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..metrics import progress_row
+from ..spec import StreamSpec
+from ..traces.store import TraceStore
+from .knobs import Knobs
+from .policy import Decision, Observation, ScalingPolicy, observe
+from .profile import ProfileError, StreamProfile, profile_stream
+
+__all__ = ["ConfigurationWindow", "decide", "ingest_and_read"]
+
+KEPT_ROWS = 60
+_ROW_FIELDS = ("batch_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset", "backlog_events")
+
+
+@dataclass
+class ConfigurationWindow:
+    """The configuration in force and its newest batches (see module docstring)."""
+
+    spec: dict[str, Any] | None = None
+    epoch: str = ""
+    started_at: float = 0.0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    restart_seconds: list[float] = field(default_factory=list)
+
+    def update(self, records: Iterable[dict[str, Any]], keep: int = KEPT_ROWS) -> "ConfigurationWindow":
+        """Fold new metrics-store records in (in order)."""
+        for record in records:
+            if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
+                self.spec = record["spec"]
+                self.started_at = float(record.get("recorded_at", 0.0))
+                self.epoch = f"{record.get('event')}@{self.started_at:.3f}"
+                self.rows = []
+                if record.get("seconds") is not None:
+                    self.restart_seconds = [*self.restart_seconds[-19:], float(record["seconds"])]
+            elif record.get("kind") == "progress":
+                row = progress_row(record["progress"])
+                self.rows.append({k: (str(row[k]) if k == "timestamp" else row[k]) for k in _ROW_FIELDS})
+        self.rows = self.rows[-keep:]
+        return self
+
+    def frame(self) -> pd.DataFrame:
+        """The batches as a progress frame (timestamps parsed)."""
+        frame = pd.DataFrame(self.rows, columns=list(_ROW_FIELDS))
+        frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601")
+        return frame
+
+    def stream_spec(self) -> StreamSpec | None:
+        return StreamSpec.parse(self.spec) if self.spec else None
+
+    @property
+    def restart_s(self) -> float | None:
+        """Median measured restart time, None before any restart."""
+        return float(pd.Series(self.restart_seconds).median()) if self.restart_seconds else None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "ConfigurationWindow":
+        return cls(**data) if data else cls()
+
+
+def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
+           activities: Callable[[float, float], pd.DataFrame] | None = None) -> Decision:
+    """The policy's decision for the configuration in ``window``.
+
+    Args:
+        policy: a policy from :mod:`.policy`.
+        window: the configuration and its batches.
+        now: wall-clock seconds (``time.time()``).
+        activities: ``(start_ms, end_ms) -> activity table`` (e.g. ``TraceStore.activities``
+            after an ingest); read only when the decision needs a profile.
+    """
+    spec = window.stream_spec()
+    if spec is None:
+        return Decision("hold", "no configuration recorded yet: the stream has not started", _empty_observation())
+    frame = window.frame()
+    knobs = Knobs.of(spec)
+    cfg = policy.config
+    obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches)
+
+    def profile() -> StreamProfile | None:
+        if activities is None or frame.empty:
+            return None
+        lo = frame["timestamp"].min().timestamp() * 1000.0 - spec.trigger_interval_s * 1000.0
+        hi = frame["timestamp"].max().timestamp() * 1000.0 + 60_000.0
+        try:
+            return profile_stream(activities(lo, hi), frame, knobs, warmup_batches=cfg.warmup_batches)
+        except ProfileError:
+            return None
+
+    return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s)
+
+
+def ingest_and_read(store: TraceStore, event_log_dir: Any) -> Callable[[float, float], pd.DataFrame]:
+    """``activities`` for :func:`decide`: ingest what is new in the event logs, then read the window."""
+
+    def read(lo: float, hi: float) -> pd.DataFrame:
+        store.ingest(event_log_dir)
+        return store.activities(lo, hi)
+
+    return read
+
+
+def _empty_observation() -> Observation:
+    return Observation(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

@@ -1,0 +1,119 @@
+"""The parallelism knobs of a stream, and a scaling plan that changes them.
+
+A plan is what a policy hands to a reconfiguration: the target knobs, the knobs it
+starts from, and why. Its hash names it: a sensor uses it as the Dagster ``run_key``,
+so the same decision taken from the same configuration is never applied twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import SpecError
+from ..spec import StreamSpec, format_validation_error
+
+__all__ = ["Knobs", "ScalingPlan", "spec_cores"]
+
+_LOCAL = re.compile(r"^local\[(\d+)(,\d+)?\]$")
+
+
+class Knobs(BaseModel):
+    """The settings that decide a stream's capacity (DESIGN.md section 1, "Spark parallelism has several knobs")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cores: int = Field(..., ge=1, le=4096, description="Task slots: local[N] locally, spark.cores.max on a cluster.")
+    source_partitions: int = Field(..., ge=1, le=10_000, description="Partitions the source splits a batch into.")
+    state_partitions: int = Field(..., ge=1, le=10_000, description="Shuffle/state partitions (moving state to change).")
+    trigger_interval_s: float = Field(..., ge=0, le=3600, description="Processing-time trigger interval.")
+    max_events_per_trigger: int | None = Field(None, ge=1, description="Cap on events per batch.")
+
+    @classmethod
+    def of(cls, spec: StreamSpec) -> "Knobs":
+        """The knobs of a running stream's settings."""
+        return cls(cores=spec_cores(spec), source_partitions=spec.source_partitions, state_partitions=spec.state_partitions,
+                   trigger_interval_s=spec.trigger_interval_s, max_events_per_trigger=spec.max_events_per_trigger)
+
+    def changes_for(self, spec: StreamSpec) -> dict[str, Any]:
+        """Settings changes that turn ``spec`` into these knobs (empty when nothing differs)."""
+        changes: dict[str, Any] = {}
+        if self.cores != spec_cores(spec):
+            local = _LOCAL.match(spec.master)
+            if local:
+                changes["master"] = f"local[{self.cores}{local.group(2) or ''}]"
+            elif spec.master == "local":
+                changes["master"] = f"local[{self.cores}]"
+            else:
+                changes["max_cores"] = self.cores
+        for field in ("source_partitions", "state_partitions", "trigger_interval_s", "max_events_per_trigger"):
+            if getattr(self, field) != getattr(spec, field):
+                changes[field] = getattr(self, field)
+        return changes
+
+
+def spec_cores(spec: StreamSpec) -> int:
+    """Task slots a stream's settings give it.
+
+    Raises:
+        SpecError: a cluster master without ``max_cores`` (its core count is the cluster's to decide).
+    """
+    local = _LOCAL.match(spec.master)
+    if local:
+        return int(local.group(1))
+    if spec.master == "local":
+        return 1
+    if spec.master == "local[*]":
+        return os.cpu_count() or 1
+    if spec.max_cores is None:
+        raise SpecError(f"stream {spec.name!r} on {spec.master} has no max_cores; set it so its cores can be planned")
+    return spec.max_cores
+
+
+class ScalingPlan(BaseModel):
+    """Target knobs for one stream, the knobs they replace, and the evidence."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stream: str
+    policy: str
+    current: Knobs
+    target: Knobs
+    reason: str
+    epoch: str = Field("", description="Identifies the configuration the plan starts from (when it was started).")
+    report: list[dict[str, Any]] = Field(default_factory=list, description="Per operator: parallelism, capacity, target rate.")
+    predicted: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> "ScalingPlan":
+        if self.current == self.target:
+            raise ValueError("a plan must change at least one knob (target equals current)")
+        return self
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> "ScalingPlan":
+        """Validate a plan from run config or a file; errors name the field and the fix.
+
+        Raises:
+            SpecError: a missing or invalid field.
+        """
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise SpecError(format_validation_error("scaling plan", exc, data)) from None
+
+    @property
+    def plan_hash(self) -> str:
+        """Stable hash of what the plan does and where it starts from (not of its evidence)."""
+        core = {"stream": self.stream, "epoch": self.epoch, "current": self.current.model_dump(), "target": self.target.model_dump()}
+        return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:16]
+
+    def changed(self) -> dict[str, tuple[Any, Any]]:
+        """Knob -> (from, to) for the knobs the plan changes."""
+        return {k: (getattr(self.current, k), getattr(self.target, k)) for k in Knobs.model_fields
+                if getattr(self.current, k) != getattr(self.target, k)}

@@ -1,0 +1,251 @@
+"""DS2's optimal parallelism, and its adaptation to Spark's micro-batches.
+
+DS2 (OSDI'18), for a pipelined dataflow: with operators in topological order, the
+target input rate of each operator is the sum of its upstream operators' target
+outputs (sources: the source rate), its target output is that times its selectivity,
+and its optimal parallelism is ``ceil(target input / true processing rate)``, where
+the true rate is measured per instance over useful time only. One pass, one step.
+
+Spark is not pipelined. A micro-batch runs its stages one after another on the same
+task slots, and pays a fixed coordination cost per batch. So (symbols as in
+:mod:`.profile`; ``e`` events per batch, ``T`` the trigger interval, ``u`` the target
+utilization of the interval, ``c`` cores, ``q_i = min(partitions_i, c)``)::
+
+    batch(e) = C + sum_i (e * a_i / q_i + o_i)  <=  u * T,       e = lambda * T
+
+Each ``lambda * a_i`` is DS2's fractional parallelism of operator ``i`` (target input
+over true rate, in core-seconds per second), so the cores a micro-batch stream needs
+are *the sum of its operators' DS2 parallelisms*, stretched by the share of the
+interval left after the fixed costs::
+
+    c = ceil( lambda * T * sum_i a_i  /  (u * T - C - sum_i o_i) )
+
+(operators whose partitions cannot grow keep their ``q_i`` and their time is moved to
+the fixed side). Then:
+
+* state and source partitions follow the cores: a stage cannot use more cores than
+  it has partitions, and cores are aligned to a divisor of the state partitions (like
+  Flink's key groups) so every core gets the same share of state;
+* batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
+  the interval, no core count helps; the interval grows until they do not;
+* backlog: ``lambda`` is the source rate plus the backlog (and what accumulates while
+  the stream restarts) spread over the catch-up duration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from .knobs import Knobs
+from .profile import StreamProfile
+
+__all__ = [
+    "Limits", "MicroBatchPlan", "ds2_parallelism", "operator_graph", "plan_micro_batches", "plan_summary", "skewed_operators",
+]
+
+
+def ds2_parallelism(graph: nx.DiGraph, source_rates: dict[str, float]) -> dict[str, dict[str, float]]:
+    """DS2's optimal parallelism for a pipelined graph, in one pass.
+
+    Args:
+        graph: operators as nodes with ``true_processing_rate`` (records/s per instance of
+            useful time) and ``selectivity`` (records out per record in) attributes.
+        source_rates: target input rate (records/s) of each source operator.
+
+    Returns:
+        per operator: ``target_input``, ``target_output``, ``parallelism`` (ceil) and
+        ``exact`` (the fraction before rounding up).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for node in nx.topological_sort(graph):
+        attrs = graph.nodes[node]
+        target_in = source_rates.get(node, 0.0) + sum(out[u]["target_output"] for u in graph.predecessors(node))
+        rate = float(attrs["true_processing_rate"])
+        exact = target_in / rate if rate > 0 else 0.0
+        out[node] = {
+            "target_input": target_in,
+            "target_output": target_in * float(attrs["selectivity"]),
+            "exact": exact,
+            "parallelism": max(1, math.ceil(exact - 1e-9)),
+        }
+    return out
+
+
+def operator_graph(profile: StreamProfile) -> nx.DiGraph:
+    """Logical operators and their data edges: a stage feeds the stage one level nearer its job's end."""
+    graph = nx.DiGraph()
+    ops = profile.operators
+    for row in ops.itertuples():
+        graph.add_node(row.operator, true_processing_rate=row.true_processing_rate, selectivity=row.selectivity,
+                       records_in_per_event=row.records_in_per_event)
+    jobs = ops["operator"].str.extract(r"^j(\d+)\.")[0]
+    for job in jobs.unique():
+        members = ops[jobs == job]
+        for upper in members.itertuples():
+            for lower in members[members["depth"] == upper.depth - 1].itertuples():
+                graph.add_edge(upper.operator, lower.operator)
+    return graph
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds and targets the model plans within."""
+
+    utilization: float = 0.7  # target share of the trigger interval a batch takes
+    max_coordination: float = 0.25  # largest share of the interval fixed costs may take
+    catch_up_s: float = 60.0  # clear the backlog within this long
+    min_cores: int = 1
+    max_cores: int = 64
+    min_state_partitions: int = 1
+    max_state_partitions: int = 512
+    max_trigger_interval_s: float = 30.0
+    allow_state_migration: bool = True  # may the plan change state partitions?
+
+
+@dataclass
+class MicroBatchPlan:
+    """The knobs the model recommends, with the per-operator evidence."""
+
+    knobs: Knobs
+    target_rate: float  # source events/s planned for (rate + catch-up)
+    report: pd.DataFrame  # per operator
+    predicted: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def skewed_operators(profile: StreamProfile, threshold: float = 3.0, min_share: float = 0.3) -> list[str]:
+    """Operators where one task does ``threshold`` times the median task's work and that dominate the work.
+
+    More cores cannot shorten a stage whose time is one hot partition's.
+    """
+    ops = profile.operators
+    share = ops["work_ms_per_event"] / max(profile.work_ms_per_event, 1e-12)
+    hot = (ops["skew"] >= threshold) & (share >= min_share) & (ops["tasks"] > 1)
+    return ops.loc[hot, "operator"].tolist()
+
+
+def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: float = 0.0, restart_s: float = 0.0,
+                       limits: Limits | None = None) -> MicroBatchPlan:
+    """Knobs that sustain ``source_rate`` (and clear ``backlog``) within ``limits`` (see module docstring)."""
+    limits = limits or Limits()
+    current = profile.knobs
+    notes: list[str] = []
+    catch_up = (backlog + source_rate * restart_s) / limits.catch_up_s
+    target = source_rate + catch_up
+    ops = profile.operators
+
+    interval = current.trigger_interval_s
+    fixed = profile.fixed_ms
+    if interval > 0 and fixed > limits.max_coordination * limits.utilization * interval * 1000.0:
+        wanted = fixed / (limits.max_coordination * limits.utilization * 1000.0)
+        interval = min(limits.max_trigger_interval_s, math.ceil(wanted * 2) / 2)
+        notes.append(f"fixed costs {fixed:.0f} ms per batch exceed {limits.max_coordination:.0%} of the interval: "
+                     f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s")
+
+    growable = (ops["kind"] != "fixed").to_numpy()
+    work = ops["work_ms_per_event"].to_numpy()
+    fixed_q = np.maximum(1.0, np.minimum(ops["tasks"].to_numpy(dtype=float), current.cores))
+    if interval > 0:
+        events = target * interval
+        budget = limits.utilization * interval * 1000.0 - fixed - events * float((work[~growable] / fixed_q[~growable]).sum())
+    else:  # back to back: per second of batches
+        events = target
+        budget = limits.utilization * 1000.0 - events * float((work[~growable] / fixed_q[~growable]).sum())
+    need = events * float(work[growable].sum())
+    if budget <= 0:
+        cores = limits.max_cores
+        notes.append("operators that cannot be parallelized take the whole budget: no core count sustains the rate")
+    else:
+        cores = max(1, math.ceil(need / budget - 1e-9))
+    cores = int(min(max(cores, limits.min_cores), limits.max_cores))
+
+    state_partitions = current.state_partitions
+    stateful = bool((ops["kind"] == "shuffle").any())
+    if stateful and cores > state_partitions:
+        if limits.allow_state_migration:
+            state_partitions = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
+            notes.append(f"state partitions {current.state_partitions} -> {state_partitions} so {cores} cores can share the state")
+        else:
+            notes.append(f"{cores} cores wanted but only {state_partitions} state partitions and state migration is off")
+    if stateful:
+        aligned = next((d for d in range(cores, state_partitions + 1) if state_partitions % d == 0), cores)
+        if aligned != cores and aligned <= limits.max_cores:
+            notes.append(f"cores {cores} -> {aligned}: a divisor of {state_partitions} state partitions")
+            cores = aligned
+
+    knobs = Knobs(
+        cores=cores,
+        source_partitions=cores,
+        state_partitions=state_partitions,
+        trigger_interval_s=interval,
+        max_events_per_trigger=_events_cap(profile, current, cores, state_partitions, interval),
+    )
+    report = _report(profile, knobs, target)
+    predicted = {
+        "capacity_now": profile.capacity(current),
+        "capacity_planned": profile.capacity(knobs),
+        "target_rate": target,
+        "batch_ms_planned": profile.batch_ms_for(target * max(interval, 1.0), knobs),
+        "utilization_planned": target / max(profile.capacity(knobs), 1e-9) if math.isfinite(profile.capacity(knobs)) else 0.0,
+        "coordination_share": fixed / (interval * 1000.0) if interval > 0 else 0.0,
+    }
+    return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)
+
+
+def _events_cap(profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float) -> int | None:
+    """Keep a cap on events per batch (if the stream has one) at what a batch processes within the interval."""
+    if current.max_events_per_trigger is None or interval <= 0:
+        return current.max_events_per_trigger
+    knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=interval)
+    capacity = profile.capacity(knobs, utilization=1.0)
+    if not math.isfinite(capacity) or capacity <= 0:
+        return current.max_events_per_trigger
+    return max(1, int(capacity * interval))
+
+
+def _report(profile: StreamProfile, knobs: Knobs, target_rate: float) -> pd.DataFrame:
+    """The scaling report per operator: parallelism a -> b, capacity, target rate, the evidence."""
+    ops = profile.operators
+    graph = operator_graph(profile)
+    ds2 = ds2_parallelism(graph, {row.operator: target_rate * row.records_in_per_event
+                                  for row in ops.itertuples() if graph.in_degree(row.operator) == 0})
+    now, planned = profile.parallelism(profile.knobs), profile.parallelism(knobs)
+    budget_now = _budget(profile, profile.knobs)
+    budget_planned = _budget(profile, knobs)
+    work = ops["work_ms_per_event"].to_numpy()
+    with np.errstate(divide="ignore"):
+        # events/s the operator keeps up with if it had the whole budget: share * 1000 ms * q / (ms per event)
+        capacity_now = np.where(work > 0, budget_now * 1000.0 * now / np.maximum(work, 1e-12), np.inf)
+        capacity_planned = np.where(work > 0, budget_planned * 1000.0 * planned / np.maximum(work, 1e-12), np.inf)
+    return pd.DataFrame({
+        "operator": ops["operator"],
+        "kind": ops["kind"],
+        "parallelism_now": now.astype(int),
+        "parallelism_planned": planned.astype(int),
+        "ds2_parallelism": [ds2[o]["parallelism"] for o in ops["operator"]],
+        "target_records_per_s": target_rate * ops["records_in_per_event"],
+        "true_processing_rate": ops["true_processing_rate"],
+        "selectivity": ops["selectivity"],
+        "work_ms_per_event": work,
+        "capacity_now_events_per_s": capacity_now,
+        "capacity_planned_events_per_s": capacity_planned,
+        "skew": ops["skew"],
+    })
+
+
+def _budget(profile: StreamProfile, knobs: Knobs) -> float:
+    """Share of the trigger interval left for work after a batch's fixed costs."""
+    if knobs.trigger_interval_s <= 0:
+        return 1.0
+    return max(0.0, knobs.trigger_interval_s * 1000.0 - profile.fixed_ms) / (knobs.trigger_interval_s * 1000.0)
+
+
+def plan_summary(plan: MicroBatchPlan) -> dict[str, Any]:
+    """The plan's headline figures (for logs and metadata)."""
+    return {"knobs": plan.knobs.model_dump(), "target_rate": plan.target_rate, **plan.predicted, "notes": plan.notes}

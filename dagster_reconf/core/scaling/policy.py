@@ -1,0 +1,275 @@
+"""When to scale and to what: the production policy around DS2, and two baselines.
+
+What the Flink autoscaler learned in production, decided in one place
+(:class:`PolicyConfig`): a metric window and activation only on a stable signal,
+stabilization after every reconfiguration, a utilization band, delayed scale-down,
+bounds per knob, cores aligned to state partitions, the restart's own cost counted
+in the catch-up, and a recommend-only mode. Every decision carries its evidence.
+
+Baselines with the same interface, for the convergence benchmark:
+:class:`DhalionPolicy` (one bottleneck per step, a fixed increment) and
+:class:`DynamicAllocationPolicy` (Spark dynamic allocation: double on backlog,
+halve when idle).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import SpecError
+from ..spec import format_validation_error
+from .knobs import Knobs, ScalingPlan
+from .model import Limits, plan_micro_batches, skewed_operators
+from .profile import StreamProfile
+
+__all__ = [
+    "POLICIES", "DS2Policy", "Decision", "DhalionPolicy", "DynamicAllocationPolicy", "Observation", "PolicyConfig",
+    "ScalingPolicy",
+    "median_restart_s", "observe",
+]
+
+Action = Literal["scale_up", "scale_down", "hold", "skew"]
+ProfileSource = StreamProfile | Callable[[], StreamProfile | None] | None
+
+
+class PolicyConfig(BaseModel):
+    """Everything that decides when a policy acts (see module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window_batches: int = Field(6, ge=2, description="Batches of the current configuration a decision needs.")
+    warmup_batches: int = Field(2, ge=0, description="First batches after a restart left out (warm-up).")
+    stabilization_s: float = Field(5.0, ge=0, description="No decision this long after a reconfiguration.")
+    utilization_target: float = Field(0.7, gt=0, le=1, description="Share of the trigger interval a batch should take.")
+    utilization_low: float = Field(0.35, ge=0, le=1, description="Below this, and no backlog, the stream is over-provisioned.")
+    utilization_high: float = Field(0.9, gt=0, le=2, description="Above this the stream is at its limit.")
+    backlog_growth_tolerance: float = Field(0.05, ge=0, description="Backlog growth, as a share of the source rate, still healthy.")
+    scale_down_delay_s: float = Field(30.0, ge=0, description="Over-provisioned for this long before scaling down.")
+    catch_up_s: float = Field(60.0, gt=0, description="Clear the backlog within this long.")
+    min_cores: int = Field(1, ge=1)
+    max_cores: int = Field(32, ge=1)
+    min_state_partitions: int = Field(1, ge=1)
+    max_state_partitions: int = Field(512, ge=1)
+    max_trigger_interval_s: float = Field(30.0, gt=0)
+    allow_state_migration: bool = Field(True, description="May plans change state partitions (a state migration)?")
+    default_restart_s: float = Field(3.0, ge=0, description="Restart time assumed before one was measured.")
+    recommend_only: bool = Field(False, description="Materialize plans but never request a reconfiguration run.")
+    increment: int = Field(1, ge=1, description="Dhalion baseline: cores added or removed per step.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "PolicyConfig":
+        if not self.utilization_low < self.utilization_target < self.utilization_high:
+            raise ValueError(
+                f"need utilization_low < utilization_target < utilization_high, got "
+                f"{self.utilization_low} < {self.utilization_target} < {self.utilization_high}"
+            )
+        if self.min_cores > self.max_cores:
+            raise ValueError(f"min_cores {self.min_cores} > max_cores {self.max_cores}")
+        return self
+
+    @classmethod
+    def parse(cls, data: dict[str, Any] | None) -> "PolicyConfig":
+        """Validate a policy configuration; errors name the field and the allowed values."""
+        try:
+            return cls.model_validate(data or {})
+        except ValidationError as exc:
+            raise SpecError(format_validation_error("policy config", exc, data)) from None
+
+    def limits(self) -> Limits:
+        return Limits(utilization=self.utilization_target, catch_up_s=self.catch_up_s, min_cores=self.min_cores,
+                      max_cores=self.max_cores, min_state_partitions=self.min_state_partitions,
+                      max_state_partitions=self.max_state_partitions, max_trigger_interval_s=self.max_trigger_interval_s,
+                      allow_state_migration=self.allow_state_migration)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a configuration's recent batches say (from the metrics store)."""
+
+    batches: int  # in the window, after warm-up
+    config_age_s: float  # since the configuration started
+    source_rate: float  # events/s the source offered
+    processed_rate: float  # events/s the stream consumed
+    backlog: float  # events behind at the last batch
+    backlog_growth: float  # events/s, fitted over the window
+    utilization: float  # median batch duration over the trigger interval (1 when back to back)
+    batch_ms: float  # median batch duration
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2) -> Observation:
+    """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out."""
+    rows = progress.sort_values("batch_id").iloc[warmup_batches:]
+    rows = rows[rows["latest_offset"].notna()] if "latest_offset" in rows else rows.iloc[0:0]
+    if len(rows) < 2:
+        return Observation(len(rows), config_age_s, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    t = (rows["timestamp"] - rows["timestamp"].iloc[0]).dt.total_seconds().to_numpy()
+    span = float(t[-1]) or 1e-9
+    latest = rows["latest_offset"].astype(float).to_numpy()
+    backlog = rows["backlog_events"].astype(float).to_numpy()
+    batch_ms = float(rows["batch_duration_ms"].median())
+    return Observation(
+        batches=len(rows),
+        config_age_s=config_age_s,
+        source_rate=(latest[-1] - latest[0]) / span,
+        processed_rate=float(rows["events"].iloc[1:].sum()) / span,
+        backlog=float(backlog[-1]),
+        backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
+        utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
+        batch_ms=batch_ms,
+    )
+
+
+@dataclass
+class Decision:
+    """A policy's answer for one stream: act (with a plan) or not (with the reason)."""
+
+    action: Action
+    reason: str
+    observation: Observation
+    plan: ScalingPlan | None = None
+    recommend_only: bool = False
+
+    @property
+    def requests_run(self) -> bool:
+        """Whether to launch a reconfiguration (not in recommend-only mode)."""
+        return self.plan is not None and self.action in ("scale_up", "scale_down") and not self.recommend_only
+
+
+class ScalingPolicy(ABC):
+    """Shared: the metric window, stabilization, the utilization band, delayed scale-down."""
+
+    name = "policy"
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+
+    def decide(self, stream: str, current: Knobs, observation: Observation, profile: ProfileSource = None,
+               *, epoch: str = "", restart_s: float | None = None) -> Decision:
+        """Decide for ``stream`` running with ``current`` knobs.
+
+        ``profile`` may be a callable: traces are then read only when a decision needs them.
+        """
+        cfg, obs = self.config, observation
+        if obs.config_age_s < cfg.stabilization_s:
+            return Decision("hold", f"stabilizing: {obs.config_age_s:.0f} s since the last reconfiguration "
+                                    f"(< {cfg.stabilization_s:g} s)", obs)
+        if obs.batches < cfg.window_batches:
+            return Decision("hold", f"metric window not full: {obs.batches} of {cfg.window_batches} batches", obs)
+        direction = self._direction(obs, current)
+        if direction is None:
+            return Decision("hold", f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
+                                    f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s", obs)
+        if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
+            return Decision("hold", f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits "
+                                    f"{cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
+        restart = cfg.default_restart_s if restart_s is None else restart_s
+        return self._plan(stream, current, obs, profile() if callable(profile) else profile, direction, epoch, restart)
+
+    def _direction(self, obs: Observation, current: Knobs) -> Action | None:
+        cfg = self.config
+        growing = obs.backlog_growth > cfg.backlog_growth_tolerance * max(obs.source_rate, 1.0)
+        behind = obs.backlog > obs.source_rate * cfg.catch_up_s
+        if growing or behind or obs.utilization > cfg.utilization_high:
+            return "scale_up"
+        settled = obs.backlog <= obs.source_rate * max(current.trigger_interval_s, 1.0) * 2
+        if obs.utilization < cfg.utilization_low and settled and current.cores > cfg.min_cores:
+            return "scale_down"
+        return None
+
+    @abstractmethod
+    def _plan(self, stream: str, current: Knobs, obs: Observation, profile: StreamProfile | None, direction: Action,
+              epoch: str, restart_s: float) -> Decision:
+        """How far to move, once the shared checks say to move."""
+
+    def _decision(self, stream: str, current: Knobs, target: Knobs, obs: Observation, direction: Action, reason: str,
+                  epoch: str, report: list[dict[str, Any]] | None = None, predicted: dict[str, float] | None = None) -> Decision:
+        if target == current:
+            return Decision("hold", f"{direction.replace('_', ' ')} wanted, but {reason}", obs)
+        plan = ScalingPlan(stream=stream, policy=self.name, current=current, target=target, reason=reason, epoch=epoch,
+                           report=report or [], predicted={**(predicted or {}), **{f"observed_{k}": v for k, v in obs.as_dict().items()}})
+        return Decision(direction, reason, obs, plan, recommend_only=self.config.recommend_only)
+
+    def _bounded(self, current: Knobs, cores: int) -> Knobs:
+        """``current`` with ``cores`` (bounded), partitions raised so the cores can be used."""
+        cfg = self.config
+        cores = int(min(max(cores, cfg.min_cores), cfg.max_cores))
+        state = current.state_partitions
+        if cores > state and cfg.allow_state_migration:
+            state = min(cores, cfg.max_state_partitions)
+        return current.model_copy(update={"cores": cores, "source_partitions": max(cores, 1), "state_partitions": state})
+
+
+class DS2Policy(ScalingPolicy):
+    """DS2's one-step parallelism (adapted to micro-batches) inside the production policy."""
+
+    name = "ds2"
+
+    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
+        if profile is None:
+            return Decision("hold", f"{direction.replace('_', ' ')} wanted, but no traces cover the window to plan from", obs)
+        skewed = skewed_operators(profile)
+        if skewed:
+            return Decision("skew", f"{', '.join(skewed)}: one task does most of the work (hot partition); more "
+                                    "parallelism will not help: fix the key skew instead", obs)
+        planned = plan_micro_batches(profile, obs.source_rate, obs.backlog, restart_s, self.config.limits())
+        target = planned.knobs
+        if direction == "scale_down" and target.cores >= current.cores:
+            return Decision("hold", f"utilization is low, but the model needs {target.cores} cores for "
+                                    f"{planned.target_rate:,.0f} events/s", obs)
+        if direction == "scale_up" and target.cores < current.cores:
+            target = target.model_copy(update={"cores": current.cores, "source_partitions": max(target.source_partitions, current.cores)})
+        reason = (f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
+                  f"needs {target.cores} cores; capacity {planned.predicted['capacity_now']:,.0f} -> "
+                  f"{planned.predicted['capacity_planned']:,.0f} events/s")
+        if planned.notes:
+            reason += "; " + "; ".join(planned.notes)
+        report = planned.report.replace({np.inf: None}).to_dict(orient="records")
+        return self._decision(stream, current, target, obs, direction, reason, epoch, report, planned.predicted)
+
+
+class DhalionPolicy(ScalingPolicy):
+    """Dhalion-style baseline: resolve one bottleneck per step with a fixed increment."""
+
+    name = "dhalion"
+
+    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
+        step = self.config.increment if direction == "scale_up" else -self.config.increment
+        bottleneck = ""
+        if profile is not None and len(profile.operators):
+            slowest = profile.operators.assign(load=profile.operators["work_ms_per_event"] / profile.parallelism(current))
+            bottleneck = f" at the bottleneck {slowest.sort_values('load').iloc[-1]['operator']}"
+        target = self._bounded(current, current.cores + step)
+        return self._decision(stream, current, target, obs, direction,
+                              f"Dhalion: {'+' if step > 0 else ''}{step} core{bottleneck}", epoch)
+
+
+class DynamicAllocationPolicy(ScalingPolicy):
+    """Spark dynamic-allocation-style baseline: double on backlog, halve when idle."""
+
+    name = "dynalloc"
+
+    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
+        cores = current.cores * 2 if direction == "scale_up" else max(1, current.cores // 2)
+        target = self._bounded(current, cores)
+        return self._decision(stream, current, target, obs, direction,
+                              f"dynamic allocation: {current.cores} -> {target.cores} cores", epoch)
+
+
+POLICIES: dict[str, type[ScalingPolicy]] = {p.name: p for p in (DS2Policy, DhalionPolicy, DynamicAllocationPolicy)}
+
+
+def median_restart_s(lifecycle: list[dict[str, Any]]) -> float | None:
+    """Median measured restart time from lifecycle records (``restarted`` with ``seconds``), None if none."""
+    seconds = [float(r["seconds"]) for r in lifecycle if r.get("event") == "restarted" and r.get("seconds") is not None]
+    return float(np.median(seconds)) if seconds else None
+

@@ -1,0 +1,161 @@
+"""What each logical operator of a stream costs, measured from its traces and progress.
+
+DS2 measures *useful time*: the time an operator instance spends deserializing,
+processing and serializing, not waiting for input or output. Here it is summed per
+logical operator (a stage stable across batches, see ``traces.activities``) over the
+tasks of the micro-batches in a window, and divided by the source events those
+batches consumed, so every operator's cost is in the same unit: core-milliseconds per
+source event (``work_ms_per_event``). Beside it, DS2's own figures per operator: true
+processing rate (records in per second of useful time), true output rate, selectivity.
+
+A micro-batch also pays time that no task spends: planning, offset and commit logs,
+state commits, scheduling between stages. That is ``coordination_ms`` per batch: the
+batch's duration (``triggerExecution``) minus the wall-clock spans of its stages.
+And each stage pays a fixed part (task launch, the slowest task's excess) that does
+not shrink with more cores: ``overhead_ms``, the stage span left after its work is
+divided over the tasks that ran in parallel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ReconfError
+from .knobs import Knobs
+
+__all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "profile_stream"]
+
+USEFUL_ACTIVITIES = ("deserialization", "processing", "serialization")
+OPERATOR_COLUMNS = [
+    "operator", "kind", "depth", "tasks", "work_ms_per_event", "records_in_per_event", "selectivity",
+    "true_processing_rate", "true_output_rate", "overhead_ms", "skew",
+]
+
+
+class ProfileError(ReconfError, ValueError):
+    """The traces and progress of a window are not enough to profile the stream."""
+
+
+@dataclass(frozen=True)
+class StreamProfile:
+    """Per-operator costs and per-batch coordination of a stream, at the knobs it ran with."""
+
+    operators: pd.DataFrame  # OPERATOR_COLUMNS, one row per logical operator
+    coordination_ms: float  # per batch, not spent in any stage
+    batches: int  # data batches the figures come from
+    events_per_batch: float  # median
+    batch_ms: float  # median batch duration
+    knobs: Knobs
+
+    @property
+    def work_ms_per_event(self) -> float:
+        """Core-milliseconds all operators spend per source event (DS2's useful time, summed)."""
+        return float(self.operators["work_ms_per_event"].sum())
+
+    def parallelism(self, knobs: Knobs) -> np.ndarray:
+        """Tasks of each operator that can run at once under ``knobs``."""
+        partitions = np.where(self.operators["kind"] == "source", knobs.source_partitions,
+                              np.where(self.operators["kind"] == "shuffle", knobs.state_partitions, self.operators["tasks"]))
+        return np.minimum(partitions, knobs.cores).astype(np.float64)
+
+    def batch_ms_for(self, events: float, knobs: Knobs) -> float:
+        """Predicted duration of a batch of ``events`` under ``knobs`` (stages one after another on shared cores)."""
+        ops = self.operators
+        stage_ms = events * ops["work_ms_per_event"].to_numpy() / self.parallelism(knobs) + ops["overhead_ms"].to_numpy()
+        return self.coordination_ms + float(stage_ms.sum())
+
+    def capacity(self, knobs: Knobs, utilization: float = 1.0) -> float:
+        """Source events per second the stream sustains under ``knobs`` at ``utilization`` of the trigger interval.
+
+        A batch of ``e`` events lasts ``C + sum_i(e * a_i / q_i + o_i)`` (C coordination,
+        a_i work per event, q_i parallel tasks, o_i stage overhead) and must end within
+        ``u * T``. Solving for ``e`` gives the rate ``e / T``; it is 0 when the fixed costs
+        alone exceed ``u * T`` (the trigger interval is too short: see the batch sizing).
+        With T = 0 batches run back to back and grow with the backlog, so only the work
+        per event bounds the rate: ``u / sum_i(a_i / q_i)``.
+        """
+        ops = self.operators
+        per_event = float((ops["work_ms_per_event"].to_numpy() / self.parallelism(knobs)).sum())
+        if per_event <= 0:
+            return float("inf")
+        if knobs.trigger_interval_s == 0:
+            return utilization * 1000.0 / per_event
+        budget = utilization * knobs.trigger_interval_s * 1000.0 - self.fixed_ms
+        return max(0.0, budget) / per_event / knobs.trigger_interval_s
+
+    @property
+    def fixed_ms(self) -> float:
+        """What a batch costs whatever its size: coordination plus every stage's overhead."""
+        return self.coordination_ms + float(self.operators["overhead_ms"].sum())
+
+
+def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knobs, *, warmup_batches: int = 1) -> StreamProfile:
+    """Profile the operators of the batches in ``progress`` from their ``activities``.
+
+    Args:
+        activities: the normalized activity table (``traces.activities``) covering the batches.
+        progress: progress rows (``metrics.progress_row``) of one configuration, one per batch.
+        knobs: the knobs the batches ran with.
+        warmup_batches: first batches left out (a restarted query warms up).
+
+    Raises:
+        ProfileError: no data batch with both progress and task traces in the window.
+    """
+    rows = progress[progress["events"] > 0].sort_values("batch_id").iloc[warmup_batches:]
+    timeline = activities[activities["src_worker"].isna() & activities["batch_id"].isin(rows["batch_id"])]
+    timeline = timeline[timeline["status"] == "success"]
+    if rows.empty or timeline.empty:
+        raise ProfileError(
+            f"no data batch in the window has both progress and task traces ({len(rows)} batches with events, "
+            f"{len(timeline)} task activities); let the stream run longer or widen the window"
+        )
+    batches = rows.set_index("batch_id")
+    timeline = timeline.assign(duration=timeline["end_ms"] - timeline["start_ms"])
+    useful = timeline[timeline["activity"].isin(USEFUL_ACTIVITIES)]
+
+    per_task = useful.groupby(["operator", "batch_id", "task_id"], sort=False).agg(
+        work=("duration", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"))
+    per_stage = per_task.groupby(["operator", "batch_id"]).agg(
+        work=("work", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
+        tasks=("work", "size"), slowest=("work", "max"), median_task=("work", "median"))
+    spans = timeline.groupby(["operator", "batch_id"]).agg(lo=("start_ms", "min"), hi=("end_ms", "max"))
+    per_stage = per_stage.join((spans["hi"] - spans["lo"]).rename("span"), how="inner")
+    batch_ids = per_stage.index.get_level_values("batch_id")
+    per_stage["events"] = batches.loc[batch_ids, "events"].to_numpy()
+    parallel = np.minimum(per_stage["tasks"].to_numpy(), knobs.cores)
+    per_stage["overhead"] = np.maximum(0.0, per_stage["span"] - per_stage["work"] / parallel)
+
+    stage_time = per_stage.groupby("batch_id")["span"].sum()
+    batch_ms = batches.loc[stage_time.index, "batch_duration_ms"].astype(float)
+    coordination = float(np.median(np.maximum(0.0, batch_ms - stage_time)))
+    total_events = float(batches.loc[stage_time.index, "events"].sum())
+
+    ops = per_stage.groupby("operator").agg(
+        work=("work", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
+        tasks=("tasks", "median"), overhead_ms=("overhead", "median"),
+        skew=("slowest", "sum"), median_task=("median_task", "sum"))
+    depth = ops.index.to_series().str.extract(r"^j(?P<job>\d+)\.d(?P<depth>\d+):")
+    ops["depth"] = depth["depth"].fillna(0).astype(int).to_numpy()
+    ops["job"] = depth["job"].fillna(0).astype(int).to_numpy()
+    deepest = ops.groupby("job")["depth"].transform("max")
+    ops["kind"] = np.where((ops["depth"] == deepest) & (ops["tasks"] == knobs.source_partitions), "source",
+                           np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed"))
+    seconds = ops["work"] / 1000.0
+    ops["work_ms_per_event"] = ops["work"] / total_events
+    ops["records_in_per_event"] = ops["records_in"] / total_events
+    ops["selectivity"] = np.where(ops["records_in"] > 0, ops["records_out"] / ops["records_in"].where(ops["records_in"] > 0, 1), np.nan)
+    ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)
+    ops["true_output_rate"] = np.where(seconds > 0, ops["records_out"] / seconds.where(seconds > 0, 1), np.nan)
+    ops["skew"] = np.where(ops["median_task"] > 0, ops["skew"] / ops["median_task"].where(ops["median_task"] > 0, 1), 1.0)
+    ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
+    return StreamProfile(
+        operators=ops[OPERATOR_COLUMNS],
+        coordination_ms=coordination,
+        batches=int(len(stage_time)),
+        events_per_batch=float(batches["events"].median()),
+        batch_ms=float(batches["batch_duration_ms"].median()),
+        knobs=knobs,
+    )

@@ -1,0 +1,116 @@
+"""DS2 and its micro-batch adaptation on hand-computed examples."""
+
+import math
+
+import networkx as nx
+import pandas as pd
+import pytest
+
+from dagster_reconf.core.scaling.knobs import Knobs
+from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, skewed_operators
+from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile, profile_stream
+
+
+def test_ds2_worked_example_source_op1_op2():
+    """source -> op1 (200 rec/s per instance, selectivity 2) -> op2 (500 rec/s, selectivity 0.5) at 1000 rec/s."""
+    graph = nx.DiGraph([("op1", "op2")])
+    nx.set_node_attributes(graph, {"op1": 200.0, "op2": 500.0}, "true_processing_rate")
+    nx.set_node_attributes(graph, {"op1": 2.0, "op2": 0.5}, "selectivity")
+    plan = ds2_parallelism(graph, {"op1": 1000.0})
+    assert plan["op1"]["parallelism"] == 5  # 1000 / 200
+    assert plan["op2"]["target_input"] == 2000.0  # 1000 * 2
+    assert plan["op2"]["parallelism"] == 4  # 2000 / 500
+    assert plan["op2"]["target_output"] == 1000.0
+
+
+def test_ds2_sums_target_rates_of_every_upstream_operator():
+    graph = nx.DiGraph([("bids", "join"), ("auctions", "join")])
+    nx.set_node_attributes(graph, {"bids": 1000.0, "auctions": 1000.0, "join": 300.0}, "true_processing_rate")
+    nx.set_node_attributes(graph, {"bids": 0.5, "auctions": 0.1, "join": 1.0}, "selectivity")
+    plan = ds2_parallelism(graph, {"bids": 1800.0, "auctions": 200.0})
+    assert plan["join"]["target_input"] == pytest.approx(920.0)  # 1800 * 0.5 + 200 * 0.1
+    assert plan["join"]["parallelism"] == 4  # ceil(920 / 300)
+    assert plan["auctions"]["parallelism"] == 1
+
+
+def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, state_partitions=8, trigger=1.0,
+            skew=(1.0, 1.0), tasks=None) -> StreamProfile:
+    tasks = tasks or (cores, state_partitions)
+    ops = pd.DataFrame({
+        "operator": ["j0.d1:scan#a", "j0.d0:agg#b"], "kind": ["source", "shuffle"], "depth": [1, 0], "tasks": list(tasks),
+        "work_ms_per_event": list(work), "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
+        "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
+        "skew": list(skew),
+    })[OPERATOR_COLUMNS]
+    knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=trigger)
+    return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=1000, batch_ms=900, knobs=knobs)
+
+
+def test_capacity_is_the_budget_after_fixed_costs_over_the_work_per_event():
+    p = profile()  # fixed 70 + 10 + 20 = 100 ms; work 1.5 ms/event on one core
+    assert p.capacity(p.knobs) == pytest.approx((1000 - 100) / 1.5)  # 600 events/s
+    three = p.knobs.model_copy(update={"cores": 3, "source_partitions": 3})
+    assert p.capacity(three) == pytest.approx(900 / 0.5)  # both stages on 3 cores
+    assert p.batch_ms_for(600, p.knobs) == pytest.approx(1000.0)
+
+
+def test_cores_are_the_summed_ds2_parallelism_stretched_by_the_budget_then_aligned():
+    # budget 0.7 * 1000 - 100 = 600 ms; 1000 events * 1.5 ms = 1500 core-ms -> 2.5 -> 3 cores
+    unaligned = plan_micro_batches(profile(state_partitions=6), source_rate=1000)
+    assert unaligned.knobs.cores == 3 and unaligned.knobs.source_partitions == 3
+    aligned = plan_micro_batches(profile(state_partitions=8), source_rate=1000)
+    assert aligned.knobs.cores == 4 and any("divisor of 8" in n for n in aligned.notes)
+    assert aligned.knobs.state_partitions == 8
+    assert aligned.predicted["capacity_planned"] > 1000 / 0.7
+
+
+def test_backlog_and_restart_time_raise_the_target_rate():
+    plan = plan_micro_batches(profile(state_partitions=8), source_rate=1000, backlog=30_000, restart_s=6, limits=Limits(catch_up_s=60))
+    assert plan.target_rate == pytest.approx(1000 + (30_000 + 6_000) / 60)
+    assert plan.knobs.cores == math.ceil(1600 * 1.5 / 600)
+
+
+def test_state_partitions_grow_with_cores_only_when_migration_is_allowed():
+    p = profile(state_partitions=2)
+    assert plan_micro_batches(p, 1000).knobs.state_partitions == 3
+    frozen = plan_micro_batches(p, 1000, limits=Limits(allow_state_migration=False))
+    assert frozen.knobs.state_partitions == 2 and any("migration is off" in n for n in frozen.notes)
+
+
+def test_short_trigger_interval_grows_when_fixed_costs_dominate():
+    plan = plan_micro_batches(profile(coordination=270.0, state_partitions=6), 200)  # fixed 300 ms > 25% of 0.7 s
+    assert plan.knobs.trigger_interval_s == 2.0  # 300 / (0.25 * 0.7) = 1.71 s -> 2.0 s
+    assert any("trigger interval" in n for n in plan.notes)
+
+
+def test_scaling_report_has_one_row_per_operator_with_the_evidence():
+    report = plan_micro_batches(profile(state_partitions=6), 1000).report
+    assert list(report["parallelism_now"]) == [1, 1] and list(report["parallelism_planned"]) == [3, 3]
+    assert list(report["ds2_parallelism"]) == [3, 1]  # 1000 rec/s over 400/s per instance; then 500 over 1000/s
+    assert report["target_records_per_s"].tolist() == [1000.0, 500.0]
+
+
+def test_skew_is_flagged_only_where_a_hot_task_dominates_the_work():
+    assert skewed_operators(profile(skew=(1.0, 5.0), work=(0.5, 1.0), tasks=(1, 8))) == ["j0.d0:agg#b"]
+    assert skewed_operators(profile(skew=(1.0, 5.0), work=(10.0, 0.1), tasks=(1, 8))) == []  # agg is a small share
+
+
+def test_profile_from_activities_and_progress():
+    rows = []
+    for batch in range(3):
+        t0 = 10_000 * batch
+        for task in range(2):  # source stage: 2 tasks, 40 ms useful each, over 100 events
+            rows.append(dict(operator="j0.d1:scan#a", batch_id=batch, task_id=10 * batch + task, activity="processing",
+                             start_ms=t0 + 10, end_ms=t0 + 50, records_in=50, records_out=25))
+        rows.append(dict(operator="j0.d0:agg#b", batch_id=batch, task_id=10 * batch + 5, activity="processing",
+                         start_ms=t0 + 60, end_ms=t0 + 80, records_in=50, records_out=10))
+    acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
+    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [100, 100, 100], "batch_duration_ms": [200, 200, 200]})
+    knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0)
+    scan, agg = p.operators.iloc[0], p.operators.iloc[1]
+    assert scan["kind"] == "source" and scan["work_ms_per_event"] == pytest.approx(0.8)  # 80 ms / 100 events
+    assert scan["true_processing_rate"] == pytest.approx(50 / 0.04) and scan["selectivity"] == pytest.approx(0.5)
+    assert agg["kind"] == "shuffle" and agg["work_ms_per_event"] == pytest.approx(0.2)
+    assert p.coordination_ms == pytest.approx(200 - 40 - 20)  # batch minus stage spans
+    assert scan["overhead_ms"] == pytest.approx(0.0)

@@ -1,0 +1,111 @@
+"""The production policy's guards, DS2 decisions, the baselines, and the evidence window."""
+
+import pandas as pd
+import pytest
+
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
+from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
+from dagster_reconf.core.scaling.policy import (
+    DhalionPolicy,
+    DS2Policy,
+    DynamicAllocationPolicy,
+    Observation,
+    PolicyConfig,
+    observe,
+)
+
+from .test_model import profile
+
+KNOBS = Knobs(cores=1, source_partitions=1, state_partitions=8, trigger_interval_s=1.0)
+
+
+def obs(**changes) -> Observation:
+    base = dict(batches=8, config_age_s=120.0, source_rate=1000.0, processed_rate=600.0, backlog=20_000.0,
+                backlog_growth=400.0, utilization=1.6, batch_ms=1600.0)
+    return Observation(**{**base, **changes})
+
+
+def test_guards_hold_with_a_reason():
+    policy = DS2Policy(PolicyConfig(stabilization_s=30, window_batches=6))
+    assert "stabilizing" in policy.decide("s", KNOBS, obs(config_age_s=10), profile()).reason
+    assert "window not full: 3 of 6" in policy.decide("s", KNOBS, obs(batches=3), profile()).reason
+    healthy = policy.decide("s", KNOBS, obs(processed_rate=1000, backlog=100, backlog_growth=0, utilization=0.6), profile())
+    assert healthy.action == "hold" and "in band" in healthy.reason and not healthy.requests_run
+
+
+def test_ds2_scales_up_in_one_step_with_a_plan_and_report():
+    decision = DS2Policy().decide("s", KNOBS, obs(), profile(), epoch="started@1", restart_s=2.0)
+    assert decision.action == "scale_up" and decision.requests_run
+    plan = decision.plan
+    assert plan.target.cores == 4 and plan.target.source_partitions == 4  # 1000 + (20000 + 2000)/60 -> 4, a divisor of 8
+    assert [row["operator"] for row in plan.report] == ["j0.d1:scan#a", "j0.d0:agg#b"]
+    assert plan.predicted["observed_backlog"] == 20_000 and "DS2" in plan.reason
+    again = DS2Policy().decide("s", KNOBS, obs(backlog=25_000), profile(), epoch="started@1", restart_s=2.0)
+    assert again.plan.plan_hash == plan.plan_hash  # same move from the same configuration: one run_key
+    later = DS2Policy().decide("s", KNOBS, obs(), profile(), epoch="restarted@9", restart_s=2.0)
+    assert later.plan.plan_hash != plan.plan_hash
+
+
+def test_scale_down_waits_then_moves_to_what_the_model_needs():
+    policy = DS2Policy(PolicyConfig(scale_down_delay_s=60))
+    big = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
+    idle = dict(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2)
+    assert "scale-down waits 60 s" in policy.decide("s", big, obs(config_age_s=30, **idle), profile(cores=8)).reason
+    decision = policy.decide("s", big, obs(**idle), profile(cores=8))
+    assert decision.action == "scale_down" and decision.plan.target.cores < 8
+
+
+def test_skewed_operator_is_flagged_not_scaled():
+    decision = DS2Policy().decide("s", KNOBS, obs(), profile(skew=(1.0, 6.0), work=(0.2, 1.0)))
+    assert decision.action == "skew" and decision.plan is None and "hot partition" in decision.reason
+
+
+def test_recommend_only_keeps_the_plan_but_requests_no_run():
+    decision = DS2Policy(PolicyConfig(recommend_only=True)).decide("s", KNOBS, obs(), profile())
+    assert decision.plan is not None and not decision.requests_run
+
+
+def test_baselines_move_by_fixed_steps():
+    four = KNOBS.model_copy(update={"cores": 4, "source_partitions": 4})
+    assert DhalionPolicy().decide("s", four, obs(), profile()).plan.target.cores == 5
+    assert DynamicAllocationPolicy().decide("s", four, obs(), profile()).plan.target.cores == 8
+    assert DynamicAllocationPolicy(PolicyConfig(max_cores=6)).decide("s", four, obs(), None).plan.target.cores == 6
+
+
+def test_policy_config_and_plan_errors_name_the_field():
+    with pytest.raises(SpecError, match=r"utilization_target: .*got 1.5"):
+        PolicyConfig.parse({"utilization_target": 1.5})
+    with pytest.raises(SpecError, match="utilization_low < utilization_target"):
+        PolicyConfig.parse({"utilization_low": 0.8})
+    with pytest.raises(SpecError, match=r"target.cores: .*got 0"):
+        ScalingPlan.parse({"stream": "s", "policy": "ds2", "reason": "r", "current": KNOBS.model_dump(),
+                           "target": {**KNOBS.model_dump(), "cores": 0}})
+    with pytest.raises(SpecError, match="must change at least one knob"):
+        ScalingPlan.parse({"stream": "s", "policy": "ds2", "reason": "r", "current": KNOBS.model_dump(), "target": KNOBS.model_dump()})
+
+
+def progress(batch, t, events, latest, duration=900):
+    return {"kind": "progress", "progress": {
+        "batchId": batch, "timestamp": pd.Timestamp(t, unit="s", tz="UTC").isoformat(), "numInputRows": events,
+        "durationMs": {"triggerExecution": duration},
+        "sources": [{"startOffset": {"index": batch * events}, "endOffset": {"index": (batch + 1) * events},
+                     "latestOffset": {"index": latest}}],
+    }}
+
+
+def test_window_follows_restarts_and_observes_rates():
+    spec = {"name": "s", "query": "q5", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records += [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
+    window = ConfigurationWindow().update(records)
+    o = observe(window.frame(), 1.0, 100.0, warmup_batches=2)
+    assert o.source_rate == pytest.approx(1000) and o.processed_rate == pytest.approx(500)
+    assert o.backlog_growth == pytest.approx(500) and o.utilization == pytest.approx(1.4)
+
+    restarted = {"kind": "lifecycle", "event": "restarted", "spec": {**spec, "master": "local[4]"}, "seconds": 2.5,
+                 "recorded_at": 50.0}
+    window = ConfigurationWindow.from_json(window.to_json()).update([restarted])
+    assert window.rows == [] and window.epoch == "restarted@50.000" and window.restart_s == 2.5
+    held = decide(DS2Policy(), window, now=52.0)
+    assert held.action == "hold" and "stabilizing" in held.reason
