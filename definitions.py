@@ -6,14 +6,14 @@ selects the resource set (see ``resources/``).
 
 from dagster import Definitions
 
-from assets import TRACES, cp_summaries, stream_progress, trace_snapshots
+from assets import SCALING, TRACES, cp_summaries, ds2_plans, stream_configuration, stream_progress, trace_snapshots
 from resources import resources_for_env
-from sensors import progress_sensors
+from sensors import progress_sensors, scaling_sensors
 
 defs = Definitions(
-    assets=[stream_progress, trace_snapshots, cp_summaries],
-    jobs=[TRACES.job],
+    assets=[stream_progress, trace_snapshots, cp_summaries, ds2_plans, stream_configuration],
+    jobs=[TRACES.job, SCALING.job],
     schedules=[TRACES.schedule],
-    sensors=progress_sensors,
+    sensors=[*progress_sensors, *scaling_sensors],
     resources=resources_for_env(),
 )

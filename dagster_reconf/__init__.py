@@ -9,12 +9,15 @@ from .core.errors import ReconfError, SpecError, StreamNotFoundError, StreamStar
 from .core.spec import StreamSpec
 from .core.supervisor import StreamSupervisor
 from .resources import StreamRuntimeResource
+from .scaling_assets import ScalingAssets, build_scaling_assets
+from .scaling_sensor import build_scaling_sensor
 from .sensor_builder import build_stream_progress_sensor
 from .trace_assets import TraceAssets, build_trace_assets
 from .version import __version__
 
 __all__ = [
     "ReconfError",
+    "ScalingAssets",
     "SpecError",
     "StreamNotFoundError",
     "StreamRuntimeResource",
@@ -24,6 +27,8 @@ __all__ = [
     "StreamSupervisor",
     "TraceAssets",
     "__version__",
+    "build_scaling_assets",
+    "build_scaling_sensor",
     "build_stream_progress_sensor",
     "build_trace_assets",
 ]

@@ -69,6 +69,21 @@ class MetricsStore:
                 raise ValueError(f"metrics store {self.path} is corrupt at byte {offset}: {exc.msg}") from None
         return records, cursor + complete
 
+    def tail_offset(self, max_bytes: int) -> int:
+        """A cursor at most ``max_bytes`` before the end, at a line start (to read only the recent past)."""
+        if not self.path.exists():
+            return 0
+        with open(self.path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size <= max_bytes:
+                return 0
+            fh.seek(size - max_bytes)
+            skipped = fh.readline()  # a partial line
+            return size - max_bytes + len(skipped)
+
+    def size(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
     def progress(self, cursor: int = 0) -> list[dict[str, Any]]:
         """Spark progress events (dicts) after ``cursor``."""
         return [r["progress"] for r in self.read(cursor)[0] if r.get("kind") == "progress"]

@@ -1,0 +1,184 @@
+"""DS2 scaling plans and the stream configuration that applies them, as Dagster assets.
+
+* ``ds2_plans`` (partitioned by stream): the policy's decision for the stream's current
+  configuration, from its recent batches (metrics store) and their traces. A run
+  requested by the scaling sensor carries the sensor's plan in its config
+  (``plan_json``) and records exactly that plan; materialized by hand or on a schedule,
+  the asset decides afresh. Metadata: the plan table, the scaling report and a plot of
+  capacity against the target rate. Downstream of ``trace_snapshots`` and
+  ``cp_summaries`` (every window of the same stream), so the lineage shows where the
+  evidence comes from.
+* ``stream_configuration``: the knobs the stream runs with after the plan is applied
+  (a restart of the query or of its SparkContext in the running driver). Plans that move
+  state are refused by the restart path. In recommend-only mode nothing is applied.
+
+Both need a ``streams`` resource (:class:`StreamRuntimeResource`).
+"""
+
+import base64
+import json
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    AssetsDefinition,
+    BetaWarning,
+    Config,
+    MetadataValue,
+    MultiToSingleDimensionPartitionMapping,
+    Output,
+    StaticPartitionsDefinition,
+    asset,
+    define_asset_job,
+)
+
+from .core.errors import StreamStateError
+from .core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
+from .core.scaling.knobs import Knobs, ScalingPlan
+from .core.scaling.policy import POLICIES, PolicyConfig
+from .core.spec import StreamSpec
+from .resources import StreamRuntimeResource
+
+__all__ = ["PLAN_TAG", "STREAM_TAG", "ScalingAssets", "build_scaling_assets", "current_window"]
+
+STREAM_TAG = "dagster-reconf/stream"
+PLAN_TAG = "dagster-reconf/plan"
+RECENT_METRICS_BYTES = 8 << 20  # about 45 minutes of 1-second batches
+
+
+class PlanConfig(Config):
+    """Run config of ``ds2_plans``: a plan decided elsewhere (the sensor, a person), as JSON."""
+
+    plan_json: str = ""
+
+
+@dataclass(frozen=True)
+class ScalingAssets:
+    """What :func:`build_scaling_assets` builds, to pass to ``Definitions``."""
+
+    plans: AssetsDefinition
+    configuration: AssetsDefinition
+    job: Any  # what define_asset_job returns
+    partitions_def: StaticPartitionsDefinition
+    policy_name: str
+    policy_config: PolicyConfig
+
+
+def current_window(streams: StreamRuntimeResource, stream: str) -> ConfigurationWindow:
+    """The stream's configuration and recent batches, from the recent part of its metrics store."""
+    store = streams.metrics(stream)
+    records, _ = store.read(store.tail_offset(RECENT_METRICS_BYTES))
+    window = ConfigurationWindow().update(records)
+    if window.spec is None:  # configured longer ago than the tail reaches: take the settings from the stream
+        spec = streams.status(stream).get("spec")
+        window = ConfigurationWindow(spec=spec, epoch="before-recent-metrics").update(records)
+    return window
+
+
+def _plan_metadata(plan: ScalingPlan | None, reason: str, observation: dict[str, float]) -> dict[str, Any]:
+    from .core.scaling.plots import capacity_plot_png
+
+    metadata: dict[str, Any] = {"decision": reason, "observation": MetadataValue.json(observation)}
+    if plan is None:
+        return metadata
+    changed = pd.DataFrame([{"knob": k, "now": a, "planned": b} for k, (a, b) in plan.changed().items()])
+    metadata.update({
+        "plan_hash": plan.plan_hash,
+        "policy": plan.policy,
+        "plan": MetadataValue.md(changed.to_markdown(index=False)),
+        "predicted": MetadataValue.json(plan.predicted),
+    })
+    if plan.report:
+        report = pd.DataFrame(plan.report)
+        metadata["scaling_report"] = MetadataValue.md(report.to_markdown(index=False, floatfmt=".3g"))
+        target = float(plan.predicted.get("target_rate", 0.0))
+        png = base64.b64encode(capacity_plot_png(report, target, f"{plan.stream}: {plan.reason[:70]}")).decode()
+        metadata["plot"] = MetadataValue.md(f"![capacity vs target](data:image/png;base64,{png})")
+    return metadata
+
+
+def build_scaling_assets(
+    *,
+    streams: Sequence[str],
+    policy: str = "ds2",
+    policy_config: dict[str, Any] | None = None,
+    group_name: str = "scaling",
+) -> ScalingAssets:
+    """``ds2_plans`` and ``stream_configuration`` for ``streams``, and the job over both.
+
+    Args:
+        streams: managed stream names (the partitions).
+        policy: ``ds2`` (default), or a baseline (``dhalion``, ``dynalloc``).
+        policy_config: :class:`PolicyConfig` fields (validated here).
+        group_name: asset group in the UI.
+    """
+    if not streams:
+        raise ValueError("streams must name at least one managed stream")
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; use one of {sorted(POLICIES)}")
+    settings = PolicyConfig.parse(policy_config)
+    partitions = StaticPartitionsDefinition(list(streams))
+    with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
+        warnings.simplefilter("ignore", BetaWarning)
+        per_stream = MultiToSingleDimensionPartitionMapping(partition_dimension_name="stream")
+
+    @asset(
+        partitions_def=partitions,
+        group_name=group_name,
+        kinds={"spark"},
+        deps=[AssetDep("trace_snapshots", partition_mapping=per_stream), AssetDep("cp_summaries", partition_mapping=per_stream)],
+    )
+    def ds2_plans(context: AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):
+        """The scaling decision for a stream: a DS2 plan (knobs a -> b, with the evidence) or why not to change."""
+        stream = context.partition_key
+        if config.plan_json:
+            plan = ScalingPlan.parse(json.loads(config.plan_json))
+            if plan.stream != stream:
+                raise ValueError(f"plan_json is for stream {plan.stream!r} but this run materializes {stream!r}")
+            reason, observation, recommend_only = plan.reason, dict(plan.predicted), settings.recommend_only
+        else:
+            decision = decide(POLICIES[policy](settings), current_window(streams, stream), time.time(),
+                              ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream)))
+            plan, reason, observation = decision.plan, decision.reason, decision.observation.as_dict()
+            recommend_only = decision.recommend_only
+        context.log.info(f"{stream}: {reason}")
+        value = {"plan": plan.model_dump() if plan else None, "reason": reason, "recommend_only": recommend_only}
+        return Output(value, metadata=_plan_metadata(plan, reason, observation))
+
+    @asset(partitions_def=partitions, group_name=group_name, kinds={"spark"})
+    def stream_configuration(context: AssetExecutionContext, ds2_plans: dict, streams: StreamRuntimeResource):
+        """The knobs the stream runs with, after applying the plan (restart of the query or its SparkContext)."""
+        stream = context.partition_key
+        spec = StreamSpec.parse(streams.status(stream)["spec"])
+        running = Knobs.of(spec)
+        plan = ScalingPlan.parse(ds2_plans["plan"]) if ds2_plans.get("plan") else None
+        metadata: dict[str, Any] = {"knobs": MetadataValue.json(running.model_dump())}
+        if plan is None or ds2_plans.get("recommend_only"):
+            note = "recommend-only: plan not applied" if plan else f"no change: {ds2_plans.get('reason', '')}"
+            return Output(running.model_dump(), metadata={**metadata, "applied": False, "note": note})
+        if running == plan.target:
+            return Output(running.model_dump(), metadata={**metadata, "applied": False, "note": "already at the plan's target"})
+        if running != plan.current:
+            raise StreamStateError(
+                f"plan {plan.plan_hash} starts from {plan.current.model_dump()} but {stream!r} runs "
+                f"{running.model_dump()}; it changed since the plan was made: materialize ds2_plans again"
+            )
+        changes = plan.target.changes_for(spec)
+        context.log.info(f"{stream}: applying {changes}")
+        result = streams.supervisor().restart(stream, changes)
+        after = Knobs.of(StreamSpec.parse(streams.status(stream)["spec"]))
+        return Output(after.model_dump(), metadata={
+            "knobs": MetadataValue.json(after.model_dump()), "applied": True, "plan_hash": plan.plan_hash,
+            "restart_scope": str(result.get("scope")), "restart_seconds": float(result.get("seconds") or 0.0),
+            "changes": MetadataValue.json(changes),
+        })
+
+    job = define_asset_job("reconfigure_stream_job", selection=[ds2_plans, stream_configuration], partitions_def=partitions,
+                           description="Decide a scaling plan for a stream and apply it.")
+    return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings)

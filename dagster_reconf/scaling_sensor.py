@@ -1,0 +1,140 @@
+"""The scaling sensor: watch a stream's metrics, and turn a policy decision into a run.
+
+Each tick reads what the stream's driver appended to its metrics store since the last
+tick (a byte cursor), folds it into the configuration window kept in the cursor, and
+asks the policy (:mod:`dagster_reconf.core.scaling.policy`). It records the
+observation on ``ds2_plans`` every tick. When the policy decides to scale, it requests
+``reconfigure_stream_job`` for the stream with the plan in the run config and
+``run_key`` = the plan's hash, so a plan is never applied twice (the cursor remembers
+it too). Every tick that requests nothing says why.
+
+Contract: bounded work per tick (new metrics only; traces are read only when a
+decision needs them), a versioned JSON cursor (an undecodable one logs a warning and
+starts from the recent end of the store), no run while one for the stream is in flight.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from dagster import (
+    AssetKey,
+    AssetObservation,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from .core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
+from .core.scaling.policy import POLICIES
+from .resources import StreamRuntimeResource
+from .scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
+
+__all__ = ["ScalingCursor", "build_scaling_sensor"]
+
+CURSOR_VERSION = 1
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+
+
+@dataclass
+class ScalingCursor:
+    """Where the sensor stopped reading, the configuration window, and the last plan it requested."""
+
+    offset: int | None = None  # None: start from the recent end of the store
+    window: dict[str, Any] = field(default_factory=dict)
+    requested: str = ""  # hash of the last plan requested
+
+    def serialize(self) -> str:
+        return json.dumps({"version": CURSOR_VERSION, "offset": self.offset, "window": self.window, "requested": self.requested})
+
+    @classmethod
+    def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> "ScalingCursor":
+        if not raw:
+            return cls()
+        try:
+            data = json.loads(raw)
+            if data.get("version") != CURSOR_VERSION:
+                raise ValueError(f"unsupported cursor version {data.get('version')!r}")
+            ConfigurationWindow.from_json(data.get("window"))  # must load
+            return cls(offset=data.get("offset"), window=data.get("window") or {}, requested=data.get("requested", ""))
+        except (ValueError, TypeError, AttributeError) as exc:
+            if context is not None:
+                context.log.warning(f"Failed to interpret cursor {raw[:200]!r} ({exc}); starting from the recent metrics.")
+            return cls()
+
+
+def build_scaling_sensor(
+    *,
+    stream: str,
+    scaling: ScalingAssets,
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+) -> SensorDefinition:
+    """A sensor that requests ``scaling.job`` for ``stream`` when its policy decides to scale.
+
+    Args:
+        stream: managed stream name (a partition of ``scaling``).
+        scaling: what :func:`build_scaling_assets` built (job, policy and its settings).
+        name: sensor name (default ``<stream>_scaling_sensor``, ``-`` as ``_``).
+        minimum_interval_seconds: seconds between ticks.
+        default_status: STOPPED by default; start it in the UI or with ``dagster sensor start``.
+    """
+    if stream not in scaling.partitions_def.get_partition_keys():
+        raise ValueError(f"stream {stream!r} is not one of the scaling assets' streams {scaling.partitions_def.get_partition_keys()}")
+    policy = POLICIES[scaling.policy_name](scaling.policy_config)
+    key = AssetKey("ds2_plans")
+
+    @sensor(
+        name=name or f"{stream.replace('-', '_')}_scaling_sensor",
+        job=scaling.job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=f"Requests a reconfiguration of {stream!r} when the {policy.name} policy decides to scale.",
+    )
+    def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource) -> SensorResult:
+        cursor = ScalingCursor.parse(context.cursor, context)
+        store = streams.metrics(stream)
+        offset = cursor.offset if cursor.offset is not None and cursor.offset <= store.size() else store.tail_offset(RECENT_METRICS_BYTES)
+        records, offset = store.read(offset)
+        window = ConfigurationWindow.from_json(cursor.window).update(records)
+        nxt = ScalingCursor(offset=offset, window=window.to_json(), requested=cursor.requested)
+
+        def skip(reason: str, events: list[AssetObservation] | None = None) -> SensorResult:
+            return SensorResult(skip_reason=SkipReason(f"{stream}: {reason}"), asset_events=events or [], cursor=nxt.serialize())
+
+        if streams.supervisor().driver_info(stream) is None:
+            return skip("not running (no driver)")
+        busy = context.instance.get_runs(RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1)
+        if busy:
+            return skip(f"reconfiguration run {busy[0].run_id} is in flight")
+        decision = decide(policy, window, time.time(), ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream)))
+        observation = AssetObservation(asset_key=key, partition=stream, metadata={
+            **{k: round(v, 3) for k, v in decision.observation.as_dict().items()}, "decision": decision.action, "reason": decision.reason})
+        plan = decision.plan
+        if not decision.requests_run or plan is None:
+            suffix = " (recommend-only: no run)" if decision.recommend_only and plan else ""
+            return skip(decision.reason + suffix, [observation])
+        if plan.plan_hash == cursor.requested:
+            return skip(f"plan {plan.plan_hash} was already requested", [observation])
+        nxt.requested = plan.plan_hash
+        context.log.info(f"{stream}: requesting plan {plan.plan_hash}: {plan.reason}")
+        return SensorResult(
+            run_requests=[RunRequest(
+                run_key=plan.plan_hash,
+                partition_key=stream,
+                run_config={"ops": {"ds2_plans": {"config": {"plan_json": plan.model_dump_json()}}}},
+                tags={STREAM_TAG: stream, PLAN_TAG: plan.plan_hash},
+            )],
+            asset_events=[observation],
+            cursor=nxt.serialize(),
+        )
+
+    return _sensor

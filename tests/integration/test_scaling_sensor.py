@@ -1,0 +1,98 @@
+"""The scaling sensor and the plan/configuration assets on real metrics and traces of a supervised stream."""
+
+import json
+
+import pytest
+from dagster import AssetKey, build_sensor_context, instance_for_test, materialize
+
+from dagster_reconf import StreamRuntimeResource, build_scaling_assets, build_scaling_sensor
+from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+STREAM = "nexmark-q5"
+POLICY = {"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "allow_state_migration": False}
+
+
+@pytest.fixture(name="supervisor")
+def supervisor_fixture(tmp_path):
+    supervisor = StreamSupervisor(tmp_path / "home")
+    yield supervisor
+    for row in supervisor.list():
+        if row["driver"] == "running":
+            supervisor.stop(row["name"], timeout_s=30)
+
+
+def tick(sensor, instance, supervisor, cursor):
+    context = build_sensor_context(instance=instance, cursor=cursor, resources={"streams": StreamRuntimeResource(home=str(supervisor.home))})
+    return sensor(context)
+
+
+def batches(supervisor) -> int:
+    return (supervisor.status(STREAM).get("batch_id") or -1) + 1
+
+
+def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
+    # 1000 events/s at 1 ms of (simulated I/O) work each needs about 1.5 cores; it has one.
+    spec = StreamSpec(name=STREAM, query="q5", master="local[1]", rate=1000, source_partitions=1, state_partitions=4,
+                      trigger_interval_s=1.0, max_events_per_trigger=2500, cost={"mode": "sleep", "micros_per_record": 1000})
+    supervisor.start(spec)
+    scaling = build_scaling_assets(streams=[STREAM, "wordcount"], policy_config=POLICY)
+    sensor = build_scaling_sensor(stream=STREAM, scaling=scaling, minimum_interval_seconds=1)
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
+    with instance_for_test() as instance:
+        wait_until(lambda: batches(supervisor) >= 5, timeout_s=120, what="five batches")
+        first = tick(sensor, instance, supervisor, None)
+        (request,) = first.run_requests
+        plan = ScalingPlan.parse(json.loads(request.run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
+        assert request.run_key == plan.plan_hash and request.partition_key == STREAM
+        assert plan.current == Knobs.of(spec)
+        assert plan.target.cores in (2, 4) and plan.target.source_partitions == plan.target.cores  # divisors of 4
+        assert plan.target.state_partitions == 4  # state stays: this policy does not migrate it
+        assert plan.report and plan.predicted["observed_backlog_growth"] > 0
+        (observation,) = first.asset_events
+        assert observation.asset_key == AssetKey("ds2_plans") and observation.metadata["decision"].value == "scale_up"
+
+        repeated = tick(sensor, instance, supervisor, first.cursor)
+        assert not repeated.run_requests and "already requested" in repeated.skip_reason.skip_message
+
+        applied = materialize([scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources,
+                              run_config=request.run_config, instance=instance)
+        assert applied.success
+        metadata = applied.asset_materializations_for_node("stream_configuration")[0].metadata
+        assert metadata["applied"].value is True and metadata["restart_scope"].value == "session"
+        plan_metadata = applied.asset_materializations_for_node("ds2_plans")[0].metadata
+        assert plan_metadata["plan_hash"].value == plan.plan_hash and "![capacity vs target]" in plan_metadata["plot"].value
+        assert Knobs.of(StreamSpec.parse(supervisor.status(STREAM)["spec"])) == plan.target
+
+        after = tick(sensor, instance, supervisor, repeated.cursor)  # the restart starts a new configuration
+        assert not after.run_requests and "metric window not full" in after.skip_reason.skip_message
+
+
+def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
+    spec = StreamSpec(name=STREAM, query="q5", master="local[2]", rate=300, source_partitions=2, state_partitions=2,
+                      trigger_interval_s=1.0)
+    supervisor.start(spec)
+    scaling = build_scaling_assets(streams=[STREAM], policy_config={**POLICY, "scale_down_delay_s": 3600})
+    sensor = build_scaling_sensor(stream=STREAM, scaling=scaling)
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
+    with instance_for_test() as instance:
+        wait_until(lambda: batches(supervisor) >= 6, timeout_s=120, what="six batches")
+        result = tick(sensor, instance, supervisor, None)
+        assert not result.run_requests
+        message = result.skip_reason.skip_message
+        assert message.startswith(f"{STREAM}: ") and ("in band" in message or "scale-down waits" in message)
+
+        decided = materialize([scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources, instance=instance)
+        assert decided.success
+        configuration = decided.asset_materializations_for_node("stream_configuration")[0].metadata
+        assert configuration["applied"].value is False and configuration["note"].value.startswith("no change")
+
+    supervisor.stop(STREAM, timeout_s=30)
+    with instance_for_test() as instance:
+        stopped = tick(sensor, instance, supervisor, None)
+        assert "not running" in stopped.skip_reason.skip_message
