@@ -179,6 +179,6 @@ def build_scaling_assets(
             "changes": MetadataValue.json(changes),
         })
 
-    job = define_asset_job("reconfigure_stream_job", selection=[ds2_plans, stream_configuration], partitions_def=partitions,
+    job = define_asset_job("reconfigure_stream_job", selection=[ds2_plans, stream_configuration],
                            description="Decide a scaling plan for a stream and apply it.")
     return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings)

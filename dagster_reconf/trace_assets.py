@@ -205,7 +205,7 @@ def build_trace_assets(
         yield AssetCheckResult(check_name=CP_CHECK, passed=outcome.success, description=outcome.describe(),
                                metadata={"cp_sum": float(result.cp_sum)})
 
-    job = define_asset_job("trace_snapshot_job", selection=[trace_snapshots, cp_summaries], partitions_def=partitions)
+    job = define_asset_job("trace_snapshot_job", selection=[trace_snapshots, cp_summaries])
     stream_names = list(streams)
 
     @schedule(job=job, cron_schedule=cron, default_status=schedule_status, execution_timezone="UTC",

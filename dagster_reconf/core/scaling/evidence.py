@@ -10,6 +10,7 @@ It is JSON-serializable, so a sensor keeps it in its cursor.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from .knobs import Knobs
 from .policy import Decision, Observation, ScalingPolicy, observe
 from .profile import ProfileError, StreamProfile, profile_stream
 
-__all__ = ["ConfigurationWindow", "decide", "ingest_and_read"]
+__all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "shared_cpus"]
 
 KEPT_ROWS = 60
 _ROW_FIELDS = ("batch_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset", "backlog_events")
@@ -102,11 +103,16 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
         lo = frame["timestamp"].min().timestamp() * 1000.0 - spec.trigger_interval_s * 1000.0
         hi = frame["timestamp"].max().timestamp() * 1000.0 + 60_000.0
         try:
-            return profile_stream(activities(lo, hi), frame, knobs, warmup_batches=cfg.warmup_batches)
+            return profile_stream(activities(lo, hi), frame, knobs, warmup_batches=cfg.warmup_batches, cpus=shared_cpus(spec))
         except ProfileError:
             return None
 
     return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s)
+
+
+def shared_cpus(spec: StreamSpec) -> float:
+    """CPUs a stream's task slots share: the machine's in local mode, one per slot on a cluster (unbounded)."""
+    return float(os.cpu_count() or 1) if spec.master.startswith("local") else float("inf")
 
 
 def ingest_and_read(store: TraceStore, event_log_dir: Any) -> Callable[[float, float], pd.DataFrame]:

@@ -148,25 +148,27 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         notes.append(f"fixed costs {fixed:.0f} ms per batch exceed {limits.max_coordination:.0%} of the interval: "
                      f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s")
 
-    growable = (ops["kind"] != "fixed").to_numpy()
-    work = ops["work_ms_per_event"].to_numpy()
-    fixed_q = np.maximum(1.0, np.minimum(ops["tasks"].to_numpy(dtype=float), current.cores))
-    if interval > 0:
-        events = target * interval
-        budget = limits.utilization * interval * 1000.0 - fixed - events * float((work[~growable] / fixed_q[~growable]).sum())
-    else:  # back to back: per second of batches
-        events = target
-        budget = limits.utilization * 1000.0 - events * float((work[~growable] / fixed_q[~growable]).sum())
-    need = events * float(work[growable].sum())
-    if budget <= 0:
+    stateful = bool((ops["kind"] == "shuffle").any())
+
+    def knobs_with(cores: int) -> Knobs:
+        state = current.state_partitions
+        if stateful and cores > state and limits.allow_state_migration:
+            state = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
+        return Knobs(cores=cores, source_partitions=cores, state_partitions=state, trigger_interval_s=interval)
+
+    # The fewest cores whose predicted capacity at the target utilization covers the target rate.
+    # With CPUs unbounded this is the closed form of the module docstring; past the CPUs only the
+    # waiting part of the work keeps scaling (see profile.StreamProfile.stage_ms_per_event).
+    cores = next((c for c in range(limits.min_cores, limits.max_cores + 1)
+                  if profile.capacity(knobs_with(c), limits.utilization) >= target), None)
+    if cores is None:
         cores = limits.max_cores
-        notes.append("operators that cannot be parallelized take the whole budget: no core count sustains the rate")
-    else:
-        cores = max(1, math.ceil(need / budget - 1e-9))
-    cores = int(min(max(cores, limits.min_cores), limits.max_cores))
+        cpu_bound = math.isfinite(profile.cpus) and profile.capacity(knobs_with(cores), limits.utilization) < target
+        notes.append("no core count up to the maximum sustains the rate: "
+                     + ("its CPU work needs more CPUs than this machine has (run on a cluster)" if cpu_bound else
+                        "operators that cannot be parallelized, or fixed batch costs, take the budget"))
 
     state_partitions = current.state_partitions
-    stateful = bool((ops["kind"] == "shuffle").any())
     if stateful and cores > state_partitions:
         if limits.allow_state_migration:
             state_partitions = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
@@ -219,10 +221,11 @@ def _report(profile: StreamProfile, knobs: Knobs, target_rate: float) -> pd.Data
     budget_now = _budget(profile, profile.knobs)
     budget_planned = _budget(profile, knobs)
     work = ops["work_ms_per_event"].to_numpy()
+    stage_now, stage_planned = profile.stage_ms_per_event(profile.knobs), profile.stage_ms_per_event(knobs)
     with np.errstate(divide="ignore"):
-        # events/s the operator keeps up with if it had the whole budget: share * 1000 ms * q / (ms per event)
-        capacity_now = np.where(work > 0, budget_now * 1000.0 * now / np.maximum(work, 1e-12), np.inf)
-        capacity_planned = np.where(work > 0, budget_planned * 1000.0 * planned / np.maximum(work, 1e-12), np.inf)
+        # events/s the operator keeps up with if it had the whole budget: share * 1000 ms / (ms per event)
+        capacity_now = np.where(stage_now > 0, budget_now * 1000.0 / np.maximum(stage_now, 1e-12), np.inf)
+        capacity_planned = np.where(stage_planned > 0, budget_planned * 1000.0 / np.maximum(stage_planned, 1e-12), np.inf)
     return pd.DataFrame({
         "operator": ops["operator"],
         "kind": ops["kind"],
@@ -233,6 +236,7 @@ def _report(profile: StreamProfile, knobs: Knobs, target_rate: float) -> pd.Data
         "true_processing_rate": ops["true_processing_rate"],
         "selectivity": ops["selectivity"],
         "work_ms_per_event": work,
+        "cpu_ms_per_event": ops["cpu_ms_per_event"],
         "capacity_now_events_per_s": capacity_now,
         "capacity_planned_events_per_s": capacity_planned,
         "skew": ops["skew"],

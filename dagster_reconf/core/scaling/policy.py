@@ -58,6 +58,7 @@ class PolicyConfig(BaseModel):
     min_state_partitions: int = Field(1, ge=1)
     max_state_partitions: int = Field(512, ge=1)
     max_trigger_interval_s: float = Field(30.0, gt=0)
+    max_coordination: float = Field(0.25, gt=0, lt=1, description="Largest share of the interval fixed batch costs may take.")
     allow_state_migration: bool = Field(True, description="May plans change state partitions (a state migration)?")
     default_restart_s: float = Field(3.0, ge=0, description="Restart time assumed before one was measured.")
     recommend_only: bool = Field(False, description="Materialize plans but never request a reconfiguration run.")
@@ -83,7 +84,7 @@ class PolicyConfig(BaseModel):
             raise SpecError(format_validation_error("policy config", exc, data)) from None
 
     def limits(self) -> Limits:
-        return Limits(utilization=self.utilization_target, catch_up_s=self.catch_up_s, min_cores=self.min_cores,
+        return Limits(utilization=self.utilization_target, max_coordination=self.max_coordination, catch_up_s=self.catch_up_s, min_cores=self.min_cores,
                       max_cores=self.max_cores, min_state_partitions=self.min_state_partitions,
                       max_state_partitions=self.max_state_partitions, max_trigger_interval_s=self.max_trigger_interval_s,
                       allow_state_migration=self.allow_state_migration)
@@ -246,7 +247,7 @@ class DhalionPolicy(ScalingPolicy):
         step = self.config.increment if direction == "scale_up" else -self.config.increment
         bottleneck = ""
         if profile is not None and len(profile.operators):
-            slowest = profile.operators.assign(load=profile.operators["work_ms_per_event"] / profile.parallelism(current))
+            slowest = profile.operators.assign(load=profile.stage_ms_per_event(current))
             bottleneck = f" at the bottleneck {slowest.sort_values('load').iloc[-1]['operator']}"
         target = self._bounded(current, current.cores + step)
         return self._decision(stream, current, target, obs, direction,

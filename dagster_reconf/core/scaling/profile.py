@@ -14,6 +14,15 @@ batch's duration (``triggerExecution``) minus the wall-clock spans of its stages
 And each stage pays a fixed part (task launch, the slowest task's excess) that does
 not shrink with more cores: ``overhead_ms``, the stage span left after its work is
 divided over the tasks that ran in parallel.
+
+Task slots are not always CPUs. ``local[8]`` on a 2-CPU machine runs 8 tasks at once,
+so a CPU-bound task's wall-clock time stretches by 8 / 2 while one that waits on I/O
+does not. DS2 assumes scaling is linear; here it is linear only for the waiting part.
+So useful time is split by Spark's executor CPU time: ``cpu_ms_per_event`` (c) and
+``wait_ms_per_event`` (s, what is left once CPU queueing at the measured concurrency
+is taken out). With ``q`` tasks at once on ``P`` CPUs, a stage takes per event
+``c * max(1/q, 1/P) + s / q``: the CPU part stops scaling at the CPUs. ``P`` is the
+machine's CPU count in local mode and unbounded on a cluster (a slot per CPU).
 """
 
 from __future__ import annotations
@@ -30,8 +39,8 @@ __all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "profile_stream"
 
 USEFUL_ACTIVITIES = ("deserialization", "processing", "serialization")
 OPERATOR_COLUMNS = [
-    "operator", "kind", "depth", "tasks", "work_ms_per_event", "records_in_per_event", "selectivity",
-    "true_processing_rate", "true_output_rate", "overhead_ms", "skew",
+    "operator", "kind", "depth", "tasks", "work_ms_per_event", "cpu_ms_per_event", "wait_ms_per_event",
+    "records_in_per_event", "selectivity", "true_processing_rate", "true_output_rate", "overhead_ms", "skew",
 ]
 
 
@@ -49,6 +58,7 @@ class StreamProfile:
     events_per_batch: float  # median
     batch_ms: float  # median batch duration
     knobs: Knobs
+    cpus: float = float("inf")  # CPUs the task slots share (local mode: the machine's)
 
     @property
     def work_ms_per_event(self) -> float:
@@ -61,10 +71,15 @@ class StreamProfile:
                               np.where(self.operators["kind"] == "shuffle", knobs.state_partitions, self.operators["tasks"]))
         return np.minimum(partitions, knobs.cores).astype(np.float64)
 
+    def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
+        """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``c * max(1/q, 1/P) + s / q``."""
+        q = self.parallelism(knobs)
+        ops = self.operators
+        return ops["cpu_ms_per_event"].to_numpy() * np.maximum(1.0 / q, 1.0 / self.cpus) + ops["wait_ms_per_event"].to_numpy() / q
+
     def batch_ms_for(self, events: float, knobs: Knobs) -> float:
         """Predicted duration of a batch of ``events`` under ``knobs`` (stages one after another on shared cores)."""
-        ops = self.operators
-        stage_ms = events * ops["work_ms_per_event"].to_numpy() / self.parallelism(knobs) + ops["overhead_ms"].to_numpy()
+        stage_ms = events * self.stage_ms_per_event(knobs) + self.operators["overhead_ms"].to_numpy()
         return self.coordination_ms + float(stage_ms.sum())
 
     def capacity(self, knobs: Knobs, utilization: float = 1.0) -> float:
@@ -77,8 +92,7 @@ class StreamProfile:
         With T = 0 batches run back to back and grow with the backlog, so only the work
         per event bounds the rate: ``u / sum_i(a_i / q_i)``.
         """
-        ops = self.operators
-        per_event = float((ops["work_ms_per_event"].to_numpy() / self.parallelism(knobs)).sum())
+        per_event = float(self.stage_ms_per_event(knobs).sum())
         if per_event <= 0:
             return float("inf")
         if knobs.trigger_interval_s == 0:
@@ -92,7 +106,8 @@ class StreamProfile:
         return self.coordination_ms + float(self.operators["overhead_ms"].sum())
 
 
-def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knobs, *, warmup_batches: int = 1) -> StreamProfile:
+def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knobs, *, warmup_batches: int = 1,
+                   cpus: float = float("inf")) -> StreamProfile:
     """Profile the operators of the batches in ``progress`` from their ``activities``.
 
     Args:
@@ -100,6 +115,7 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
         progress: progress rows (``metrics.progress_row``) of one configuration, one per batch.
         knobs: the knobs the batches ran with.
         warmup_batches: first batches left out (a restarted query warms up).
+        cpus: CPUs the task slots share (local mode: the machine's; a cluster: unbounded).
 
     Raises:
         ProfileError: no data batch with both progress and task traces in the window.
@@ -114,12 +130,14 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
         )
     batches = rows.set_index("batch_id")
     timeline = timeline.assign(duration=timeline["end_ms"] - timeline["start_ms"])
+    if "cpu_ms" not in timeline:
+        timeline = timeline.assign(cpu_ms=0.0)  # traces without CPU time: all useful time counts as waiting (linear)
     useful = timeline[timeline["activity"].isin(USEFUL_ACTIVITIES)]
 
     per_task = useful.groupby(["operator", "batch_id", "task_id"], sort=False).agg(
-        work=("duration", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"))
+        work=("duration", "sum"), cpu=("cpu_ms", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"))
     per_stage = per_task.groupby(["operator", "batch_id"]).agg(
-        work=("work", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
+        work=("work", "sum"), cpu=("cpu", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
         tasks=("work", "size"), slowest=("work", "max"), median_task=("work", "median"))
     spans = timeline.groupby(["operator", "batch_id"]).agg(lo=("start_ms", "min"), hi=("end_ms", "max"))
     per_stage = per_stage.join((spans["hi"] - spans["lo"]).rename("span"), how="inner")
@@ -134,7 +152,7 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     total_events = float(batches.loc[stage_time.index, "events"].sum())
 
     ops = per_stage.groupby("operator").agg(
-        work=("work", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
+        work=("work", "sum"), cpu=("cpu", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
         tasks=("tasks", "median"), overhead_ms=("overhead", "median"),
         skew=("slowest", "sum"), median_task=("median_task", "sum"))
     depth = ops.index.to_series().str.extract(r"^j(?P<job>\d+)\.d(?P<depth>\d+):")
@@ -145,6 +163,10 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
                            np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed"))
     seconds = ops["work"] / 1000.0
     ops["work_ms_per_event"] = ops["work"] / total_events
+    cpu = np.minimum(ops["cpu"], ops["work"]) / total_events  # CPU time cannot exceed the task's wall-clock time
+    queueing = np.maximum(1.0, np.minimum(ops["tasks"], knobs.cores) / cpus)  # CPU stretch at the measured concurrency
+    ops["cpu_ms_per_event"] = cpu
+    ops["wait_ms_per_event"] = np.maximum(0.0, ops["work_ms_per_event"] - cpu * queueing)
     ops["records_in_per_event"] = ops["records_in"] / total_events
     ops["selectivity"] = np.where(ops["records_in"] > 0, ops["records_out"] / ops["records_in"].where(ops["records_in"] > 0, 1), np.nan)
     ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)
@@ -158,4 +180,5 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
         events_per_batch=float(batches["events"].median()),
         batch_ms=float(batches["batch_duration_ms"].median()),
         knobs=knobs,
+        cpus=cpus,
     )

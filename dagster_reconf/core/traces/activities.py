@@ -30,7 +30,8 @@ Schema of the table (:data:`ACTIVITY_COLUMNS`): ``app_id``, ``query_id``, ``batc
 ``task_id`` (-1 for stage-level messages), ``attempt``, ``status`` (success, failed,
 killed), ``speculative``, ``worker``, ``src_worker``, ``dst_worker`` (set for messages),
 ``activity``, ``start_ms``, ``end_ms`` (epoch milliseconds, floats), ``records_in``,
-``records_out``, ``bytes_in``, ``bytes_out``.
+``records_out``, ``bytes_in``, ``bytes_out`` and ``cpu_ms`` (the task's executor CPU time,
+deserialization included; like the traffic figures, only on its ``processing`` row).
 
 What the normalizer does not use is counted in ``skipped`` by reason, never dropped
 silently: event types it does not need, tasks of stages it never saw submitted, tasks
@@ -64,14 +65,15 @@ ACTIVITY_TYPES = ("scheduling", "deserialization", "buffer", "processing", "seri
 ACTIVITY_COLUMNS = [
     "app_id", "query_id", "batch_id", "job_id", "stage_id", "stage_attempt", "operator", "task_id", "attempt",
     "status", "speculative", "worker", "src_worker", "dst_worker", "activity", "start_ms", "end_ms",
-    "records_in", "records_out", "bytes_in", "bytes_out",
+    "records_in", "records_out", "bytes_in", "bytes_out", "cpu_ms",
 ]
 DRIVER = "driver"
 _STATUSES = ("success", "failed", "killed")
 STEP_ACTIVITIES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data")
 _DTYPES = {"batch_id": "int64", "job_id": "int64", "stage_id": "int64", "stage_attempt": "int64", "task_id": "int64",
            "attempt": "int64", "start_ms": "float64", "end_ms": "float64", "records_in": "int64",
-           "records_out": "int64", "bytes_in": "int64", "bytes_out": "int64", "speculative": "bool"}
+           "records_out": "int64", "bytes_in": "int64", "bytes_out": "int64", "cpu_ms": "float64",
+           "speculative": "bool"}
 _I64 = pa.int64()
 TASK_END_SCHEMA = pa.schema([
     ("Event", pa.string()), ("Stage ID", _I64), ("Stage Attempt ID", _I64),
@@ -80,6 +82,7 @@ TASK_END_SCHEMA = pa.schema([
                             + [("Executor ID", pa.string()), ("Speculative", pa.bool_()), ("Killed", pa.bool_())])),
     ("Task Metrics", pa.struct([
         ("Executor Deserialize Time", _I64), ("Executor Run Time", _I64), ("Result Serialization Time", _I64),
+        ("Executor CPU Time", _I64), ("Executor Deserialize CPU Time", _I64),
         ("Shuffle Read Metrics", pa.struct([(n, _I64) for n in ("Fetch Wait Time", "Total Records Read", "Remote Bytes Read", "Local Bytes Read")])),
         ("Shuffle Write Metrics", pa.struct([(n, _I64) for n in ("Shuffle Bytes Written", "Shuffle Write Time", "Shuffle Records Written")])),
         ("Input Metrics", pa.struct([("Bytes Read", _I64), ("Records Read", _I64)])),
@@ -307,6 +310,7 @@ class TraceNormalizer:
             "bytes_in": (c["Task Metrics.Shuffle Read Metrics.Remote Bytes Read"] + c["Task Metrics.Shuffle Read Metrics.Local Bytes Read"]
                          + c["Task Metrics.Input Metrics.Bytes Read"]),
             "bytes_out": c["Task Metrics.Shuffle Write Metrics.Shuffle Bytes Written"] + c["Task Metrics.Output Metrics.Bytes Written"],
+            "cpu_ms": (c["Task Metrics.Executor CPU Time"] + c["Task Metrics.Executor Deserialize CPU Time"]) / 1e6,  # ns
         }
         labels = {
             "query_id": ([st.query_id for st in stages], stage_code),
@@ -511,7 +515,8 @@ class _Rows:
             "activity": _decode(pa.array(ACTIVITY_TYPES), spread(1)),
             "start_ms": spread(2).astype(np.float64),
             "end_ms": spread(3).astype(np.float64),
-            **{name: np.where(with_traffic, values[tasks], 0).astype(np.int64) for name, values in traffic.items()},
+            **{name: np.where(with_traffic, values[tasks], 0).astype(np.float64 if name == "cpu_ms" else np.int64)
+               for name, values in traffic.items()},
         }
         return pa.table({name: columns[name] for name in ACTIVITY_COLUMNS})
 

@@ -93,7 +93,7 @@ def validate_activities(activities: pd.DataFrame) -> ValidationOutcome:
     ]
     expectations += [
         gx.expectations.ExpectColumnValuesToBeBetween(column=c, min_value=0)
-        for c in ("records_in", "records_out", "bytes_in", "bytes_out")
+        for c in ("records_in", "records_out", "bytes_in", "bytes_out", "cpu_ms")
     ]
     missing = [c for c in ("activity", "start_ms", "end_ms", "worker") if c not in activities.columns]
     if missing:

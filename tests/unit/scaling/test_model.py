@@ -34,16 +34,18 @@ def test_ds2_sums_target_rates_of_every_upstream_operator():
 
 
 def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, state_partitions=8, trigger=1.0,
-            skew=(1.0, 1.0), tasks=None) -> StreamProfile:
+            skew=(1.0, 1.0), tasks=None, cpu=(0.0, 0.0), cpus=float("inf")) -> StreamProfile:
     tasks = tasks or (cores, state_partitions)
     ops = pd.DataFrame({
         "operator": ["j0.d1:scan#a", "j0.d0:agg#b"], "kind": ["source", "shuffle"], "depth": [1, 0], "tasks": list(tasks),
-        "work_ms_per_event": list(work), "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
+        "work_ms_per_event": list(work), "cpu_ms_per_event": list(cpu),
+        "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)], "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
         "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
         "skew": list(skew),
     })[OPERATOR_COLUMNS]
     knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=trigger)
-    return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=1000, batch_ms=900, knobs=knobs)
+    return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=1000, batch_ms=900,
+                         knobs=knobs, cpus=cpus)
 
 
 def test_capacity_is_the_budget_after_fixed_costs_over_the_work_per_event():
@@ -62,6 +64,20 @@ def test_cores_are_the_summed_ds2_parallelism_stretched_by_the_budget_then_align
     assert aligned.knobs.cores == 4 and any("divisor of 8" in n for n in aligned.notes)
     assert aligned.knobs.state_partitions == 8
     assert aligned.predicted["capacity_planned"] > 1000 / 0.7
+
+
+def test_cpu_work_stops_scaling_at_the_machines_cpus():
+    # scan: 1 ms/event, of it 0.5 ms CPU; agg: 0.5 ms/event, all CPU; 2 CPUs
+    p = profile(cpu=(0.5, 0.5), cpus=2)
+    eight = p.knobs.model_copy(update={"cores": 8, "source_partitions": 8})
+    assert p.stage_ms_per_event(eight).tolist() == pytest.approx([0.5 / 2 + 0.5 / 8, 0.5 / 2])
+    linear = profile(cpu=(0.5, 0.5))
+    assert p.capacity(eight) < linear.capacity(eight)
+    # per event past 2 cores: 0.25 + 0.5/q (scan) + 0.25 (agg); a budget of 600 ms per 1000 events needs q >= 5
+    assert plan_micro_batches(profile(cpu=(0.5, 0.5), cpus=2, state_partitions=10), 1000).knobs.cores == 5
+    # 1300 events need 0.46 ms per event: below the 0.5 ms of CPU per event the 2 CPUs take, at any core count
+    plan = plan_micro_batches(p, 1300, limits=Limits(max_cores=16))
+    assert plan.knobs.cores == 16 and any("more CPUs than this machine" in n for n in plan.notes)
 
 
 def test_backlog_and_restart_time_raise_the_target_rate():

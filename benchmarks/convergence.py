@@ -1,0 +1,192 @@
+"""Steps until a stream sustains its rate: DS2 against Dhalion and dynamic allocation.
+
+``python -m benchmarks.convergence [--quick]``
+
+Each run starts a real stream (in-process driver, local mode) at a fixed rate with a
+per-record cost of simulated I/O (``sleep``), so capacity grows with task slots beyond
+this machine's 2 cores. A policy watches it exactly as the scaling sensor does (the
+configuration window over the metrics store, traces from the event logs), and each
+plan it makes is applied by restarting the stream with the plan's knobs. A run has
+*converged* when, on a full metric window, the stream keeps up (backlog not growing,
+utilization under the band's top) and the policy holds. ``steps`` counts the plans
+applied until then; an *oscillation* is a plan that reverses the previous one's
+direction. Runs that have not converged after ``MAX_STEPS`` plans count as
+``MAX_STEPS + 1`` steps and are listed.
+
+Scenarios: under-provisioned (1 core) and over-provisioned (12 cores) starts, with 2
+state partitions (the policy may not move state). State commits contend for this
+machine's disk and do not speed up with more tasks, so they are kept few.
+Scale-down is not delayed here (it would only add a wait to every policy alike).
+
+``prediction_error``: after each DS2 step, the batch duration the model predicted for
+the new knobs (from the profile measured before the step, at the batch size then
+observed) against the median measured under them, as ``|capacity predicted /
+capacity measured - 1|`` (capacity = events per batch / batch duration); the median
+over steps is reported, the maximum beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dagster_reconf.core.metrics import MetricsStore
+from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
+from dagster_reconf.core.scaling.knobs import Knobs
+from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
+from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, profile_stream
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.traces.store import TraceStore
+
+from ._common import emit, median, parse_args
+
+RATE = 500.0  # events/s offered
+COST_MICROS = 2000  # simulated I/O per event: about 1 core-second of work per second
+TRIGGER_S = 1.0
+STATE_PARTITIONS = 2  # few state commits per batch: on this machine they contend for the disk
+MAX_STEPS = 4
+RUN_TIMEOUT_S = 90.0
+# A new SparkContext starts its Python workers in its first batches: 2 warm-up batches are left out.
+# Fixed batch costs are ~0.35 s here; allowing them half of the 1 s interval keeps the interval fixed.
+POLICY = PolicyConfig(window_batches=3, warmup_batches=2, stabilization_s=0, scale_down_delay_s=0,
+                      allow_state_migration=False, max_cores=16, max_coordination=0.5)
+SCENARIOS = {"under": 1, "over": 12}
+
+
+@dataclass
+class Run:
+    query: str
+    scenario: str
+    policy: str
+    steps: int = 0
+    converged: bool = False
+    oscillations: int = 0
+    cores: list[int] = field(default_factory=list)
+    errors: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def spec_for(query: str, cores: int) -> StreamSpec:
+    return StreamSpec(name=f"conv-{query}", query=query, master=f"local[{cores}]", rate=RATE, source_partitions=cores,
+                      state_partitions=STATE_PARTITIONS, trigger_interval_s=TRIGGER_S,
+                      max_events_per_trigger=int(3 * RATE * TRIGGER_S), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
+
+
+def run(query: str, scenario: str, policy_name: str, home: Path) -> Run:
+    """One stream, one policy: decide every second, apply plans, stop when converged or out of steps/time."""
+    spec = spec_for(query, SCENARIOS[scenario])
+    paths = StreamPaths(home / f"{query}-{scenario}-{policy_name}", spec.name)
+    policy = POLICIES[policy_name](POLICY)
+    store, traces = MetricsStore(paths.metrics), TraceStore(paths.traces)
+    result = Run(query, scenario, policy_name, cores=[SCENARIOS[scenario]])
+    runtime = StreamRuntime(spec, paths)
+    window, offset, last_direction = ConfigurationWindow(), 0, None
+    pending: tuple[StreamProfile, Knobs] | None = None  # DS2's profile before a step, to score its prediction
+    started = time.monotonic()
+    try:
+        runtime.start()
+        while time.monotonic() - started < RUN_TIMEOUT_S:
+            time.sleep(1.0)
+            records, offset = store.read(offset)
+            window.update(records)
+
+            def activities(lo: float, hi: float):
+                traces.ingest(paths.event_log)
+                return traces.activities(lo, hi)
+
+            decision = decide(policy, window, time.time(), activities)
+            obs = decision.observation
+            if obs.batches < POLICY.window_batches:
+                continue
+            if pending is not None:
+                before, knobs = pending
+                events = float(window.frame()["events"].iloc[POLICY.warmup_batches:].median())
+                predicted_ms = before.batch_ms_for(events, knobs)
+                result.errors.append(abs(obs.batch_ms / predicted_ms - 1.0))  # = |capacity predicted / measured - 1|
+                pending = None
+            keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE and obs.utilization <= POLICY.utilization_high
+            if decision.action == "hold" and keeps_up:
+                result.converged = True
+                break
+            if not decision.requests_run:
+                continue
+            if result.steps == MAX_STEPS:
+                break
+            plan = decision.plan
+            direction = decision.action
+            if last_direction is not None and direction != last_direction:
+                result.oscillations += 1
+            last_direction = direction
+            if policy_name == "ds2":
+                frame = window.frame()
+                try:
+                    before = profile_stream(activities(0, time.time() * 1000 + 60_000), frame, plan.current,
+                                            warmup_batches=POLICY.warmup_batches)
+                    pending = (before, plan.target)
+                except ProfileError:
+                    pending = None
+            print(f"  {query}/{scenario}/{policy_name}: step {result.steps + 1}: {plan.current.cores} -> "
+                  f"{plan.target.cores} cores ({decision.reason[:110]})", flush=True)
+            runtime.restart(plan.target.changes_for(runtime.spec))
+            result.steps += 1
+            result.cores.append(plan.target.cores)
+    finally:
+        runtime.shutdown(timeout_s=60)
+    result.seconds = round(time.monotonic() - started, 1)
+    if not result.converged:
+        result.steps = MAX_STEPS + 1
+    return result
+
+
+def summarize(runs: list[Run]) -> dict[str, Any]:
+    steps = [r.steps for r in runs]
+    return {
+        "runs": len(runs),
+        "converged": sum(r.converged for r in runs),
+        "max_steps": max(steps),
+        "mean_steps": round(sum(steps) / len(steps), 2),
+        "oscillations": sum(r.oscillations for r in runs),
+        "not_converged": [f"{r.query}/{r.scenario}" for r in runs if not r.converged],
+    }
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    started = time.monotonic()
+    if args.quick:
+        cases = [("q5", "under"), ("wordcount", "over")]
+    else:
+        cases = [(q, "under") for q in ("q1", "q2", "q3", "q5", "q8", "q11", "wordcount")] + [(q, "over") for q in ("q1", "q5", "wordcount")]
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp:
+        for query, scenario in cases:
+            for policy_name in ("ds2", "dhalion", "dynalloc"):
+                r = run(query, scenario, policy_name, Path(tmp))
+                runs.append(r)
+                print(f"{query}/{scenario}/{policy_name}: {'converged' if r.converged else 'NOT converged'} in {r.steps} "
+                      f"steps, cores {r.cores}, {r.seconds:.0f} s", flush=True)
+    errors = [e for r in runs if r.policy == "ds2" for e in r.errors]
+    result: dict[str, Any] = {"benchmark": "convergence", "mode": "quick" if args.quick else "full",
+                              "rate": RATE, "cost_micros_per_event": COST_MICROS}
+    for name in ("ds2", "dhalion", "dynalloc"):
+        result[name] = summarize([r for r in runs if r.policy == name])
+    result["prediction_error"] = round(median(errors), 3) if errors else None
+    result["prediction_error_max"] = round(max(errors), 3) if errors else None
+    result["ds2_fewer_steps_than_both"] = all(
+        ds2.steps < min(other.steps for other in runs if other.query == ds2.query and other.scenario == ds2.scenario and other.policy != "ds2")
+        for ds2 in runs if ds2.policy == "ds2"
+    )
+    result["runs"] = [{"case": f"{r.query}/{r.scenario}/{r.policy}", "steps": r.steps, "cores": r.cores} for r in runs]
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
