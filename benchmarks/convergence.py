@@ -7,13 +7,14 @@ per-record cost of simulated I/O (``sleep``), so capacity grows with task slots 
 this machine's 2 cores. A policy watches it exactly as the scaling sensor does (the
 configuration window over the metrics store, traces from the event logs), and each
 plan it makes is applied by restarting the stream with the plan's knobs. A run has
-*converged* when, on a full metric window, the stream keeps up (backlog not growing,
-utilization under the band's top) and the policy holds. ``steps`` counts the plans
+*converged* when, on a full metric window, the stream keeps up (its backlog does not
+grow) and the policy holds. ``steps`` counts the plans
 applied until then; an *oscillation* is a plan that reverses the previous one's
 direction. Runs that have not converged after ``MAX_STEPS`` plans count as
-``MAX_STEPS + 1`` steps and are listed.
+``MAX_STEPS + 1`` steps and are listed, as do runs still moving after ``RUN_TIMEOUT_S``
+(every step costs every policy the same wall-clock time: stabilization, then a window).
 
-Scenarios: under-provisioned (1 core) and over-provisioned (12 cores) starts, with 2
+Scenarios: under-provisioned (2 cores) and over-provisioned (24 cores) starts, with 2
 state partitions (the policy may not move state). State commits contend for this
 machine's disk and do not speed up with more tasks, so they are kept few.
 Scale-down is not delayed here (it would only add a wait to every policy alike).
@@ -46,17 +47,16 @@ from dagster_reconf.core.traces.store import TraceStore
 
 from ._common import emit, median, parse_args
 
-RATE = 500.0  # events/s offered
-COST_MICROS = 2000  # simulated I/O per event: about 1 core-second of work per second
-TRIGGER_S = 1.0
+RATE = 250.0  # events/s offered
+COST_MICROS = 8000  # simulated I/O per event: about 2 core-seconds of work per second
+TRIGGER_S = 2.0  # fixed batch costs are ~0.4 s here: a 2 s interval leaves them a fifth
 STATE_PARTITIONS = 2  # few state commits per batch: on this machine they contend for the disk
-MAX_STEPS = 4
+MAX_STEPS = 3
 RUN_TIMEOUT_S = 90.0
-# A new SparkContext starts its Python workers in its first batches: 2 warm-up batches are left out.
-# Fixed batch costs are ~0.35 s here; allowing them half of the 1 s interval keeps the interval fixed.
-POLICY = PolicyConfig(window_batches=3, warmup_batches=2, stabilization_s=0, scale_down_delay_s=0,
-                      allow_state_migration=False, max_cores=16, max_coordination=0.5)
-SCENARIOS = {"under": 1, "over": 12}
+# A new SparkContext starts its Python workers in its first batches: those of the first 10 s are left out.
+POLICY = PolicyConfig(window_batches=3, warmup_batches=1, stabilization_s=10, scale_down_delay_s=0,
+                      allow_state_migration=False, max_cores=32)
+SCENARIOS = {"under": 2, "over": 24}
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Run:
 def spec_for(query: str, cores: int) -> StreamSpec:
     return StreamSpec(name=f"conv-{query}", query=query, master=f"local[{cores}]", rate=RATE, source_partitions=cores,
                       state_partitions=STATE_PARTITIONS, trigger_interval_s=TRIGGER_S,
-                      max_events_per_trigger=int(3 * RATE * TRIGGER_S), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
+                      max_events_per_trigger=int(1.5 * RATE * TRIGGER_S), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
 
 
 def run(query: str, scenario: str, policy_name: str, home: Path) -> Run:
@@ -110,11 +110,12 @@ def run(query: str, scenario: str, policy_name: str, home: Path) -> Run:
                 predicted_ms = before.batch_ms_for(events, knobs)
                 result.errors.append(abs(obs.batch_ms / predicted_ms - 1.0))  # = |capacity predicted / measured - 1|
                 pending = None
-            keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE and obs.utilization <= POLICY.utilization_high
+            keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE  # no backlog growth
             if decision.action == "hold" and keeps_up:
                 result.converged = True
                 break
             if not decision.requests_run:
+                print(f"    {query}/{scenario}/{policy_name}: {decision.reason[:120]}", flush=True)
                 continue
             if result.steps == MAX_STEPS:
                 break
@@ -161,9 +162,10 @@ def main() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     started = time.monotonic()
     if args.quick:
-        cases = [("q5", "under"), ("wordcount", "over")]
+        cases = [("q5", "under")]
     else:
-        cases = [(q, "under") for q in ("q1", "q2", "q3", "q5", "q8", "q11", "wordcount")] + [(q, "over") for q in ("q1", "q5", "wordcount")]
+        # Q2 (a stateless filter like Q1) and Q8 (a windowed join like Q3) are left out to stay under 30 minutes.
+        cases = [(q, "under") for q in ("q1", "q3", "q5", "q11", "wordcount")] + [("q5", "over")]
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp:
         for query, scenario in cases:

@@ -40,6 +40,7 @@ from .scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingA
 __all__ = ["ScalingCursor", "build_scaling_sensor"]
 
 CURSOR_VERSION = 1
+MAX_EVENTS_PER_TICK = 1_000_000  # event-log events ingested per tick (about 7 s at most); the rest next tick
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
@@ -115,7 +116,8 @@ def build_scaling_sensor(
         busy = context.instance.get_runs(RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1)
         if busy:
             return skip(f"reconfiguration run {busy[0].run_id} is in flight")
-        decision = decide(policy, window, time.time(), ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream)))
+        traces = ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream), max_events=MAX_EVENTS_PER_TICK)
+        decision = decide(policy, window, time.time(), traces)
         observation = AssetObservation(asset_key=key, partition=stream, metadata={
             **{k: round(v, 3) for k, v in decision.observation.as_dict().items()}, "decision": decision.action, "reason": decision.reason})
         plan = decision.plan

@@ -92,9 +92,12 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
     spec = window.stream_spec()
     if spec is None:
         return Decision("hold", "no configuration recorded yet: the stream has not started", _empty_observation())
-    frame = window.frame()
-    knobs = Knobs.of(spec)
     cfg = policy.config
+    frame = window.frame()
+    # Batches that started during stabilization (a restarted stream warms up) are not evidence.
+    settled = pd.Timestamp(window.started_at + cfg.stabilization_s, unit="s", tz="UTC")
+    frame = frame[frame["timestamp"] >= settled].reset_index(drop=True)
+    knobs = Knobs.of(spec)
     obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches)
 
     def profile() -> StreamProfile | None:
@@ -115,11 +118,11 @@ def shared_cpus(spec: StreamSpec) -> float:
     return float(os.cpu_count() or 1) if spec.master.startswith("local") else float("inf")
 
 
-def ingest_and_read(store: TraceStore, event_log_dir: Any) -> Callable[[float, float], pd.DataFrame]:
-    """``activities`` for :func:`decide`: ingest what is new in the event logs, then read the window."""
+def ingest_and_read(store: TraceStore, event_log_dir: Any, max_events: int | None = None) -> Callable[[float, float], pd.DataFrame]:
+    """``activities`` for :func:`decide`: ingest what is new in the event logs (at most ``max_events``), then read the window."""
 
     def read(lo: float, hi: float) -> pd.DataFrame:
-        store.ingest(event_log_dir)
+        store.ingest(event_log_dir, max_events=max_events)
         return store.activities(lo, hi)
 
     return read

@@ -201,8 +201,13 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
 
 
 def _events_cap(profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float) -> int | None:
-    """Keep a cap on events per batch (if the stream has one) at what a batch processes within the interval."""
+    """Keep a cap on events per batch (if the stream has one) at what a batch processes within the interval.
+
+    Only rescaled along with the cores or the interval: a cap alone is not worth a restart.
+    """
     if current.max_events_per_trigger is None or interval <= 0:
+        return current.max_events_per_trigger
+    if cores == current.cores and interval == current.trigger_interval_s:
         return current.max_events_per_trigger
     knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=interval)
     capacity = profile.capacity(knobs, utilization=1.0)

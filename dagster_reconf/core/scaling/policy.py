@@ -46,7 +46,7 @@ class PolicyConfig(BaseModel):
 
     window_batches: int = Field(6, ge=2, description="Batches of the current configuration a decision needs.")
     warmup_batches: int = Field(2, ge=0, description="First batches after a restart left out (warm-up).")
-    stabilization_s: float = Field(5.0, ge=0, description="No decision this long after a reconfiguration.")
+    stabilization_s: float = Field(10.0, ge=0, description="After a reconfiguration: no decision, and its batches are not evidence.")
     utilization_target: float = Field(0.7, gt=0, le=1, description="Share of the trigger interval a batch should take.")
     utilization_low: float = Field(0.35, ge=0, le=1, description="Below this, and no backlog, the stream is over-provisioned.")
     utilization_high: float = Field(0.9, gt=0, le=2, description="Above this the stream is at its limit.")
@@ -167,6 +167,9 @@ class ScalingPolicy(ABC):
         if obs.batches < cfg.window_batches:
             return Decision("hold", f"metric window not full: {obs.batches} of {cfg.window_batches} batches", obs)
         direction = self._direction(obs, current)
+        if direction is None and obs.backlog_growth < 0 and obs.backlog > 0:
+            return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s "
+                                    f"(clear in {obs.backlog / -obs.backlog_growth:.0f} s < {cfg.catch_up_s:g} s)", obs)
         if direction is None:
             return Decision("hold", f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
                                     f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s", obs)
@@ -177,10 +180,15 @@ class ScalingPolicy(ABC):
         return self._plan(stream, current, obs, profile() if callable(profile) else profile, direction, epoch, restart)
 
     def _direction(self, obs: Observation, current: Knobs) -> Action | None:
+        """Which way the signal points, or None in band. High utilization while a backlog clears in time is fine."""
         cfg = self.config
-        growing = obs.backlog_growth > cfg.backlog_growth_tolerance * max(obs.source_rate, 1.0)
-        behind = obs.backlog > obs.source_rate * cfg.catch_up_s
-        if growing or behind or obs.utilization > cfg.utilization_high:
+        tolerance = cfg.backlog_growth_tolerance * max(obs.source_rate, 1.0)
+        if obs.backlog_growth > tolerance:
+            return "scale_up"
+        clearing = obs.backlog_growth < -tolerance
+        if clearing:
+            return "scale_up" if obs.backlog / -obs.backlog_growth > cfg.catch_up_s else None
+        if obs.backlog > obs.source_rate * cfg.catch_up_s or obs.utilization > cfg.utilization_high:
             return "scale_up"
         settled = obs.backlog <= obs.source_rate * max(current.trigger_interval_s, 1.0) * 2
         if obs.utilization < cfg.utilization_low and settled and current.cores > cfg.min_cores:

@@ -109,3 +109,11 @@ def test_window_follows_restarts_and_observes_rates():
     assert window.rows == [] and window.epoch == "restarted@50.000" and window.restart_s == 2.5
     held = decide(DS2Policy(), window, now=52.0)
     assert held.action == "hold" and "stabilizing" in held.reason
+
+
+def test_high_utilization_while_the_backlog_clears_in_time_is_catching_up_not_scaling():
+    policy = DS2Policy(PolicyConfig(catch_up_s=60))
+    clearing = policy.decide("s", KNOBS, obs(backlog=10_000, backlog_growth=-500, utilization=1.0), profile())
+    assert clearing.action == "hold" and "catching up" in clearing.reason and "clear in 20 s" in clearing.reason
+    too_slow = policy.decide("s", KNOBS, obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile())
+    assert too_slow.action == "scale_up"  # 200 s to clear > 60 s
