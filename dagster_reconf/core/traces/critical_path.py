@@ -85,129 +85,159 @@ class ActivityGraph:
         return self._order
 
 
-def _driver_activities(timeline: pd.DataFrame, ts: float, te: float) -> pd.DataFrame:
-    """Coordinator time on the driver: the parts of the window with no task in flight."""
-    tasks = timeline[timeline["worker"] != DRIVER]
-    if tasks.empty:
-        busy_starts, busy_ends = np.array([]), np.array([])
-    else:
-        spans = tasks.groupby(["task_id", "attempt", "worker"], sort=False).agg(s=("start_ms", "min"), e=("end_ms", "max"))
-        order = np.argsort(spans["s"].to_numpy())
-        starts, ends = spans["s"].to_numpy()[order], spans["e"].to_numpy()[order]
-        # merge overlapping in-flight intervals (vectorized: a new run starts where start > running max end)
+def _driver_activities(worker: np.ndarray, start: np.ndarray, end: np.ndarray, task: np.ndarray, driver: int,
+                       ts: float, te: float) -> tuple[np.ndarray, np.ndarray]:
+    """Coordinator time on the driver: the parts of the window with no task in flight (start, end arrays).
+
+    ``task`` identifies each timeline row's task attempt (rows of one task share it).
+    """
+    tasks = worker != driver
+    if tasks.any():
+        keys, inverse = np.unique(task[tasks], return_inverse=True)
+        starts = np.full(len(keys), np.inf)
+        ends = np.full(len(keys), -np.inf)
+        np.minimum.at(starts, inverse, start[tasks])
+        np.maximum.at(ends, inverse, end[tasks])
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        # merge overlapping in-flight intervals: a new run starts where start > running max end
         running_end = np.maximum.accumulate(ends)
         new_run = np.r_[True, starts[1:] > running_end[:-1]]
         busy_starts = starts[new_run]
         busy_ends = np.maximum.reduceat(ends, np.flatnonzero(new_run))
-    gap_starts = np.r_[ts, busy_ends]
-    gap_ends = np.r_[busy_starts, te]
-    gap_starts, gap_ends = np.clip(gap_starts, ts, te), np.clip(gap_ends, ts, te)
+    else:
+        busy_starts, busy_ends = np.array([]), np.array([])
+    gap_starts = np.clip(np.r_[ts, busy_ends], ts, te)
+    gap_ends = np.clip(np.r_[busy_starts, te], ts, te)
     keep = gap_ends > gap_starts
-    return pd.DataFrame(
-        {"worker": DRIVER, "activity": "unknown", "start_ms": gap_starts[keep], "end_ms": gap_ends[keep], "row": _DRIVER_WORK}
-    )
+    return gap_starts[keep], gap_ends[keep]
+
+
+class _Nodes:
+    """Graph nodes: distinct (worker code, time) pairs sorted by worker then time, with exact lookups."""
+
+    def __init__(self, worker: np.ndarray, time: np.ndarray, n_workers: int) -> None:
+        order = np.lexsort((time, worker))
+        worker, time = worker[order], time[order]
+        distinct = np.r_[True, (worker[1:] != worker[:-1]) | (time[1:] != time[:-1])]
+        self.worker, self.time = worker[distinct], time[distinct]
+        self.block = np.searchsorted(self.worker, np.arange(n_workers + 1))  # nodes of worker w: block[w]:block[w+1]
+
+    def ids(self, worker: np.ndarray, time: np.ndarray) -> np.ndarray:
+        """Node id of each (worker, time) pair (every pair must be a node)."""
+        out = np.empty(len(worker), dtype=np.int64)
+        for w in np.unique(worker):
+            mine = np.flatnonzero(worker == w)
+            lo, hi = self.block[w], self.block[w + 1]
+            out[mine] = lo + np.searchsorted(self.time[lo:hi], time[mine])
+        return out
 
 
 def build_graph(activities: pd.DataFrame, window_start: float, window_end: float) -> ActivityGraph:
-    """The activity graph of ``activities`` (the normalized table) in ``[window_start, window_end)``."""
+    """The activity graph of ``activities`` (the normalized table) in ``[window_start, window_end)``.
+
+    Workers are integer codes throughout (names only at the end): sorting and joining
+    strings was most of the graph's construction time.
+    """
     ts, te = float(window_start), float(window_end)
     if not te > ts:
         raise ValueError(f"snapshot window must have end > start, got [{ts}, {te})")
-    table = activities.reset_index(drop=True)
-    is_message = table["src_worker"].notna().to_numpy()
-    timeline = table.loc[~is_message, ["worker", "activity", "start_ms", "end_ms", "task_id", "attempt"]].copy()
-    timeline["row"] = np.flatnonzero(~is_message)
-    timeline["start_ms"] = timeline["start_ms"].clip(lower=ts)
-    timeline["end_ms"] = timeline["end_ms"].clip(upper=te)
-    timeline = timeline[timeline["end_ms"] > timeline["start_ms"]]
-    messages = table.loc[is_message, ["src_worker", "dst_worker", "activity", "start_ms", "end_ms"]].copy()
-    messages["row"] = np.flatnonzero(is_message)
-    # Clipped like activities: a message in flight at ts leaves from the sender's start
+    n = len(activities)
+    codes, names = pd.factorize(pd.concat(
+        [activities["worker"], activities["src_worker"], activities["dst_worker"], pd.Series([DRIVER])], ignore_index=True))
+    names = np.asarray(names, dtype=object)
+    worker_of, src_of, dst_of = codes[:n], codes[n : 2 * n], codes[2 * n : 3 * n]
+    driver = int(codes[-1])
+    start_all = activities["start_ms"].to_numpy(dtype=np.float64)
+    end_all = activities["end_ms"].to_numpy(dtype=np.float64)
+    activity_all = activities["activity"].to_numpy(dtype=object)
+    is_message = src_of >= 0
+
+    # Timeline activities, clipped to the window (those clipped to nothing are left out).
+    rows = np.flatnonzero(~is_message)
+    t_start, t_end = np.maximum(start_all[rows], ts), np.minimum(end_all[rows], te)
+    inside = t_end > t_start
+    rows, t_start, t_end = rows[inside], t_start[inside], t_end[inside]
+    t_worker = worker_of[rows]
+    task_key = activities["task_id"].to_numpy(dtype=np.int64)[rows] * 1024 + activities["attempt"].to_numpy(dtype=np.int64)[rows]
+    d_start, d_end = _driver_activities(t_worker, t_start, t_end, task_key * 4096 + t_worker, driver, ts, te)
+    t_worker = np.r_[t_worker, np.full(len(d_start), driver)]
+    t_start, t_end = np.r_[t_start, d_start], np.r_[t_end, d_end]
+    t_row = np.r_[rows, np.full(len(d_start), _DRIVER_WORK)]
+    t_activity = np.r_[activity_all[rows], np.full(len(d_start), "unknown", dtype=object)]
+
+    # Messages, clipped like activities: one in flight at ts leaves from the sender's start
     # anchor; one still in flight at te arrives at the receiver's end anchor. Messages
     # entirely outside the window, or that clipping shrinks to nothing, are left out.
-    inside = (messages["end_ms"] >= messages["start_ms"]) & (messages["start_ms"] < te) & (messages["end_ms"] > ts)
-    inside |= (messages["start_ms"] == messages["end_ms"]) & (messages["start_ms"] >= ts) & (messages["start_ms"] < te)
+    m_rows = np.flatnonzero(is_message)
+    m_start, m_end = start_all[m_rows], end_all[m_rows]
+    inside = (m_end >= m_start) & (m_start < te) & (m_end > ts)
+    inside |= (m_start == m_end) & (m_start >= ts) & (m_start < te)
     dropped = int((~inside).sum())
-    messages = messages[inside]
-    messages["start_ms"] = messages["start_ms"].clip(lower=ts)
-    messages["end_ms"] = messages["end_ms"].clip(upper=te)
-
-    driver = _driver_activities(timeline, ts, te)
-    timeline = pd.concat([timeline.drop(columns=["task_id", "attempt"]), driver], ignore_index=True)
+    m_rows = m_rows[inside]
+    m_start, m_end = np.maximum(m_start[inside], ts), np.minimum(m_end[inside], te)
+    m_src, m_dst = src_of[m_rows], dst_of[m_rows]
 
     # Nodes: (worker, time) at anchors, activity boundaries and message endpoints.
-    workers = pd.unique(pd.concat([timeline["worker"], messages["src_worker"], messages["dst_worker"]], ignore_index=True))
-    points = pd.concat(
-        [
-            pd.DataFrame({"worker": workers, "time": ts}),
-            pd.DataFrame({"worker": workers, "time": te}),
-            timeline[["worker", "start_ms"]].set_axis(["worker", "time"], axis=1),
-            timeline[["worker", "end_ms"]].set_axis(["worker", "time"], axis=1),
-            messages[["src_worker", "start_ms"]].set_axis(["worker", "time"], axis=1),
-            messages[["dst_worker", "end_ms"]].set_axis(["worker", "time"], axis=1),
-        ],
-        ignore_index=True,
-    ).drop_duplicates().sort_values(["worker", "time"], ignore_index=True)
-    node_worker = points["worker"].to_numpy(dtype=object)
-    node_time = points["time"].to_numpy(dtype=np.float64)
-
-    # Timeline edges between consecutive nodes of the same worker.
-    same_worker = node_worker[1:] == node_worker[:-1]
-    t_src = np.flatnonzero(same_worker)
-    t_dst = t_src + 1
-    t_activity = np.full(len(t_src), _NO_ACTIVITY, dtype=np.int64)
-    t_type = np.full(len(t_src), "waiting", dtype=object)
-    seg = pd.DataFrame({"worker": node_worker[t_src], "time": node_time[t_src], "edge": np.arange(len(t_src))})
-    covering = timeline.sort_values("start_ms")
-    merged = pd.merge_asof(
-        seg.sort_values("time"), covering.rename(columns={"start_ms": "time"}), on="time", by="worker", direction="backward"
+    workers = np.unique(np.r_[t_worker, m_src, m_dst])
+    nodes = _Nodes(
+        np.r_[workers, workers, t_worker, t_worker, m_src, m_dst],
+        np.r_[np.full(len(workers), ts), np.full(len(workers), te), t_start, t_end, m_start, m_end],
+        len(names),
     )
-    covered = merged["end_ms"].to_numpy() > merged["time"].to_numpy()
-    edges = merged["edge"].to_numpy()[covered]
-    t_activity[edges] = merged["row"].to_numpy()[covered]
-    t_type[edges] = merged["activity"].to_numpy()[covered]
+    node_worker, node_time = nodes.worker, nodes.time
 
-    m_src = _node_ids(points, messages["src_worker"], messages["start_ms"])
-    m_dst = _node_ids(points, messages["dst_worker"], messages["end_ms"])
+    # Timeline edges between consecutive nodes of the same worker, typed by the activity covering them.
+    e_src = np.flatnonzero(node_worker[1:] == node_worker[:-1])
+    e_dst = e_src + 1
+    e_row = np.full(len(e_src), _NO_ACTIVITY, dtype=np.int64)
+    e_type = np.full(len(e_src), "waiting", dtype=object)
+    for w in np.unique(t_worker):
+        mine = np.flatnonzero(t_worker == w)
+        mine = mine[np.argsort(t_start[mine], kind="stable")]
+        segments = e_src[node_worker[e_src] == w]
+        latest = np.searchsorted(t_start[mine], node_time[segments], side="right") - 1  # last activity started by then
+        found = latest >= 0
+        covering = mine[latest[found]]
+        covered = t_end[covering] > node_time[segments[found]]
+        edge = np.searchsorted(e_src, segments[found][covered])
+        e_row[edge] = t_row[covering[covered]]
+        e_type[edge] = t_activity[covering[covered]]
+
+    m_src_node = nodes.ids(m_src, m_start)
+    m_dst_node = nodes.ids(m_dst, m_end)
 
     # A driver segment that ends in launching a task is driver work (it relays a result
     # into the next launch), even while other tasks are in flight.
-    is_launch = (messages["activity"].to_numpy(dtype=object) == "control") & (messages["src_worker"].to_numpy(dtype=object) == DRIVER)
+    m_type = activity_all[m_rows]
     launches = np.zeros(len(node_time), dtype=bool)
-    launches[m_src[is_launch]] = True
-    relay = (node_worker[t_src] == DRIVER) & launches[t_dst] & (t_type == "waiting")
-    t_type[relay] = "scheduling"
-    t_activity[relay] = _DRIVER_WORK
+    launches[m_src_node[(m_type == "control") & (m_src == driver)]] = True
+    relay = (node_worker[e_src] == driver) & launches[e_dst] & (e_type == "waiting")
+    e_type[relay] = "scheduling"
+    e_row[relay] = _DRIVER_WORK
 
-    src = np.r_[t_src, m_src].astype(np.int64)
-    dst = np.r_[t_dst, m_dst].astype(np.int64)
-    edge_type = np.r_[t_type, messages["activity"].to_numpy(dtype=object)]
+    src = np.r_[e_src, m_src_node].astype(np.int64)
+    dst = np.r_[e_dst, m_dst_node].astype(np.int64)
+    edge_type = np.r_[e_type, m_type]
     weight = node_time[dst] - node_time[src]
     node_of = _contract_instant_cycles(len(node_time), src, dst, (edge_type != "waiting") & (weight == 0))
+    node_names = names[node_worker]
     return ActivityGraph(
         window_start=ts,
         window_end=te,
-        node_worker=node_worker,
+        node_worker=node_names,
         node_time=node_time,
         start_anchors=np.unique(node_of[node_time == ts]),
         end_anchors=np.unique(node_of[node_time == te]),
         src=node_of[src],
         dst=node_of[dst],
         weight=weight,
-        activity=np.r_[t_activity, messages["row"].to_numpy()].astype(np.int64),
+        activity=np.r_[e_row, m_rows].astype(np.int64),
         edge_type=edge_type,
         dropped_messages=dropped,
-        edge_worker=node_worker[src],
-        edge_dst_worker=node_worker[dst],
+        edge_worker=node_names[src],
+        edge_dst_worker=node_names[dst],
     )
-
-
-def _node_ids(points: pd.DataFrame, workers: pd.Series, times: pd.Series) -> np.ndarray:
-    """Node id of each (worker, time) pair: an exact hash join against the node table."""
-    nodes = points.assign(node=np.arange(len(points)))
-    wanted = pd.DataFrame({"worker": workers.to_numpy(), "time": times.to_numpy(), "order": np.arange(len(workers))})
-    found = wanted.merge(nodes, on=["worker", "time"], how="left", validate="many_to_one")
-    return found.sort_values("order")["node"].to_numpy(dtype=np.int64)
 
 
 def _contract_instant_cycles(n_nodes: int, src: np.ndarray, dst: np.ndarray, zero: np.ndarray) -> np.ndarray:
