@@ -13,7 +13,11 @@ pydantic (unknown fields refused). A refused request changes nothing and answers
 
 Endpoints (all under ``/v1``): ``GET status``, ``POST stop`` (stop the query at a
 batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings),
-``POST shutdown`` (stop the query and the driver).
+``POST shutdown`` (stop the query and the driver), and for reconfigurations of a
+stopped query (:mod:`dagster_reconf.core.reconfig.migration`): ``POST state`` (state
+rows and checksums), ``POST code-check`` (state schema compatibility of a code
+version), ``POST migrate`` (state partitions), ``POST rollback-replay`` and
+``POST resume`` (start with new settings).
 """
 
 from __future__ import annotations
@@ -36,9 +40,14 @@ from .errors import ControlRequestError, ReconfError, SpecError, StreamStateErro
 from .spec import format_validation_error
 
 __all__ = [
+    "CodeCheckRequest",
     "ControlClient",
     "ControlServer",
+    "MigrateRequest",
     "RestartRequest",
+    "ResumeRequest",
+    "RollbackReplayRequest",
+    "StateRequest",
     "StopRequest",
     "new_token",
     "read_token",
@@ -68,6 +77,43 @@ class RestartRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     settings: dict[str, Any] = Field(..., min_length=1, description="Spec fields and their new values.")
     timeout_s: float = Field(120.0, gt=0, le=3600, description="How long to wait for the running batch to commit.")
+
+
+class StateRequest(BaseModel):
+    """Body of ``POST /v1/state``: which checkpoint generation and batch to summarize."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: int | None = Field(None, ge=0, description="Checkpoint generation (default: the one in force).")
+    batch_id: int | None = Field(None, ge=0, description="Batch whose state to read (default: the last committed).")
+
+
+class CodeCheckRequest(BaseModel):
+    """Body of ``POST /v1/code-check``."""
+
+    model_config = ConfigDict(extra="forbid")
+    code_version: str = Field(..., min_length=1, max_length=64, description="The code version to check.")
+
+
+class MigrateRequest(BaseModel):
+    """Body of ``POST /v1/migrate``."""
+
+    model_config = ConfigDict(extra="forbid")
+    state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
+    strategy: str = Field("native", pattern="^(native|replay)$", description="native (Spark's repartition) or replay.")
+
+
+class RollbackReplayRequest(BaseModel):
+    """Body of ``POST /v1/rollback-replay``."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: int = Field(..., ge=0, description="The checkpoint generation to return to.")
+
+
+class ResumeRequest(BaseModel):
+    """Body of ``POST /v1/resume``: spec fields to apply as the stopped query starts again."""
+
+    model_config = ConfigDict(extra="forbid")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Spec fields and their new values.")
 
 
 def new_token(path: Path) -> str:
@@ -232,3 +278,18 @@ class ControlClient:
 
     def shutdown(self, timeout_s: float = 120.0) -> dict[str, Any]:
         return self.request("POST", "shutdown", {"timeout_s": timeout_s}, timeout_s + 30)
+
+    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
+        return self.request("POST", "state", {"generation": generation, "batch_id": batch_id})
+
+    def code_check(self, code_version: str) -> dict[str, Any]:
+        return self.request("POST", "code-check", {"code_version": code_version})
+
+    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
+        return self.request("POST", "migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
+
+    def rollback_replay(self, generation: int) -> dict[str, Any]:
+        return self.request("POST", "rollback-replay", {"generation": generation})
+
+    def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", "resume", {"settings": settings})

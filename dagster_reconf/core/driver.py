@@ -1,8 +1,9 @@
 """The long-lived driver process of one managed stream.
 
-``python -m dagster_reconf.core.driver <stream dir>`` is what the supervisor starts. It
-reads the stream's spec and token, opens the control endpoint on 127.0.0.1, starts the
-query, and records ``driver.json`` (pid, control port, Spark app id, UI) so any later
+``python -m dagster_reconf.core.driver <stream dir> [--paused]`` is what the supervisor
+starts. It reads the stream's spec and token, opens the control endpoint on 127.0.0.1,
+starts the query (not with ``--paused``: a reconfiguration that lost its driver
+continues on a new one before the query runs again), and records ``driver.json`` (pid, control port, Spark app id, UI) so any later
 process can find it. It runs until asked to shut down (control endpoint, SIGTERM or
 SIGINT), then stops the query at a batch boundary and exits.
 
@@ -23,8 +24,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .control import ControlServer, RestartRequest, StartRequest, StopRequest, read_token
+from .control import (
+    CodeCheckRequest,
+    ControlServer,
+    MigrateRequest,
+    RestartRequest,
+    ResumeRequest,
+    RollbackReplayRequest,
+    StartRequest,
+    StateRequest,
+    StopRequest,
+    read_token,
+)
 from .paths import StreamPaths
+from .reconfig.migration import StreamMigrator
 from .runtime import StreamRuntime
 from .spec import StreamSpec
 
@@ -38,9 +51,10 @@ def write_driver_info(paths: StreamPaths, info: dict[str, Any]) -> None:
     os.replace(tmp, paths.driver)
 
 
-def run(paths: StreamPaths) -> int:
+def run(paths: StreamPaths, paused: bool = False) -> int:
     spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
     runtime = StreamRuntime(spec, paths)
+    migrator = StreamMigrator(runtime)
     shutdown = threading.Event()
     info: dict[str, Any] = {"pid": os.getpid(), "name": spec.name, "status": "starting", "started_at": time.time()}
 
@@ -61,6 +75,11 @@ def run(paths: StreamPaths) -> int:
         info.update(status="running", app_id=context.applicationId, spark_ui=context.uiWebUrl, master=runtime.spec.master)
         write_driver_info(paths, info)
 
+    def resume(req: ResumeRequest) -> dict[str, Any]:
+        report = migrator.resume(req.settings)
+        record_running()
+        return report
+
     def shutdown_request(req: StopRequest) -> dict[str, Any]:
         report = runtime.stop_at_batch_boundary(req.timeout_s)
         shutdown.set()
@@ -74,6 +93,11 @@ def run(paths: StreamPaths) -> int:
             ("POST", "/v1/start"): (StartRequest, start),
             ("POST", "/v1/restart"): (RestartRequest, restart),
             ("POST", "/v1/shutdown"): (StopRequest, shutdown_request),
+            ("POST", "/v1/state"): (StateRequest, lambda req: migrator.state_summary(req.generation, req.batch_id)),
+            ("POST", "/v1/code-check"): (CodeCheckRequest, lambda req: migrator.check_code_version(req.code_version)),
+            ("POST", "/v1/migrate"): (MigrateRequest, lambda req: migrator.migrate(req.state_partitions, req.strategy)),
+            ("POST", "/v1/rollback-replay"): (RollbackReplayRequest, lambda req: migrator.rollback_replay(req.generation)),
+            ("POST", "/v1/resume"): (ResumeRequest, resume),
         },
     )
     server.start()
@@ -82,7 +106,8 @@ def run(paths: StreamPaths) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: shutdown.set())
     try:
-        runtime.start()
+        if not paused:
+            runtime.start()
         runtime.spark.sparkContext.setLogLevel("WARN")
         record_running()
         while not shutdown.wait(0.5):
@@ -104,11 +129,13 @@ def run(paths: StreamPaths) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    paused = "--paused" in args
+    args = [a for a in args if a != "--paused"]
     if len(args) != 1:
-        print("usage: python -m dagster_reconf.core.driver <stream directory>", file=sys.stderr)
+        print("usage: python -m dagster_reconf.core.driver <stream directory> [--paused]", file=sys.stderr)
         return 2
     root = Path(args[0]).resolve()
-    return run(StreamPaths(root.parent.parent, root.name))
+    return run(StreamPaths(root.parent.parent, root.name), paused)
 
 
 if __name__ == "__main__":

@@ -64,11 +64,10 @@ def expected_result(
 
 def stream_result(committed: pd.DataFrame, query: QueryDefinition, *, watermark: str | None = None) -> pd.DataFrame:
     """The stream's result from committed sink batches (see :func:`~dagster_reconf.core.sink.read_sink`)."""
+    order = [c for c in ("generation", "batch_id") if c in committed.columns]
     if query.output_mode == "update" and not committed.empty:
-        committed = committed.sort_values("batch_id", kind="stable").drop_duplicates(
-            list(query.key_columns), keep="last"
-        )
-    return _final_rows(committed.drop(columns=["batch_id"], errors="ignore"), query, watermark)
+        committed = committed.sort_values(order, kind="stable").drop_duplicates(list(query.key_columns), keep="last")
+    return _final_rows(committed.drop(columns=order), query, watermark)
 
 
 def _normalized(frame: pd.DataFrame) -> pd.DataFrame:

@@ -7,6 +7,7 @@ The home defaults to ``$RECONF_HOME`` or ``./.reconf``.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,12 +63,45 @@ class StreamPaths:
         return self.root / "metrics.jsonl"
 
     @property
+    def generation_file(self) -> Path:
+        """Which checkpoint generation is in force (absent: generation 0)."""
+        return self.root / "generation.json"
+
+    @property
+    def generation(self) -> int:
+        """The checkpoint generation in force: a replay migration starts a new one."""
+        try:
+            return int(json.loads(self.generation_file.read_text())["generation"])
+        except FileNotFoundError:
+            return 0
+
+    def set_generation(self, generation: int) -> None:
+        """Switch to checkpoint generation ``generation`` (atomically)."""
+        tmp = self.generation_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"generation": generation}))
+        os.replace(tmp, self.generation_file)
+
+    def checkpoint_of(self, generation: int) -> Path:
+        return self.root / ("checkpoint" if generation == 0 else f"checkpoint.g{generation}")
+
+    @property
     def checkpoint(self) -> Path:
-        return self.root / "checkpoint"
+        """The checkpoint of the generation in force."""
+        return self.checkpoint_of(self.generation)
 
     @property
     def output(self) -> Path:
+        """Committed output of every generation (see :mod:`dagster_reconf.core.sink`)."""
         return self.root / "output"
+
+    def output_of(self, generation: int) -> Path:
+        """Where generation ``generation`` writes its batches (batch ids restart with a new checkpoint)."""
+        return self.output if generation == 0 else self.output / f"gen{generation}"
+
+    @property
+    def reconfigurations(self) -> Path:
+        """Files a reconfiguration keeps until it ends (checkpoint manifests and metadata copies)."""
+        return self.root / "reconfigurations"
 
     @property
     def event_log(self) -> Path:

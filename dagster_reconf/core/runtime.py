@@ -20,13 +20,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from .checkpoint import checkpoint_facts
 from .errors import StreamStateError
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
@@ -38,44 +40,10 @@ from .workloads.queries import RecordCost, get_query
 from .workloads.options import SourceOptions
 from .workloads.source import register_sources
 
-__all__ = ["CheckpointInfo", "StopReport", "StreamRuntime", "read_checkpoint"]
+__all__ = ["StopReport", "StreamRuntime"]
 
 POLL_INTERVAL_S = 0.05
 STOP_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """What a checkpoint directory says about its batches."""
-
-    last_offset_batch: int | None
-    last_committed_batch: int | None
-    state_partitions: int | None
-
-    @property
-    def committed(self) -> bool:
-        """True when no batch is planned but uncommitted."""
-        return self.last_offset_batch == self.last_committed_batch
-
-
-def _batch_ids(directory: Path) -> list[int]:
-    if not directory.is_dir():
-        return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
-
-
-def read_checkpoint(checkpoint: Path) -> CheckpointInfo:
-    """Last planned batch, last committed batch and state partitions of a local checkpoint."""
-    offsets = _batch_ids(checkpoint / "offsets")
-    commits = _batch_ids(checkpoint / "commits")
-    partitions = None
-    if offsets:
-        lines = (checkpoint / "offsets" / str(offsets[-1])).read_text().splitlines()
-        if len(lines) > 1:
-            conf = json.loads(lines[1]).get("conf", {})
-            if "spark.sql.shuffle.partitions" in conf:
-                partitions = int(conf["spark.sql.shuffle.partitions"])
-    return CheckpointInfo(offsets[-1] if offsets else None, commits[-1] if commits else None, partitions)
 
 
 @dataclass(frozen=True)
@@ -96,7 +64,7 @@ class StreamRuntime:
         spark: an existing session to use (tests share one per module); if given, the
             runtime never stops it and cannot apply session-scope settings.
 
-    All public methods are thread-safe (one control operation at a time).
+    All public methods are thread-safe (one control operation at a time, under :attr:`lock`).
     """
 
     def __init__(self, spec: StreamSpec, paths: StreamPaths, *, spark: SparkSession | None = None) -> None:
@@ -108,7 +76,7 @@ class StreamRuntime:
         self._recorder: ProgressRecorder | None = None
         self._sources_registered = False
         self.query: StreamingQuery | None = None
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         paths.create()
 
     # -- session ---------------------------------------------------------------------------
@@ -174,19 +142,19 @@ class StreamRuntime:
 
     def start(self) -> StreamingQuery:
         """Start the query from its checkpoint; a no-op if it is already running."""
-        with self._lock:
+        with self.lock:
             if self.is_active:
                 assert self.query is not None
                 return self.query
             self._check_checkpoint_matches(self.spec)
             self.paths.gate.unlink(missing_ok=True)
-            self.query = self._start_query()
+            self.query = self.start_query()
             self.paths.spec.write_text(self.spec.model_dump_json(indent=2))
             self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "started", "spec": self.spec.model_dump()})
             return self.query
 
     def _check_checkpoint_matches(self, spec: StreamSpec) -> None:
-        info = read_checkpoint(self.paths.checkpoint)
+        info = checkpoint_facts(self.paths.checkpoint)
         if get_query(spec.query).stateful and info.state_partitions not in (None, spec.state_partitions):
             raise StreamStateError(
                 f"checkpoint {self.paths.checkpoint} has {info.state_partitions} state partitions but the spec asks "
@@ -194,16 +162,22 @@ class StreamRuntime:
                 f"state_partitions={info.state_partitions} or run a reconfiguration"
             )
 
-    def _start_query(self) -> StreamingQuery:
-        spec, query = self.spec, get_query(self.spec.query)
-        source = self.spark.readStream.format(query.source).options(**self.source_options().to_spark())
+    def start_query(self, spec: StreamSpec | None = None, *, checkpoint: Path | None = None,
+                     sink: Callable[[DataFrame, int], None] | None = None, name: str | None = None,
+                     source_overrides: dict[str, str] | None = None) -> StreamingQuery:
+        """Start ``spec``'s query (default: the stream itself, into its checkpoint and sink)."""
+        spec = spec or self.spec
+        query = get_query(spec.query)
+        options = {**self.source_options(spec).to_spark(), **(source_overrides or {})}
+        source = self.spark.readStream.format(query.source).options(**options)
         events = RecordCost(spec.cost.mode, spec.cost.micros_per_record).apply(source.load())
+        output = self.paths.output_of(self.paths.generation).resolve().as_uri()
         writer = (
-            query.build(events)
-            .writeStream.queryName(spec.name)
+            query.builder(spec.code_version)(events)
+            .writeStream.queryName(name or spec.name)
             .outputMode(query.output_mode)
-            .foreachBatch(BatchFileSink(self.paths.output.resolve().as_uri()))
-            .option("checkpointLocation", str(self.paths.checkpoint.resolve()))
+            .foreachBatch(sink or BatchFileSink(output))
+            .option("checkpointLocation", str((checkpoint or self.paths.checkpoint).resolve()))
         )
         if spec.trigger_interval_s > 0:
             writer = writer.trigger(processingTime=f"{round(spec.trigger_interval_s * 1000)} milliseconds")
@@ -211,11 +185,16 @@ class StreamRuntime:
 
     def stop_at_batch_boundary(self, timeout_s: float = 120.0) -> StopReport:
         """Stop once the running batch has committed (see module docstring)."""
-        with self._lock:
+        with self.lock:
             started = time.monotonic()
             if not self.is_active:
-                info = read_checkpoint(self.paths.checkpoint)
-                return StopReport(info.last_committed_batch, 0.0, 0)
+                info = checkpoint_facts(self.paths.checkpoint)
+                if info.committed:
+                    return StopReport(info.last_committed_batch, 0.0, 0)
+                # Stopped with a planned batch uncommitted (its driver died mid-batch): finish it, gated.
+                self.paths.gate.touch()
+                self._check_checkpoint_matches(self.spec)
+                self.query = self.start_query()
             assert self.query is not None
             deadline = started + timeout_s
             self.paths.gate.touch()
@@ -223,7 +202,7 @@ class StreamRuntime:
                 for attempt in range(1, STOP_ATTEMPTS + 1):
                     self._await_idle(deadline, timeout_s)
                     self.query.stop()
-                    info = read_checkpoint(self.paths.checkpoint)
+                    info = checkpoint_facts(self.paths.checkpoint)
                     if info.committed:
                         report = StopReport(info.last_committed_batch, time.monotonic() - started, attempt)
                         self.store.append(
@@ -231,7 +210,7 @@ class StreamRuntime:
                         )
                         return report
                     # The stop raced a batch that had just started: finish it, still gated.
-                    self.query = self._start_query()
+                    self.query = self.start_query()
                 raise StreamStateError(
                     f"stream {self.spec.name!r}: batch {info.last_offset_batch} did not commit in {STOP_ATTEMPTS} "
                     "attempts; the query was restarted and keeps running"
@@ -252,7 +231,7 @@ class StreamRuntime:
             exception = self.query.exception()
             if exception is not None:
                 raise StreamStateError(f"stream {self.spec.name!r} failed: {exception}")
-            idle = not self.query.status["isTriggerActive"] and read_checkpoint(self.paths.checkpoint).committed
+            idle = not self.query.status["isTriggerActive"] and checkpoint_facts(self.paths.checkpoint).committed
             quiet_polls = quiet_polls + 1 if idle else 0
             time.sleep(POLL_INTERVAL_S)
 
@@ -266,7 +245,7 @@ class StreamRuntime:
             SpecError: the changes are invalid or would change the stream's data.
             StreamStateError: the change needs a state migration, or the stop timed out.
         """
-        with self._lock:
+        with self.lock:
             started = time.monotonic()
             old = self.spec
             new = old.with_changes(changes)
@@ -276,27 +255,32 @@ class StreamRuntime:
                     f"changing state_partitions {old.state_partitions} -> {new.state_partitions} of stateful query "
                     f"{old.query!r} moves state; run a reconfiguration with a state migration instead of a restart"
                 )
-            if scope is RestartScope.SESSION and not self._owns_session:
-                raise StreamStateError(
-                    f"changing {sorted(changes)} needs a new SparkContext, but this runtime shares a "
-                    "session it does not own; run the stream in its own driver (`reconf stream start`)"
-                )
+            self._check_scope_allowed(scope, sorted(changes))  # before stopping: a refused change leaves it running
             if scope is RestartScope.NONE:
                 return {"scope": scope.value, "stop": None, "seconds": 0.0}
             stop = self.stop_at_batch_boundary(timeout_s)
             self._reanchor(old, new)
             try:
-                self._apply(new, scope)
+                self.apply(new, scope)
             except Exception:
                 self._reanchor(new, old)
-                self._apply(old, scope)
+                self.apply(old, scope)
                 raise
             seconds = time.monotonic() - started
             self.store.append({"kind": "lifecycle", "stream": new.name, "event": "restarted", "scope": scope.value,
                                "changes": changes, "seconds": seconds, "spec": new.model_dump()})
             return {"scope": scope.value, "stop": asdict(stop), "seconds": seconds}
 
-    def _apply(self, spec: StreamSpec, scope: RestartScope) -> None:
+    def _check_scope_allowed(self, scope: RestartScope, what: object) -> None:
+        if scope is RestartScope.SESSION and not self._owns_session:
+            raise StreamStateError(
+                f"changing {what} needs a new SparkContext, but this runtime shares a "
+                "session it does not own; run the stream in its own driver (`reconf stream start`)"
+            )
+
+    def apply(self, spec: StreamSpec, scope: RestartScope) -> None:
+        """Start ``spec`` on a stopped query; a new SparkContext first for session scope."""
+        self._check_scope_allowed(scope, "its session settings")
         self.spec = spec
         if scope is RestartScope.SESSION:
             self._drop_session()
@@ -305,13 +289,13 @@ class StreamRuntime:
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""
-        with self._lock:
+        with self.lock:
             progress = (self._recorder.last_progress if self._recorder else None) or (
                 self.query.lastProgress if self.query is not None else None
             )
             failure = self._recorder.failure if self._recorder else None
             state = "running" if self.is_active else ("failed" if failure else "stopped")
-            checkpoint = read_checkpoint(self.paths.checkpoint)
+            checkpoint = checkpoint_facts(self.paths.checkpoint)
             spark = self._spark
             return {
                 "name": self.spec.name,
@@ -323,13 +307,13 @@ class StreamRuntime:
                 "master": self.spec.master,
                 "run_id": str(self.query.runId) if self.query is not None else None,
                 **status_figures(dict(progress) if progress else None),
-                "checkpoint": asdict(checkpoint),
+                "checkpoint": checkpoint.summary(),
                 "spec": self.spec.model_dump(),
             }
 
     def shutdown(self, timeout_s: float = 120.0) -> StopReport | None:
         """Stop the query at a batch boundary (forcibly if that fails) and the session we own."""
-        with self._lock:
+        with self.lock:
             report = None
             try:
                 report = self.stop_at_batch_boundary(timeout_s)

@@ -56,6 +56,7 @@ class StreamSpec(BaseModel):
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Stream name: lowercase letters, digits, - and _.")
     query: str = Field(..., description="Bundled query: q1, q2, q3, q5, q8, q11 or wordcount.")
+    code_version: str = Field("1", description="Version of the query's logic (see QueryDefinition.code_versions).")
     master: str = Field("local[2]", description="Spark master URL.")
     rate: float = Field(1000.0, gt=0, description="Source rate in events per wall-clock second.")
     source_partitions: int = Field(2, ge=1, le=10_000, description="Source partitions per micro-batch.")
@@ -88,6 +89,13 @@ class StreamSpec(BaseModel):
             return validate_master(value)
         except SpecError as exc:
             raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _known_code_version(self) -> "StreamSpec":
+        query = QUERIES.get(self.query)
+        if query is not None and self.code_version not in query.versions:
+            raise ValueError(f"query {self.query!r} has no code version {self.code_version!r}; versions: {', '.join(query.versions)}")
+        return self
 
     @model_validator(mode="after")
     def _conf_not_shadowing(self) -> "StreamSpec":
@@ -154,7 +162,7 @@ class RestartScope(str, Enum):
     STATE = "state"  # state partitions change: needs a state migration
 
 
-QUERY_FIELDS = {"rate", "source_partitions", "trigger_interval_s", "max_events_per_trigger", "cost"}
+QUERY_FIELDS = {"rate", "source_partitions", "trigger_interval_s", "max_events_per_trigger", "cost", "code_version"}
 SESSION_FIELDS = {"master", "executor_cores", "max_cores", "executor_memory", "spark_conf", "instrumentation"}
 DATA_FIELDS = {"name", "query", "seed", "event_time_rate", "vocabulary", "words_per_sentence", "max_events"}
 

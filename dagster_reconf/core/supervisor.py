@@ -108,7 +108,8 @@ class StreamSupervisor:
     def paths(self, name: str) -> StreamPaths:
         return StreamPaths(self.home, name)
 
-    def _known(self, name: str) -> StreamPaths:
+    def require(self, name: str) -> StreamPaths:
+        """The stream's paths; StreamNotFoundError (naming the known streams) if there is no such stream."""
         paths = self.paths(name)
         if not paths.spec.is_file():
             known = ", ".join(p.name for p in StreamPaths.all(self.home)) or "none"
@@ -134,7 +135,7 @@ class StreamSupervisor:
         return info
 
     def client(self, name: str) -> ControlClient:
-        paths = self._known(name)
+        paths = self.require(name)
         info = self.driver_info(name)
         if info is None or "control_port" not in info:
             raise StreamStateError(f"stream {name!r} has no running driver; start it with `reconf stream start`")
@@ -162,8 +163,8 @@ class StreamSupervisor:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, spec: StreamSpec, *, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> dict[str, Any]:
-        """Start a driver for ``spec`` and wait until its query runs.
+    def start(self, spec: StreamSpec, *, timeout_s: float = DEFAULT_START_TIMEOUT_S, paused: bool = False) -> dict[str, Any]:
+        """Start a driver for ``spec`` and wait until its query runs (until the driver is up, if ``paused``).
 
         Raises:
             StreamStateError: a driver for this stream already runs.
@@ -186,7 +187,7 @@ class StreamSupervisor:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         with open(paths.driver_log, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", DRIVER_MODULE, str(paths.root)],
+                [sys.executable, "-m", DRIVER_MODULE, str(paths.root), *(["--paused"] if paused else [])],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -226,7 +227,7 @@ class StreamSupervisor:
 
     def status(self, name: str) -> dict[str, Any]:
         """Live status from the driver, or the last recorded figures if it is not running."""
-        paths = self._known(name)
+        paths = self.require(name)
         if self.driver_info(name) is not None:
             return self.client(name).status()
         spec = json.loads(paths.spec.read_text())
@@ -248,7 +249,7 @@ class StreamSupervisor:
 
         Returns ``stopped``, the driver's stop report, and ``forced`` if it had to be killed.
         """
-        self._known(name)
+        self.require(name)
         info = self.driver_info(name)
         if info is None:
             return {"name": name, "stopped": False, "reason": "not running"}

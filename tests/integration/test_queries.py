@@ -6,7 +6,8 @@ import pytest
 from dagster_reconf.core.metrics import progress_row
 from dagster_reconf.core.oracle import compare, expected_result, stream_result
 from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.runtime import StreamRuntime, read_checkpoint
+from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.sink import read_sink
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.workloads.queries import QUERIES, get_query
@@ -30,11 +31,11 @@ def test_query_stops_restarts_and_matches_oracle(spark, tmp_path, query):
     )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
-    wait_until(lambda: (read_checkpoint(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
 
     # The source always has more data here, so this stop races running batches.
     report = runtime.stop_at_batch_boundary(timeout_s=60)
-    info = read_checkpoint(runtime.paths.checkpoint)
+    info = checkpoint_facts(runtime.paths.checkpoint)
     assert not runtime.is_active
     assert info.committed and report.last_committed_batch == info.last_committed_batch
     assert not runtime.paths.gate.exists()

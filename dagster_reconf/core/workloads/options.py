@@ -17,7 +17,7 @@ from ..errors import SpecError
 __all__ = ["PACING_OPTIONS", "SourceOptions"]
 
 # Options that only shape when events are offered, never which events exist.
-PACING_OPTIONS = frozenset({"rate", "max_events_per_trigger", "start_time", "start_index", "gate_file"})
+PACING_OPTIONS = frozenset({"rate", "max_events_per_trigger", "start_time", "start_index", "gate_file", "replay_ends"})
 
 
 class SourceOptions(BaseModel):
@@ -36,6 +36,16 @@ class SourceOptions(BaseModel):
     gate_file: str | None = Field(None, description="While this file exists, no new data is offered.")
     vocabulary: int = Field(10_000, ge=1, description="words only: distinct words.")
     words_per_sentence: int = Field(8, ge=1, le=1000, description="words only: words per sentence.")
+    replay_ends: str | None = Field(
+        None, pattern=r"^\d+(,\d+)*$",
+        description="Replay: comma-separated end offsets of the batches to re-run (ascending); the stream offers exactly "
+        "those batches, ignoring pacing, then no more.",
+    )
+
+    @property
+    def replay_boundaries(self) -> list[int]:
+        """The replay's batch end offsets (empty when not replaying)."""
+        return [int(v) for v in self.replay_ends.split(",")] if self.replay_ends else []
 
     @model_validator(mode="after")
     def _start_fits_bound(self) -> "SourceOptions":

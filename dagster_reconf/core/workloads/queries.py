@@ -14,6 +14,13 @@ How results are compared (``output_mode`` and ``key_columns``):
   session windows, which Spark supports only in append mode): a row is emitted once the
   watermark passes it, so the oracle compares the rows closed by the final watermark.
 
+Code versions: a query's logic can change while the stream runs on (a new release of
+the job), as long as its state schema stays compatible with the checkpoint. Each
+query lists its versions (``code_versions``, ``"1"`` is :attr:`QueryDefinition.build`);
+word count ships a compatible ``"2"`` (tokenizes on any whitespace: the same result on
+generated sentences) and an incompatible ``"3"`` (also sums characters per word: a new
+state value column), so reconfigurations can be tested both ways.
+
 Watermarks never drop events here: the generators emit events in event-time order,
 so every event is newer than the watermark of the batch before it.
 
@@ -25,8 +32,8 @@ so scaling beyond the machine's 2 cores still changes throughput).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
@@ -87,6 +94,7 @@ class QueryDefinition:
         description: one line for listings and the UI.
         build: events DataFrame -> result DataFrame.
         final_after_watermark: for append aggregations, the column a row is final after.
+        code_versions: later versions of the logic, by version name (``"1"`` is ``build``).
     """
 
     name: str
@@ -97,6 +105,25 @@ class QueryDefinition:
     description: str
     build: Callable[[DataFrame], DataFrame]
     final_after_watermark: str | None = None
+    code_versions: Mapping[str, Callable[[DataFrame], DataFrame]] = field(default_factory=dict)
+
+    @property
+    def versions(self) -> list[str]:
+        """Every code version, oldest first."""
+        return ["1", *self.code_versions]
+
+    def builder(self, version: str = "1") -> Callable[[DataFrame], DataFrame]:
+        """The logic of ``version``.
+
+        Raises:
+            SpecError: the query has no such version.
+        """
+        if version == "1":
+            return self.build
+        try:
+            return self.code_versions[version]
+        except KeyError:
+            raise SpecError(f"query {self.name!r} has no code version {version!r}; versions: {', '.join(self.versions)}") from None
 
 
 WATERMARK_DELAY = "2 seconds"
@@ -205,6 +232,22 @@ def word_count(events: DataFrame) -> DataFrame:
     return words.groupBy("word").agg(F.count(F.lit(1)).alias("count"))
 
 
+def word_count_any_whitespace(events: DataFrame) -> DataFrame:
+    """Word count v2: splits on any run of whitespace (same state schema as v1)."""
+    from pyspark.sql import functions as F
+
+    words = events.select(F.explode(F.split(F.trim("sentence"), r"\s+")).alias("word"))
+    return words.groupBy("word").agg(F.count(F.lit(1)).alias("count"))
+
+
+def word_count_with_characters(events: DataFrame) -> DataFrame:
+    """Word count v3: also sums the characters per word (a new state value column: incompatible)."""
+    from pyspark.sql import functions as F
+
+    words = events.select(F.explode(F.split("sentence", " ")).alias("word"))
+    return words.groupBy("word").agg(F.count(F.lit(1)).alias("count"), F.sum(F.length("word")).alias("characters"))
+
+
 QUERIES: dict[str, QueryDefinition] = {
     q.name: q
     for q in [
@@ -235,7 +278,16 @@ QUERIES: dict[str, QueryDefinition] = {
             q11_user_sessions,
             final_after_watermark="session_end",
         ),
-        QueryDefinition("wordcount", "words", "update", ("word",), True, "Word count (stateful count by word)", word_count),
+        QueryDefinition(
+            "wordcount",
+            "words",
+            "update",
+            ("word",),
+            True,
+            "Word count (stateful count by word)",
+            word_count,
+            code_versions={"2": word_count_any_whitespace, "3": word_count_with_characters},
+        ),
     ]
 }
 

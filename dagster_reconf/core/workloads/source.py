@@ -6,6 +6,10 @@ source offers ``start_index + (t - start_time) * rate`` events (capped by
 ``max_events``), so a job that falls behind builds a real backlog, and the backlog
 keeps growing while the job is down, as it would with Kafka.
 
+A *replay* (option ``replay_ends``) offers the batches of an earlier run again, with the
+same boundaries, so stateful operators evict by watermark exactly as they did: that is
+how a replay migration rebuilds state in a new checkpoint.
+
 The *gate* is how the runtime stops a query at a micro-batch boundary: while the
 file named by ``gate_file`` exists, ``latestOffset`` returns ``start`` (no new data),
 so the running batch commits and no new data batch starts.
@@ -16,6 +20,7 @@ Batch reads (``spark.read.format("nexmark").option("max_events", n)``) return ev
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 from abc import abstractmethod
@@ -84,6 +89,7 @@ class GeneratedStreamReader(DataSourceStreamReader):
         self.options = options
         self.generator = generator
         self.pacing_start = time.time()
+        self.replay = options.replay_boundaries
 
     def initialOffset(self) -> dict:
         return {"index": 0}
@@ -97,12 +103,17 @@ class GeneratedStreamReader(DataSourceStreamReader):
         gate = self.options.gate_file
         if gate and os.path.exists(gate):
             return {"index": begin}
+        if self.replay:
+            following = bisect.bisect_right(self.replay, begin)
+            return {"index": self.replay[following] if following < len(self.replay) else begin}
         end = max(begin, self.options.offered(time.time(), self.pacing_start))
         if isinstance(limit, ReadMaxRows):
             end = min(end, begin + int(limit.max_rows))
         return {"index": end}
 
     def reportLatestOffset(self) -> dict:
+        if self.replay:
+            return {"index": self.replay[-1]}
         return {"index": self.options.offered(time.time(), self.pacing_start)}
 
     def partitions(self, start: dict, end: dict) -> list[IndexRange]:

@@ -1,0 +1,218 @@
+"""Facts about a stream's checkpoint, and a restorable snapshot of it for migrations.
+
+A native state migration writes a new batch into the checkpoint (new offset and commit
+entries, new state files for the new partitioning) and leaves the files of earlier
+batches as they were, except small metadata files. So before migrating, a
+:class:`CheckpointSnapshot` records every file (path, size, modification time) and
+copies the small mutable ones; :meth:`CheckpointSnapshot.restore` deletes what the
+migration added and puts the copies back, which returns the checkpoint exactly to the
+batch it was paused at. The snapshot lives beside the stream until the
+reconfiguration ends, so a re-run after a crash can still roll back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import StreamStateError
+
+__all__ = [
+    "CheckpointFacts",
+    "CheckpointSnapshot",
+    "checkpoint_facts",
+    "free_bytes",
+    "partitions_at",
+    "stateful_operators",
+    "tree_bytes",
+]
+
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+_IMMUTABLE_SUFFIXES = (".sst", ".zip", ".changelog", ".delta", ".snapshot", ".log")  # content never rewritten in place
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """What a checkpoint's logs say (see :func:`checkpoint_facts`)."""
+
+    last_offset_batch: int | None
+    last_committed_batch: int | None
+    state_partitions: int | None
+    provider: str | None
+    end_offsets: dict[int, Any]  # batch id -> the source offsets that batch ended at
+
+    @property
+    def committed(self) -> bool:
+        return self.last_offset_batch == self.last_committed_batch
+
+    @property
+    def uses_rocksdb(self) -> bool:
+        return bool(self.provider) and "RocksDB" in str(self.provider)
+
+    def summary(self) -> dict[str, Any]:
+        """The facts without the per-batch offsets (for status pages)."""
+        return {"last_offset_batch": self.last_offset_batch, "last_committed_batch": self.last_committed_batch,
+                "committed": self.committed, "state_partitions": self.state_partitions, "provider": self.provider}
+
+
+def _batch_ids(directory: Path) -> list[int]:
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def _offset_entry(path: Path) -> tuple[dict[str, Any], list[Any]]:
+    """The metadata line and source offsets of one offset-log entry (``v1``, metadata, then one line per source)."""
+    lines = path.read_text().splitlines()
+    metadata = json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+    offsets = [json.loads(line) if line.strip() not in ("", "-") else None for line in lines[2:]]
+    return metadata, offsets
+
+
+def checkpoint_facts(checkpoint: Path, *, with_offsets: bool = False) -> CheckpointFacts:
+    """Last planned and committed batch, state partitions and state store provider of a local checkpoint.
+
+    Args:
+        with_offsets: also read every batch's end offsets (for a replay: one small file per batch).
+    """
+    offsets = _batch_ids(checkpoint / "offsets")
+    commits = _batch_ids(checkpoint / "commits")
+    partitions = provider = None
+    if offsets:
+        metadata, _ = _offset_entry(checkpoint / "offsets" / str(offsets[-1]))
+        conf = metadata.get("conf", {})
+        partitions = int(conf["spark.sql.shuffle.partitions"]) if "spark.sql.shuffle.partitions" in conf else None
+        provider = conf.get("spark.sql.streaming.stateStore.providerClass")
+    ends = {b: _offset_entry(checkpoint / "offsets" / str(b))[1] for b in offsets} if with_offsets else {}
+    return CheckpointFacts(offsets[-1] if offsets else None, commits[-1] if commits else None, partitions, provider, ends)
+
+
+def partitions_at(checkpoint: Path, batch_id: int | None = None) -> int | None:
+    """State partitions the checkpoint records for ``batch_id`` (default: its last planned batch)."""
+    if batch_id is None:
+        return checkpoint_facts(checkpoint).state_partitions
+    entry = checkpoint / "offsets" / str(batch_id)
+    if not entry.is_file():
+        return None
+    conf = _offset_entry(entry)[0].get("conf", {})
+    return int(conf["spark.sql.shuffle.partitions"]) if "spark.sql.shuffle.partitions" in conf else None
+
+
+def stateful_operators(checkpoint: Path) -> dict[str, str]:
+    """Stateful operator id -> operator name, from the checkpoint's operator metadata files (no Spark needed)."""
+    operators = {}
+    state = checkpoint / "state"
+    for directory in sorted(state.iterdir() if state.is_dir() else [], key=lambda p: p.name):
+        if not directory.name.isdigit():
+            continue
+        name = "operator"
+        metadata = directory / "_metadata" / "metadata"
+        if metadata.is_file():
+            lines = metadata.read_text().splitlines()
+            try:
+                name = json.loads(lines[1])["operatorInfo"]["operatorName"] if len(lines) > 1 else name
+            except (json.JSONDecodeError, KeyError, TypeError):
+                pass  # an unknown metadata version: the id alone still identifies the operator
+        operators[directory.name] = name
+    return operators
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of every file under ``root`` (0 if it does not exist)."""
+    if not root.exists():
+        return 0
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the file system holding ``path`` (or its nearest existing parent)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+class CheckpointSnapshot:
+    """A restorable record of a checkpoint's files, kept in ``directory`` (see module docstring)."""
+
+    MANIFEST = "manifest.json"
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @property
+    def exists(self) -> bool:
+        return (self.directory / self.MANIFEST).is_file()
+
+    def manifest(self) -> dict[str, Any]:
+        return json.loads((self.directory / self.MANIFEST).read_text())
+
+    def take(self, checkpoint: Path, batch_id: int | None) -> dict[str, Any]:
+        """Record ``checkpoint`` (paused at ``batch_id``) and copy its mutable files; returns the manifest."""
+        files, directories, copied = {}, [], 0
+        copies = self.directory / "files"
+        if copies.exists():
+            shutil.rmtree(copies)
+        for path in sorted(checkpoint.rglob("*")):
+            relative = path.relative_to(checkpoint).as_posix()
+            if path.is_dir():
+                directories.append(relative)
+                continue
+            stat = path.stat()
+            files[relative] = [stat.st_size, stat.st_mtime_ns]
+            if not path.name.endswith(_IMMUTABLE_SUFFIXES) and not path.name.endswith(tuple(s + ".crc" for s in _IMMUTABLE_SUFFIXES)):
+                target = copies / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+                copied += 1
+        manifest = {"checkpoint": str(checkpoint), "batch_id": batch_id, "files": files, "directories": directories,
+                    "copied": copied}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / (self.MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest))
+        os.replace(tmp, self.directory / self.MANIFEST)  # the snapshot exists only once it is complete
+        return manifest
+
+    def changes(self) -> dict[str, list[str]]:
+        """Files added, changed and removed since the snapshot."""
+        manifest = self.manifest()
+        checkpoint, recorded = Path(manifest["checkpoint"]), manifest["files"]
+        present = {p.relative_to(checkpoint).as_posix(): p for p in checkpoint.rglob("*") if p.is_file()}
+        changed = [r for r, p in present.items() if r in recorded and [p.stat().st_size, p.stat().st_mtime_ns] != recorded[r]]
+        return {"added": sorted(set(present) - set(recorded)), "changed": sorted(changed),
+                "removed": sorted(set(recorded) - set(present))}
+
+    def restore(self) -> dict[str, int]:
+        """Return the checkpoint to the snapshot: delete added files, put copies back.
+
+        Raises:
+            StreamStateError: a file the snapshot did not copy was changed or removed.
+        """
+        manifest = self.manifest()
+        checkpoint = Path(manifest["checkpoint"])
+        delta = self.changes()
+        copies = self.directory / "files"
+        missing = [r for r in delta["changed"] + delta["removed"] if not (copies / r).is_file()]
+        if missing:
+            raise StreamStateError(
+                f"cannot restore checkpoint {checkpoint}: immutable files changed or vanished since the snapshot "
+                f"({missing[:5]}); restore it from a backup"
+            )
+        for relative in delta["added"]:
+            (checkpoint / relative).unlink()
+        for relative in delta["changed"] + delta["removed"]:
+            (checkpoint / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(copies / relative, checkpoint / relative)
+        kept = set(manifest["directories"])
+        for directory in sorted((p for p in checkpoint.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            if directory.relative_to(checkpoint).as_posix() not in kept and not any(directory.iterdir()):
+                directory.rmdir()
+        return {"deleted": len(delta["added"]), "restored": len(delta["changed"]) + len(delta["removed"])}
+
+    def discard(self) -> None:
+        """Forget the snapshot (the reconfiguration ended)."""
+        shutil.rmtree(self.directory, ignore_errors=True)

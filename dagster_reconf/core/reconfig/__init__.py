@@ -1,0 +1,29 @@
+"""Reconfigurations: execution plans, their diff, and the steps that carry a plan out safely.
+
+No Dagster here; :mod:`dagster_reconf.reconfiguration_assets` builds the Dagster ops over it.
+"""
+
+from .handles import DriverStream, LocalStream, StreamHandle
+from .migration import STRATEGIES, StreamMigrator
+from .plan import Action, ExecutionLogic, ExecutionPlan, Partitioning, PlanDiff, Resources, diff_plans
+from .reconfigurer import STEPS, Reconfiguration, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
+
+__all__ = [
+    "Action",
+    "DriverStream",
+    "ExecutionLogic",
+    "ExecutionPlan",
+    "LocalStream",
+    "Partitioning",
+    "PlanDiff",
+    "Reconfiguration",
+    "ReconfigurationInterrupted",
+    "ReconfigurationRefused",
+    "Reconfigurer",
+    "Resources",
+    "STEPS",
+    "STRATEGIES",
+    "StreamHandle",
+    "StreamMigrator",
+    "diff_plans",
+]

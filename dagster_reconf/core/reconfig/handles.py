@@ -1,0 +1,179 @@
+"""How a reconfiguration reaches a stream: in this process, or in its driver over the control endpoint.
+
+:class:`StreamHandle` is the one interface the reconfiguration steps use.
+:class:`DriverStream` talks to a supervised driver (the production path: the driver
+keeps its JVM and executors warm, and a driver that died mid-reconfiguration is
+started again *paused*, so the steps continue before the query runs again).
+:class:`LocalStream` wraps a :class:`~dagster_reconf.core.runtime.StreamRuntime` in
+this process (tests and benchmarks).
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StreamStateError
+from ..paths import StreamPaths
+from ..spec import StreamSpec
+
+if TYPE_CHECKING:
+    from ..runtime import StreamRuntime
+    from ..supervisor import StreamSupervisor
+
+__all__ = ["DriverStream", "LocalStream", "StreamHandle"]
+
+
+class StreamHandle(ABC):
+    """A managed stream as the reconfiguration steps see it."""
+
+    paths: StreamPaths
+
+    @property
+    def name(self) -> str:
+        return self.paths.name
+
+    @abstractmethod
+    def spec(self) -> StreamSpec:
+        """The settings in force."""
+
+    @abstractmethod
+    def status(self) -> dict[str, Any]:
+        """The runtime's status (``state``: running, stopped, failed, or not running without a driver)."""
+
+    @abstractmethod
+    def ensure_driver(self) -> None:
+        """Make sure something can run Spark operations for the stream (a paused driver if it died)."""
+
+    @abstractmethod
+    def ensure_running(self) -> dict[str, Any]:
+        """Make sure the stream's query runs with the settings in force."""
+
+    @abstractmethod
+    def pause(self, timeout_s: float) -> dict[str, Any]:
+        """Stop at a micro-batch boundary; the last batch is committed when this returns."""
+
+    @abstractmethod
+    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
+        """State summary (:class:`~.state.StateSummary` as a dict)."""
+
+    @abstractmethod
+    def code_check(self, code_version: str) -> dict[str, Any]:
+        """State schema compatibility of a code version."""
+
+    @abstractmethod
+    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
+        """Move the paused stream's state to ``state_partitions``."""
+
+    @abstractmethod
+    def rollback_replay(self, generation: int) -> dict[str, Any]:
+        """Return to checkpoint generation ``generation``."""
+
+    @abstractmethod
+    def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Start the paused query with ``settings``."""
+
+    def pacing(self) -> dict[str, float]:
+        """The source's pacing anchor (when event indexes were offered)."""
+        try:
+            return json.loads(self.paths.pacing.read_text())
+        except FileNotFoundError:
+            return {"start_time": 0.0, "start_index": 0}
+
+
+class LocalStream(StreamHandle):
+    """A stream run by a :class:`StreamRuntime` in this process."""
+
+    def __init__(self, runtime: StreamRuntime) -> None:
+        from .migration import StreamMigrator
+
+        self.runtime = runtime
+        self.paths = runtime.paths
+        self.migrator = StreamMigrator(runtime)
+
+    def spec(self) -> StreamSpec:
+        return self.runtime.spec
+
+    def status(self) -> dict[str, Any]:
+        return self.runtime.status()
+
+    def ensure_driver(self) -> None:
+        """The runtime is this process: nothing to start."""
+
+    def ensure_running(self) -> dict[str, Any]:
+        if not self.runtime.is_active:
+            self.runtime.start()
+            return {"started": True}
+        return {"started": False}
+
+    def pause(self, timeout_s: float) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self.runtime.stop_at_batch_boundary(timeout_s))
+
+    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
+        return self.migrator.state_summary(generation, batch_id)
+
+    def code_check(self, code_version: str) -> dict[str, Any]:
+        return self.migrator.check_code_version(code_version)
+
+    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
+        return self.migrator.migrate(state_partitions, strategy)  # type: ignore[arg-type]
+
+    def rollback_replay(self, generation: int) -> dict[str, Any]:
+        return self.migrator.rollback_replay(generation)
+
+    def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return self.migrator.resume(settings)
+
+
+class DriverStream(StreamHandle):
+    """A stream run by its own driver process under ``supervisor``."""
+
+    def __init__(self, supervisor: StreamSupervisor, name: str) -> None:
+        self.supervisor = supervisor
+        self.paths = supervisor.paths(name)
+        supervisor.require(name)  # unknown stream: StreamNotFoundError naming the known ones
+
+    def spec(self) -> StreamSpec:
+        return StreamSpec.parse(json.loads(self.paths.spec.read_text()))
+
+    def status(self) -> dict[str, Any]:
+        return self.supervisor.status(self.name)
+
+    def _client(self):
+        return self.supervisor.client(self.name)
+
+    def ensure_driver(self) -> None:
+        if self.supervisor.driver_info(self.name) is None:
+            self.supervisor.start(self.spec(), paused=True)
+
+    def ensure_running(self) -> dict[str, Any]:
+        if self.supervisor.driver_info(self.name) is None:
+            self.supervisor.start(self.spec())
+            return {"started": True, "driver": "new"}
+        if self.status().get("state") != "running":
+            self._client().start()
+            return {"started": True, "driver": "kept"}
+        return {"started": False}
+
+    def pause(self, timeout_s: float) -> dict[str, Any]:
+        return self._client().stop(timeout_s)
+
+    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
+        return self._client().state(generation, batch_id)
+
+    def code_check(self, code_version: str) -> dict[str, Any]:
+        return self._client().code_check(code_version)
+
+    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
+        return self._client().migrate(state_partitions, strategy)
+
+    def rollback_replay(self, generation: int) -> dict[str, Any]:
+        return self._client().rollback_replay(generation)
+
+    def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        if self.supervisor.driver_info(self.name) is None:
+            raise StreamStateError(f"stream {self.name!r} has no driver to resume in")
+        return self._client().resume(settings)

@@ -1,0 +1,463 @@
+"""Carry out an execution plan on a running stream, step by step, journaled in the audit ledger.
+
+preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> record
+
+* **preflight** checks everything before anything is touched: the stream is healthy,
+  its checkpoint consistent, the state store is RocksDB and this Spark can repartition
+  (for the native path), every operator the plan names exists, there is disk for the
+  rewritten state, and a new code version's state schema fits the checkpoint. A
+  refusal lists every problem with its fix, and changes nothing.
+* **prepare** does what can be done while the stream still runs (Megaphone's
+  "prepared ahead"): it reads the state's size and checksums, which also loads the
+  state readers, so the pause is spent only on the migration.
+* **pause** stops only this stream's query, at a micro-batch boundary (Trisk's partial
+  pause); the driver and its executors stay up.
+* **migrate** moves the state (see :mod:`.migration`), after a restorable snapshot of
+  the checkpoint for the native path.
+* **verify** compares the state before and after (rows and checksums per store,
+  partitions; Great Expectations too). If they differ, the checkpoint is restored and
+  the stream resumes exactly as before: it ends fully reconfigured or fully as it was.
+* **resume** starts the query with the new settings; **observe** measures the change
+  (downtime, catch-up, event latency); **record** writes the whole story to the ledger.
+
+Crash safety: each step is journaled before and after it runs, and each is idempotent.
+A re-run of the same plan finds the unfinished reconfiguration through the stream's lock
+and continues after the last step that ended; a driver that died is started again
+paused. Output is neither lost nor duplicated: the sink is idempotent by batch id, and
+a batch interrupted by a crash is re-run from the checkpoint.
+
+One reconfiguration per stream at a time: the ledger's lock. Another plan for a locked
+stream is refused until the running one is finished (re-run it) or aborted.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, stateful_operators, tree_bytes
+from ..errors import ReconfError, SpecError
+from ..ledger import AuditLedger
+from ..metrics import MetricsStore
+from .handles import StreamHandle
+from .migration import STRATEGIES, native_repartition_available
+from .observe import committed_batches, normal_backlog, observe_change
+from .plan import ExecutionPlan, diff_plans
+from .state import StateSummary
+from .verification import verify_migration
+
+__all__ = [
+    "STEPS",
+    "Reconfiguration",
+    "ReconfigurationInterrupted",
+    "ReconfigurationRefused",
+    "Reconfigurer",
+]
+
+STEPS = ("preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record")
+KILL_AFTER_STEP_ENV = "RECONF_TEST_KILL_AFTER_STEP"  # tests: die (exit 137) right after journaling this step's end
+DISK_MARGIN_BYTES = 64 << 20
+OBSERVE_POLL_S = 0.5
+BACKLOG_HISTORY_BATCHES = 20
+
+
+class ReconfigurationRefused(ReconfError, ValueError):
+    """The plan cannot be applied now; nothing was changed. ``problems`` lists why, each with its fix."""
+
+    def __init__(self, stream: str, problems: list[str]) -> None:
+        super().__init__(f"reconfiguration of stream {stream!r} refused: " + "; ".join(problems))
+        self.problems = problems
+
+
+class ReconfigurationInterrupted(ReconfError, RuntimeError):
+    """A step failed part-way; the stream is recoverable and a re-run of the same plan finishes the job."""
+
+
+@dataclass
+class Reconfiguration:
+    """One reconfiguration, as its journal in the ledger tells it."""
+
+    id: str
+    stream: str
+    strategy: str
+    current: ExecutionPlan
+    target: ExecutionPlan
+    actions: list[dict[str, Any]]
+    trigger: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    outcome: str | None = None  # succeeded, rolled_back, refused, noop; None while in progress
+    rolling_back: bool = False
+
+    @property
+    def plan_hash(self) -> str:
+        return self.target.plan_hash
+
+    @property
+    def needs_migration(self) -> bool:
+        return any(a["effect"] == "state_migration" for a in self.actions)
+
+    @property
+    def settings_changes(self) -> dict[str, Any]:
+        return {a["knob"]: a["after"] for a in self.actions}
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None
+
+    def started_payload(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "current": self.current.model_dump(), "target": self.target.model_dump(),
+                "plan_hash": self.plan_hash, "actions": self.actions, "trigger": self.trigger, "evidence": self.evidence}
+
+    @classmethod
+    def from_ledger(cls, ledger: AuditLedger, reconfiguration_id: str) -> "Reconfiguration":
+        """Rebuild a reconfiguration from its journal.
+
+        Raises:
+            ReconfError: no reconfiguration with that id is in the ledger.
+        """
+        records = ledger.records(reconfiguration_id=reconfiguration_id)
+        started = next((r for r in records if r.kind == "reconfiguration.started"), None)
+        if started is None:
+            raise ReconfError(f"no reconfiguration {reconfiguration_id!r} in {ledger}")
+        p = started.payload
+        reconfiguration = cls(reconfiguration_id, started.stream, p["strategy"], ExecutionPlan.model_validate(p["current"]),
+                              ExecutionPlan.model_validate(p["target"]), p["actions"], p.get("trigger", {}), p.get("evidence", {}))
+        for record in records:
+            if record.kind == "step.end":
+                reconfiguration.results[record.step] = record.payload["result"]
+                reconfiguration.timings[record.step] = record.payload["seconds"]
+            elif record.kind == "rollback.begin":
+                reconfiguration.rolling_back = True
+            elif record.kind == "reconfiguration.finished":
+                reconfiguration.outcome = record.payload["outcome"]
+        return reconfiguration
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Reconfigurer:
+    """Runs reconfigurations of one stream (see module docstring).
+
+    Args:
+        stream: how to reach the stream (:class:`~.handles.DriverStream` or :class:`~.handles.LocalStream`).
+        ledger: the audit ledger (journal, lock, final record).
+        strategy: how state moves: ``native`` (Spark's offline repartition) or ``replay``.
+        holder: who runs it (a Dagster run id, a user); default ``host:pid``.
+        pause_timeout_s: how long to wait for the running micro-batch to commit.
+        observe_timeout_s: how long to watch the stream catch up after resuming.
+        after_step: called with each step's name after its end is journaled (tests inject faults here).
+    """
+
+    def __init__(self, stream: StreamHandle, ledger: AuditLedger, *, strategy: str = "native", holder: str | None = None,
+                 pause_timeout_s: float = 120.0, observe_timeout_s: float = 60.0,
+                 after_step: Callable[[str], None] | None = None) -> None:
+        if strategy not in STRATEGIES:
+            raise SpecError(f"unknown migration strategy {strategy!r}; use one of {list(STRATEGIES)}")
+        self.stream = stream
+        self.ledger = ledger
+        self.strategy = strategy
+        self.holder = holder or _holder()
+        self.pause_timeout_s = pause_timeout_s
+        self.observe_timeout_s = observe_timeout_s
+        self.after_step = after_step
+
+    # -- the whole thing ------------------------------------------------------------------------
+
+    def run(self, target: ExecutionPlan | dict[str, Any] | str, *, trigger: dict[str, Any] | None = None,
+            evidence: dict[str, Any] | None = None) -> Reconfiguration:
+        """Begin (or continue) the reconfiguration to ``target`` and run every step that has not ended."""
+        reconfiguration = self.begin(target, trigger=trigger, evidence=evidence)
+        for name in STEPS:
+            self.step(reconfiguration, name)
+        return reconfiguration
+
+    def begin(self, target: ExecutionPlan | dict[str, Any] | str, *, trigger: dict[str, Any] | None = None,
+              evidence: dict[str, Any] | None = None) -> Reconfiguration:
+        """Take the stream for a new reconfiguration to ``target``, or continue the unfinished one of the same plan.
+
+        Raises:
+            ReconfigurationRefused: the plan is invalid for the stream, or another plan holds the stream.
+        """
+        stream = self.stream.name
+        try:
+            plan = target if isinstance(target, ExecutionPlan) else ExecutionPlan.parse(target)
+            if plan.stream != stream:
+                raise SpecError(f"plan is for stream {plan.stream!r}, not {stream!r}")
+        except SpecError as exc:
+            self._refuse_early(stream, [str(exc)], trigger)
+        lock = self.ledger.lock(stream)
+        if lock is not None:
+            if lock.plan_hash != plan.plan_hash:
+                since = datetime.fromtimestamp(lock.acquired_at, timezone.utc).isoformat(timespec="seconds")
+                self._refuse_early(stream, [
+                    f"stream {stream!r} is being reconfigured by {lock.reconfiguration_id} (plan {lock.plan_hash}, since "
+                    f"{since}, by {lock.holder}); re-run that plan to finish it, or abort it with "
+                    f"`reconf reconfigure abort {stream}`"], trigger)
+            reconfiguration = Reconfiguration.from_ledger(self.ledger, lock.reconfiguration_id)
+            self.ledger.append(stream=stream, kind="reconfiguration.resumed", reconfiguration_id=reconfiguration.id,
+                               payload={"holder": self.holder, "steps_done": list(reconfiguration.results), "trigger": trigger or {}})
+            return reconfiguration
+        spec = self.stream.spec()
+        current = ExecutionPlan.of(spec)
+        try:
+            diff = diff_plans(current, plan, spec, tuple(stateful_operators(self.stream.paths.checkpoint)))
+        except SpecError as exc:
+            self._refuse_early(stream, [str(exc)], trigger)
+        reconfiguration = Reconfiguration(uuid.uuid4().hex[:16], stream, self.strategy, current, plan, diff.as_rows(),
+                                          trigger or {}, evidence or {})
+        if diff.empty:
+            reconfiguration.outcome = "noop"
+            self.ledger.append(stream=stream, kind="reconfiguration.noop", reconfiguration_id=reconfiguration.id,
+                               payload={**reconfiguration.started_payload(), "outcome": "noop"})
+            return reconfiguration
+        lock = self.ledger.acquire_lock(stream=stream, reconfiguration_id=reconfiguration.id, plan_hash=plan.plan_hash,
+                                        holder=self.holder)
+        if lock.reconfiguration_id != reconfiguration.id:  # another run took the stream between our check and insert
+            return self.begin(plan, trigger=trigger, evidence=evidence)
+        self.ledger.append(stream=stream, kind="reconfiguration.started", reconfiguration_id=reconfiguration.id,
+                           payload={**reconfiguration.started_payload(), "holder": self.holder})
+        return reconfiguration
+
+    def _refuse_early(self, stream: str, problems: list[str], trigger: dict[str, Any] | None) -> None:
+        self.ledger.append(stream=stream, kind="reconfiguration.refused", payload={"problems": problems, "trigger": trigger or {}})
+        raise ReconfigurationRefused(stream, problems)
+
+    def step(self, reconfiguration: Reconfiguration, name: str) -> dict[str, Any]:
+        """Run step ``name`` unless it already ended (then return its journaled result).
+
+        Raises:
+            ReconfigurationRefused: preflight found problems (nothing was changed; the lock is released).
+            ReconfigurationInterrupted: the step failed; re-run the same plan to finish.
+        """
+        if name not in STEPS:
+            raise SpecError(f"unknown reconfiguration step {name!r}; steps: {', '.join(STEPS)}")
+        if reconfiguration.finished:
+            return {"skipped": f"reconfiguration {reconfiguration.outcome}"}
+        if name in reconfiguration.results:
+            return reconfiguration.results[name]
+        missing = [s for s in STEPS[: STEPS.index(name)] if s not in reconfiguration.results]
+        if missing:
+            raise ReconfigurationInterrupted(f"step {name} of reconfiguration {reconfiguration.id} needs {missing} first")
+        stream, rid = reconfiguration.stream, reconfiguration.id
+        self.ledger.append(stream=stream, kind="step.begin", step=name, reconfiguration_id=rid, payload={"holder": self.holder})
+        started = time.monotonic()
+        try:
+            result = getattr(self, f"_{name}")(reconfiguration)
+        except ReconfigurationRefused as exc:
+            self.ledger.append(stream=stream, kind="step.failed", step=name, reconfiguration_id=rid, payload={"error": str(exc)})
+            self._finish(reconfiguration, "refused", {"problems": exc.problems})
+            raise
+        except Exception as exc:
+            self.ledger.append(stream=stream, kind="step.failed", step=name, reconfiguration_id=rid,
+                               payload={"error": f"{type(exc).__name__}: {exc}"})
+            raise ReconfigurationInterrupted(
+                f"step {name} of reconfiguration {rid} of stream {stream!r} failed: {exc}. Nothing is lost: re-run the "
+                f"same plan to finish it, or `reconf reconfigure abort {stream}` to roll it back"
+            ) from exc
+        seconds = round(time.monotonic() - started, 3)
+        self.ledger.append(stream=stream, kind="step.end", step=name, reconfiguration_id=rid,
+                           payload={"seconds": seconds, "result": result})
+        reconfiguration.results[name], reconfiguration.timings[name] = result, seconds
+        if os.environ.get(KILL_AFTER_STEP_ENV) == name:
+            os._exit(137)  # a test's stand-in for `kill -9` of the process running the reconfiguration
+        if self.after_step is not None:
+            self.after_step(name)
+        return result
+
+    def _finish(self, reconfiguration: Reconfiguration, outcome: str, details: dict[str, Any]) -> None:
+        reconfiguration.outcome = outcome
+        payload = {**reconfiguration.started_payload(), "outcome": outcome, "steps": reconfiguration.results,
+                   "timings": reconfiguration.timings, **details}
+        self.ledger.append(stream=reconfiguration.stream, kind="reconfiguration.finished",
+                           reconfiguration_id=reconfiguration.id, payload=payload)
+        CheckpointSnapshot(self._snapshot_dir(reconfiguration)).discard()
+        self.ledger.release_lock(reconfiguration.stream, reconfiguration.id)
+
+    def _snapshot_dir(self, reconfiguration: Reconfiguration):
+        return self.stream.paths.reconfigurations / reconfiguration.id / "snapshot"
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _preflight(self, r: Reconfiguration) -> dict[str, Any]:
+        problems: list[str] = []
+        checks: dict[str, Any] = {}
+        status = self.stream.status()
+        checks["state"] = status.get("state")
+        if status.get("state") == "failed":
+            problems.append(f"stream {r.stream!r} failed ({status.get('failure')}); fix and restart it before reconfiguring")
+        elif status.get("state") != "running":
+            problems.append(f"stream {r.stream!r} is {status.get('state')}; start it (`reconf stream start {r.stream}`) "
+                            "before reconfiguring")
+        checkpoint = self.stream.paths.checkpoint
+        facts = checkpoint_facts(checkpoint)
+        checks["checkpoint"] = facts.summary()
+        if status.get("state") != "running" and not facts.committed:
+            problems.append(f"checkpoint {checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
+                            "start the stream so it finishes that batch")
+        if r.needs_migration:
+            problems += self._migration_problems(r, checkpoint, facts, checks)
+        if r.target.logic.code_version != r.current.logic.code_version and status.get("state") == "running":
+            check = self.stream.code_check(r.target.logic.code_version)
+            checks["code_version"] = check
+            if not check["compatible"]:
+                problems.append(f"code version {r.target.logic.code_version!r} cannot read the checkpoint's state: "
+                                + "; ".join(check["problems"]) + "; keep the state schema or start a new stream")
+        if problems:
+            raise ReconfigurationRefused(r.stream, problems)
+        return {"checks": checks, "actions": r.actions}
+
+    def _migration_problems(self, r: Reconfiguration, checkpoint, facts, checks: dict[str, Any]) -> list[str]:
+        problems = []
+        if facts.last_committed_batch is None:
+            problems.append(f"stream {r.stream!r} has not committed a micro-batch yet, so there is no state to migrate; "
+                            "wait for its first batch")
+        operators = stateful_operators(checkpoint)
+        checks["operators"] = operators
+        named = r.target.partitioning.state_partitions
+        if isinstance(named, dict):
+            unknown = sorted(set(named) - set(operators))
+            if unknown:
+                known = ", ".join(f"{k} ({v})" for k, v in operators.items()) or "none"
+                problems.append(f"partitioning.state_partitions names unknown stateful operator(s) {unknown}; "
+                                f"the checkpoint has {known}")
+        if self.strategy == "native":
+            available, version = native_repartition_available()
+            checks["spark"] = version
+            if not available:
+                problems.append(f"PySpark {version} cannot repartition state offline (needs 4.2+); use strategy 'replay'")
+            if facts.provider and not facts.uses_rocksdb:
+                problems.append(f"checkpoint {checkpoint} keeps state with {facts.provider.rsplit('.', 1)[-1]}; the native "
+                                "migration supports RocksDB state only: use strategy 'replay', or run the stream with "
+                                "RocksDB state (the default)")
+        state_bytes = tree_bytes(checkpoint / "state")
+        free = free_bytes(checkpoint)
+        checks["disk"] = {"state_bytes": state_bytes, "free_bytes": free}
+        if free < state_bytes + DISK_MARGIN_BYTES:
+            problems.append(f"{free >> 20} MiB free next to {checkpoint}, but a migration writes a copy of the state "
+                            f"({state_bytes >> 20} MiB) plus {DISK_MARGIN_BYTES >> 20} MiB: free some disk")
+        return problems
+
+    def _prepare(self, r: Reconfiguration) -> dict[str, Any]:
+        result: dict[str, Any] = {"target_settings": r.target.settings(), "history": self._recent_backlog()}
+        if r.needs_migration:
+            result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
+        return result
+
+    def _recent_backlog(self) -> dict[str, Any]:
+        """Backlog of the batches before the pause: what "caught up" means afterwards."""
+        store = MetricsStore(self.stream.paths.metrics)
+        records, _ = store.read(store.tail_offset(1 << 20))
+        spec = self.stream.spec()
+        batches = committed_batches(records[-4 * BACKLOG_HISTORY_BATCHES:], self.stream.pacing(), spec.rate)
+        recent = batches.tail(BACKLOG_HISTORY_BATCHES)
+        return {"normal_backlog_events": normal_backlog(recent, spec.rate, spec.trigger_interval_s), "batches": len(recent)}
+
+    def _pause(self, r: Reconfiguration) -> dict[str, Any]:
+        self.stream.ensure_driver()
+        paused_at = time.time()
+        report = self.stream.pause(self.pause_timeout_s)
+        return {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
+                "batch_id": report.get("last_committed_batch")}
+
+    def _migrate(self, r: Reconfiguration) -> dict[str, Any]:
+        if not r.needs_migration:
+            return {"skipped": "no state migration in this plan"}
+        self.stream.ensure_driver()
+        partitions = r.target.partitioning.state_partition_count
+        paused = r.results["pause"]
+        if self.strategy == "native":
+            snapshot = CheckpointSnapshot(self._snapshot_dir(r))
+            checkpoint = self.stream.paths.checkpoint
+            if snapshot.exists and snapshot.manifest()["batch_id"] == paused["batch_id"]:
+                facts = checkpoint_facts(checkpoint)
+                if facts.state_partitions == partitions and facts.committed:
+                    return {"strategy": "native", "skipped": True, "reason": "migrated before an interruption",
+                            "batch_id": facts.last_committed_batch, "generation": paused["generation"]}
+                restored = snapshot.restore()  # an interrupted attempt: back to the paused batch, then again
+            else:
+                snapshot.take(checkpoint, paused["batch_id"])
+                restored = None
+            result = self.stream.migrate(partitions, "native")
+            return {**result, "snapshot": str(snapshot.directory), "restored_partial_attempt": restored}
+        return self.stream.migrate(partitions, "replay")
+
+    def _verify(self, r: Reconfiguration) -> dict[str, Any]:
+        if r.rolling_back:
+            return self._rollback(r, "an interrupted rollback was finished")
+        if not r.needs_migration:
+            return {"skipped": "no state migration in this plan"}
+        self.stream.ensure_driver()
+        paused, migrated = r.results["pause"], r.results["migrate"]
+        baseline = r.results["prepare"].get("baseline")
+        old_checkpoint = str(self.stream.paths.checkpoint_of(paused["generation"]).resolve())
+        if baseline and baseline["batch_id"] == paused["batch_id"] and baseline["checkpoint"] == old_checkpoint:
+            before = StateSummary.from_dict(baseline)  # nothing ran between prepare and pause: no need to read it again
+        else:
+            before = StateSummary.from_dict(self.stream.state(paused["generation"], paused["batch_id"]))
+        after = StateSummary.from_dict(self.stream.state())
+        verification = verify_migration(before, after, r.target.partitioning.state_partition_count)
+        result = {**verification.as_dict(), "before_batch": paused["batch_id"], "after_batch": migrated.get("batch_id")}
+        if not verification.ok:
+            result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(verification.problems or
+                                                                                         verification.gx.failures))
+        return result
+
+    def _rollback(self, r: Reconfiguration, reason: str) -> dict[str, Any]:
+        """Return the checkpoint to the paused batch and resume the stream as it was; finish as rolled back."""
+        self.ledger.append(stream=r.stream, kind="rollback.begin", reconfiguration_id=r.id, payload={"reason": reason})
+        r.rolling_back = True
+        self.stream.ensure_driver()
+        paused = r.results.get("pause")
+        undone: dict[str, Any] = {}
+        if paused is not None:
+            if self.strategy == "native":
+                snapshot = CheckpointSnapshot(self._snapshot_dir(r))
+                if snapshot.exists:
+                    undone = snapshot.restore()
+            else:
+                undone = self.stream.rollback_replay(paused["generation"])
+            undone["resume"] = self.stream.resume({})
+        self._finish(r, "rolled_back", {"reason": reason, "undone": undone})
+        return {"reason": reason, **undone}
+
+    def _resume(self, r: Reconfiguration) -> dict[str, Any]:
+        self.stream.ensure_driver()
+        result = self.stream.resume(r.settings_changes)
+        return {**result, "resumed_at": time.time()}
+
+    def _observe(self, r: Reconfiguration) -> dict[str, Any]:
+        started = self.stream.ensure_running()  # a driver that died after the resume is started again
+        paused_at, resumed_at = r.results["pause"]["paused_at"], r.results["resume"]["resumed_at"]
+        normal = r.results["prepare"]["history"]["normal_backlog_events"]
+        store = MetricsStore(self.stream.paths.metrics)
+        offset = store.tail_offset(4 << 20)
+        deadline = time.monotonic() + self.observe_timeout_s
+        while True:
+            records, _ = store.read(offset)
+            batches = committed_batches(records, self.stream.pacing(), self.stream.spec().rate)
+            observation = observe_change(batches, paused_at=paused_at, resumed_at=resumed_at, normal=normal)
+            if observation.caught_up or time.monotonic() > deadline:
+                return {**observation.as_dict(), "restarted": started}
+            time.sleep(OBSERVE_POLL_S)
+
+    def _record(self, r: Reconfiguration) -> dict[str, Any]:
+        self.stream.ensure_running()
+        migrated = r.results["migrate"]
+        details = {
+            "batches": {"paused_at": r.results["pause"].get("batch_id"), "migration": migrated.get("batch_id"),
+                        "generation": self.stream.paths.generation},
+            "verification": r.results["verify"],
+            "observation": r.results["observe"],
+        }
+        self._finish(r, "succeeded", details)
+        return {"outcome": "succeeded", "ledger_head": self.ledger.head()}
