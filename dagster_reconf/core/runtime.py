@@ -168,6 +168,8 @@ class StreamRuntime:
         """Start ``spec``'s query (default: the stream itself, into its checkpoint and sink)."""
         spec = spec or self.spec
         query = get_query(spec.query)
+        # A new checkpoint takes its state partitions from the session (an existing one keeps its own).
+        self.spark.conf.set("spark.sql.shuffle.partitions", str(spec.state_partitions))
         options = {**self.source_options(spec).to_spark(), **(source_overrides or {})}
         source = self.spark.readStream.format(query.source).options(**options)
         events = RecordCost(spec.cost.mode, spec.cost.micros_per_record).apply(source.load())

@@ -161,23 +161,18 @@ class StreamMigrator:
         new = self.paths.checkpoint_of(generation)
         shutil.rmtree(new, ignore_errors=True)  # what a crashed earlier attempt left
         shutil.rmtree(self.paths.output_of(generation), ignore_errors=True)
-        spark = self.runtime.spark
-        previous = spark.conf.get("spark.sql.shuffle.partitions")
-        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))  # a new checkpoint takes the session's count
-        try:
-            if ends:
-                query = self.runtime.start_query(
-                    self.runtime.spec.with_changes({"trigger_interval_s": 0}), checkpoint=new.resolve(), sink=_discard,
-                    name=f"{self.runtime.spec.name}__replay", source_overrides={"replay_ends": ",".join(map(str, ends))},
-                )
-                try:
-                    query.processAllAvailable()
-                    if query.exception() is not None:
-                        raise StreamStateError(f"replay failed: {query.exception()}")
-                finally:
-                    query.stop()
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", previous)
+        if ends:
+            replay_spec = self.runtime.spec.with_changes({"trigger_interval_s": 0, "state_partitions": partitions})
+            query = self.runtime.start_query(
+                replay_spec, checkpoint=new.resolve(), sink=_discard, name=f"{self.runtime.spec.name}__replay",
+                source_overrides={"replay_ends": ",".join(map(str, ends))},
+            )
+            try:
+                query.processAllAvailable()
+                if query.exception() is not None:
+                    raise StreamStateError(f"replay failed: {query.exception()}")
+            finally:
+                query.stop()
         replayed = checkpoint_facts(new, with_offsets=True)
         last = replayed.end_offsets.get(replayed.last_committed_batch) if replayed.last_committed_batch is not None else None
         if ends and (not replayed.committed or _end_index(last or []) != ends[-1]):

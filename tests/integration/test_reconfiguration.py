@@ -1,0 +1,182 @@
+"""Reconfigurations of real streams in this process: state partitions 4 -> 8 -> 3 keep the state
+and the output, the replay strategy rebuilds the same state, bad plans change nothing, and a
+migration that fails verification is rolled back."""
+
+import time
+
+import pytest
+
+from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.oracle import compare, expected_result, stream_result
+from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
+from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.sink import read_sink
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.workloads.queries import get_query
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def start_stream(spark, tmp_path, query: str, **settings) -> StreamRuntime:
+    """A bounded stream that is still running while it is reconfigured (paced well below its capacity)."""
+    spec = StreamSpec(name=f"rc-{query}", query=query, rate=2500, max_events=24_000, max_events_per_trigger=2500,
+                      trigger_interval_s=0.5, source_partitions=2, state_partitions=4, vocabulary=3000, **settings)
+    runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
+    runtime.start()
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
+    return runtime
+
+
+def plan_with(runtime: StreamRuntime, **partitioning) -> dict:
+    plan = ExecutionPlan.of(runtime.spec).model_dump()
+    plan["partitioning"].update(partitioning)
+    return plan
+
+
+def assert_output_matches_oracle(spark, runtime: StreamRuntime) -> None:
+    runtime.query.processAllAvailable()
+    runtime.stop_at_batch_boundary()
+    last = runtime.query.lastProgress
+    definition = get_query(runtime.spec.query)
+    watermark = last["eventTime"].get("watermark")
+    expected = expected_result(spark, definition, runtime.source_options(), watermark=watermark)
+    comparison = compare(stream_result(read_sink(runtime.paths.output), definition, watermark=watermark), expected)
+    assert comparison.ok, comparison
+    assert comparison.expected_rows > 0
+
+
+@pytest.mark.parametrize("query", ["q5", "wordcount"])
+def test_state_partitions_4_8_3_keep_state_and_output(spark, tmp_path, query):
+    runtime = start_stream(spark, tmp_path, query)
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    reconfigurer = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=15)
+    for partitions in (8, 3):
+        result = reconfigurer.run(plan_with(runtime, state_partitions=partitions), trigger={"user": "test"})
+        assert result.outcome == "succeeded", result.results
+        verification = result.results["verify"]
+        assert verification["ok"] and verification["gx"]["success"], verification
+        store = verification["stores"][0]
+        assert store["rows_before"] == store["rows_after"] > 0
+        assert store["checksum_before"] == store["checksum_after"]
+        assert store["max_partition_id"] < partitions
+        assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == partitions
+        assert runtime.is_active and runtime.spec.state_partitions == partitions
+        observed = result.results["observe"]
+        assert observed["downtime_s"] is not None and observed["downtime_s"] >= observed["pause_s"] > 0
+    assert_output_matches_oracle(spark, runtime)
+    assert ledger.verify().ok
+    finished = ledger.records(stream=runtime.spec.name, kinds=["reconfiguration.finished"])
+    assert [r.payload["outcome"] for r in finished] == ["succeeded", "succeeded"]
+    assert ledger.lock(runtime.spec.name) is None
+
+
+def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
+    runtime = start_stream(spark, tmp_path, "q5")
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    result = Reconfigurer(LocalStream(runtime), ledger, strategy="replay", observe_timeout_s=15).run(
+        plan_with(runtime, state_partitions=6))
+    assert result.outcome == "succeeded", result.results
+    assert result.results["migrate"]["replayed_batches"] >= 2
+    assert result.results["verify"]["ok"], result.results["verify"]
+    assert runtime.paths.generation == 1 and runtime.paths.checkpoint.name == "checkpoint.g1"
+    assert_output_matches_oracle(spark, runtime)
+
+
+def test_bad_plans_are_refused_and_change_nothing(spark, tmp_path):
+    runtime = start_stream(spark, tmp_path, "wordcount")
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    reconfigurer = Reconfigurer(LocalStream(runtime), ledger)
+    before = checkpoint_facts(runtime.paths.checkpoint).state_partitions
+
+    with pytest.raises(SpecError, match=r"state partitions must be between 1 and 10000, got 0"):
+        ExecutionPlan.parse(plan_with(runtime, state_partitions=0))
+    with pytest.raises(ReconfigurationRefused, match=r"invalid execution plan: partitioning.state_partitions"):
+        reconfigurer.run(plan_with(runtime, state_partitions=0))
+    with pytest.raises(ReconfigurationRefused, match=r"plan is for stream 'elsewhere', not 'rc-wordcount'"):
+        reconfigurer.run({**plan_with(runtime, state_partitions=8), "stream": "elsewhere"})
+    with pytest.raises(ReconfigurationRefused, match=r"names unknown stateful operator\(s\) \['7'\]; the checkpoint has 0 \(stateStoreSave\)"):
+        reconfigurer.run(plan_with(runtime, state_partitions={"0": 8, "7": 8}))
+    with pytest.raises(ReconfigurationRefused, match=r"Spark repartitions every stateful operator of a query together"):
+        reconfigurer.run(plan_with(runtime, state_partitions={"0": 8, "1": 6}))
+    incompatible = ExecutionPlan.of(runtime.spec).model_dump()
+    incompatible["logic"]["code_version"] = "3"
+    with pytest.raises(ReconfigurationRefused, match=r"code version '3' cannot read the checkpoint's state: .*value schema"):
+        reconfigurer.run(incompatible)
+    with pytest.raises(ReconfigurationRefused, match=r"has no code version '9'"):
+        reconfigurer.run({**incompatible, "logic": {"code_version": "9"}})
+
+    assert runtime.is_active, "a refused plan must leave the stream running"
+    assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == before
+    assert ledger.lock(runtime.spec.name) is None
+    refusals = ledger.records(stream=runtime.spec.name, kinds=["reconfiguration.refused", "reconfiguration.finished"])
+    assert len(refusals) == 6 and ledger.verify().ok  # every refusal is on the record
+
+    compatible = ExecutionPlan.of(runtime.spec).model_dump()
+    compatible["logic"]["code_version"] = "2"
+    result = reconfigurer.run(compatible)
+    assert result.outcome == "succeeded" and runtime.spec.code_version == "2"
+    assert result.results["preflight"]["checks"]["code_version"]["compatible"]
+    assert_output_matches_oracle(spark, runtime)
+
+
+def test_native_migration_refuses_hdfs_backed_state(spark, tmp_path):
+    key = "spark.sql.streaming.stateStore.providerClass"
+    previous = spark.conf.get(key)
+    spark.conf.set(key, HDFS_PROVIDER)
+    try:
+        runtime = start_stream(spark, tmp_path, "wordcount")
+    finally:
+        spark.conf.set(key, previous)
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    with pytest.raises(ReconfigurationRefused, match=r"HDFSBackedStateStoreProvider; the native migration supports RocksDB"):
+        Reconfigurer(LocalStream(runtime), ledger).run(plan_with(runtime, state_partitions=8))
+    assert runtime.is_active and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 4
+    result = Reconfigurer(LocalStream(runtime), ledger, strategy="replay", observe_timeout_s=10).run(
+        plan_with(runtime, state_partitions=8))
+    assert result.outcome == "succeeded", "the replay strategy works for any state store"
+    assert_output_matches_oracle(spark, runtime)
+
+
+class WrongPartitionsStream(LocalStream):
+    """A faulty migration: the real repartition, but to one partition fewer than asked."""
+
+    def migrate(self, state_partitions: int, strategy: str) -> dict:
+        return super().migrate(state_partitions - 1, strategy)
+
+
+def test_failed_verification_rolls_back_to_the_paused_batch(spark, tmp_path):
+    runtime = start_stream(spark, tmp_path, "wordcount")
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    result = Reconfigurer(WrongPartitionsStream(runtime), ledger).run(plan_with(runtime, state_partitions=8))
+    assert result.outcome == "rolled_back"
+    verification = result.results["verify"]
+    assert not verification["ok"]
+    assert "checkpoint records 7 state partitions, the plan 8" in verification["problems"]
+    assert verification["rolled_back"]["deleted"] > 0
+    facts = checkpoint_facts(runtime.paths.checkpoint)
+    assert facts.state_partitions == 4 and facts.committed
+    assert runtime.is_active and runtime.spec.state_partitions == 4, "the stream resumes exactly as before"
+    assert ledger.lock(runtime.spec.name) is None
+    time.sleep(1)
+    assert_output_matches_oracle(spark, runtime)
+
+
+def test_one_reconfiguration_per_stream_and_same_plan_is_a_noop(spark, tmp_path):
+    runtime = start_stream(spark, tmp_path, "q5")
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    reconfigurer = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=10)
+    first = reconfigurer.begin(plan_with(runtime, state_partitions=8))
+    with pytest.raises(ReconfigurationRefused, match=rf"is being reconfigured by {first.id} .*re-run that plan to finish it"):
+        reconfigurer.begin(plan_with(runtime, state_partitions=6))
+    again = reconfigurer.run(plan_with(runtime, state_partitions=8))  # a re-run of the same plan continues it
+    assert again.id == first.id and again.outcome == "succeeded"
+    noop = reconfigurer.run(plan_with(runtime, state_partitions=8))
+    assert noop.outcome == "noop" and noop.id != first.id
+    runtime.stop_at_batch_boundary()
