@@ -7,7 +7,13 @@
     reconf stream stop NAME
     reconf stream list
     reconf cluster start [--workers 1 --cores 2 --memory 2g] | stop | status
+    reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay]
+    reconf reconfigure abort NAME
+    reconf audit list [--stream NAME] | show ID | verify [--expect-head HASH]
     reconf demo [--seconds 60]
+
+The audit ledger is ``$RECONF_LEDGER_URL`` (or ``--ledger``), by default the SQLite file
+``ledger.db`` in the runtime home.
 
 Errors the user can fix print one line (``error: ...``) and exit with status 2.
 """
@@ -32,6 +38,8 @@ from .paths import default_home
 from .spec import StreamSpec
 
 __all__ = ["main"]
+
+LEDGER_ENV = "RECONF_LEDGER_URL"
 
 console = Console()
 
@@ -173,6 +181,83 @@ def _cmd_cluster(args: argparse.Namespace, home: Path) -> int:
     return 0
 
 
+def _ledger(args: argparse.Namespace, home: Path):
+    import os
+
+    from .ledger import AuditLedger, default_ledger_url
+
+    return AuditLedger(args.ledger or os.environ.get(LEDGER_ENV) or default_ledger_url(home))
+
+
+def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
+    import getpass
+    import socket
+
+    from .reconfig import STEPS, DriverStream, ExecutionPlan, Reconfigurer
+    from .supervisor import StreamSupervisor
+
+    stream = DriverStream(StreamSupervisor(home), args.name)
+    holder = f"cli:{getpass.getuser()}@{socket.gethostname()}"
+    reconfigurer = Reconfigurer(stream, _ledger(args, home), holder=holder, strategy=getattr(args, "strategy", "native"),
+                                observe_timeout_s=getattr(args, "observe_s", 60.0))
+    if args.action == "abort":
+        aborted = reconfigurer.abort()
+        console.print(f"rolled back reconfiguration {aborted.id}" if aborted else f"stream {args.name} has no unfinished reconfiguration")
+        return 0
+    if args.plan:
+        target = ExecutionPlan.parse(Path(args.plan).read_text())
+    else:
+        settings = dict(_parse_setting(s) for s in args.set or [])
+        if not settings:
+            raise SpecError("reconfigure apply needs --plan FILE or at least one --set key=value")
+        target = ExecutionPlan.of(stream.spec().with_changes(settings))
+    reconfiguration = reconfigurer.begin(target, trigger={"kind": "cli", "user": holder})
+    for step in STEPS:
+        with console.status(f"{args.name}: {step}..."):
+            reconfigurer.step(reconfiguration, step)
+        if reconfiguration.finished and step != "record":
+            break
+        console.print(f"  {step}: done in {reconfiguration.timings.get(step, 0):.2f} s", highlight=False)
+    console.print(f"reconfiguration {reconfiguration.id} of {args.name}: [bold]{reconfiguration.outcome}[/]")
+    if reconfiguration.results.get("observe"):
+        console.print_json(data=reconfiguration.results["observe"])
+    return 0 if reconfiguration.outcome in ("succeeded", "noop") else 1
+
+
+def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
+    ledger = _ledger(args, home)
+    if args.action == "verify":
+        report = ledger.verify(args.expect_head)
+        if report.ok:
+            console.print(f"ledger {ledger}: {report.records} records, chain intact, head {report.head}")
+            return 0
+        console.print(f"[red]ledger {ledger}: chain broken:[/] {report.problem}", highlight=False)
+        return 1
+    if args.action == "show":
+        records = ledger.records(reconfiguration_id=args.id)
+        if not records:
+            raise SpecError(f"no reconfiguration {args.id!r} in the ledger {ledger}; see `reconf audit list`")
+        for record in records:
+            console.print(f"[bold]#{record.seq}[/] {_when(record.recorded_at)} {record.kind} {record.step or ''}")
+            console.print_json(data=record.payload)
+        return 0
+    table = Table(title=f"reconfigurations in {ledger}")
+    for column in ("#", "when", "stream", "reconfiguration", "event", "outcome / problems"):
+        table.add_column(column)
+    kinds = ["reconfiguration.started", "reconfiguration.finished", "reconfiguration.refused", "reconfiguration.noop"]
+    for record in reversed(ledger.records(stream=args.stream, kinds=kinds, limit=args.limit, newest_first=True)):
+        detail = record.payload.get("outcome") or "; ".join(record.payload.get("problems", []))[:80] or \
+            record.payload.get("plan_hash", "")
+        table.add_row(str(record.seq), _when(record.recorded_at), record.stream, record.reconfiguration_id or "-",
+                      record.kind.removeprefix("reconfiguration."), detail)
+    console.print(table)
+    return 0
+
+
+def _when(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+
+
 def _cmd_demo(args: argparse.Namespace, home: Path) -> int:
     from .demo import run_demo
 
@@ -182,6 +267,7 @@ def _cmd_demo(args: argparse.Namespace, home: Path) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reconf", description="Control plane for Spark Structured Streaming jobs.")
     parser.add_argument("--home", type=Path, default=None, help="runtime home (default: $RECONF_HOME or ./.reconf)")
+    parser.add_argument("--ledger", default=None, help="audit ledger URL (default: $RECONF_LEDGER_URL or HOME/ledger.db)")
     groups = parser.add_subparsers(dest="group", required=True)
 
     stream = groups.add_parser("stream", help="managed streams").add_subparsers(dest="action", required=True)
@@ -222,6 +308,24 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser("stop")
     cluster.add_parser("status")
 
+    reconfigure = groups.add_parser("reconfigure", help="carry out an execution plan on a running stream")
+    reconfigure_actions = reconfigure.add_subparsers(dest="action", required=True)
+    apply = reconfigure_actions.add_parser("apply", help="apply a plan (re-run the same plan to finish an interrupted one)")
+    apply.add_argument("name")
+    apply.add_argument("--plan", help="execution plan JSON file")
+    apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="change a setting of the plan in force")
+    apply.add_argument("--strategy", choices=["native", "replay"], default="native", help="how state moves")
+    apply.add_argument("--observe-s", type=float, default=60.0, help="how long to watch the stream catch up")
+    abort = reconfigure_actions.add_parser("abort", help="roll back the stream's unfinished reconfiguration")
+    abort.add_argument("name")
+
+    audit = groups.add_parser("audit", help="the audit ledger").add_subparsers(dest="action", required=True)
+    audit_list = audit.add_parser("list", help="reconfigurations, newest last")
+    audit_list.add_argument("--stream")
+    audit_list.add_argument("--limit", type=int, default=50)
+    audit.add_parser("show", help="every record of one reconfiguration").add_argument("id")
+    audit.add_parser("verify", help="check the hash chain").add_argument("--expect-head", help="a head hash kept elsewhere")
+
     demo = groups.add_parser("demo", help="run a bundled stream for a while, change it live, check its output")
     demo.add_argument("--seconds", type=float, default=60.0)
     return parser
@@ -230,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     home = (args.home or default_home()).resolve()
-    handlers = {"stream": _cmd_stream, "cluster": _cmd_cluster, "demo": _cmd_demo}
+    handlers = {"stream": _cmd_stream, "cluster": _cmd_cluster, "reconfigure": _cmd_reconfigure, "audit": _cmd_audit,
+                "demo": _cmd_demo}
     try:
         return handlers[args.group](args, home)
     except ReconfError as exc:

@@ -228,6 +228,23 @@ class Reconfigurer:
                            payload={**reconfiguration.started_payload(), "holder": self.holder})
         return reconfiguration
 
+    def abort(self) -> Reconfiguration | None:
+        """Roll back the stream's unfinished reconfiguration (None if there is none).
+
+        Raises:
+            ReconfigurationRefused: it already resumed the stream with the new plan (re-run it to finish instead).
+        """
+        lock = self.ledger.lock(self.stream.name)
+        if lock is None:
+            return None
+        reconfiguration = Reconfiguration.from_ledger(self.ledger, lock.reconfiguration_id)
+        if "resume" in reconfiguration.results:
+            raise ReconfigurationRefused(self.stream.name, [
+                f"reconfiguration {reconfiguration.id} already resumed the stream with plan {reconfiguration.plan_hash}; "
+                "re-run that plan to finish it, then reconfigure back if needed"])
+        self._rollback(reconfiguration, f"aborted by {self.holder}")
+        return reconfiguration
+
     def _refuse_early(self, stream: str, problems: list[str], trigger: dict[str, Any] | None) -> None:
         self.ledger.append(stream=stream, kind="reconfiguration.refused", payload={"problems": problems, "trigger": trigger or {}})
         raise ReconfigurationRefused(stream, problems)
@@ -330,7 +347,7 @@ class Reconfigurer:
                 known = ", ".join(f"{k} ({v})" for k, v in operators.items()) or "none"
                 problems.append(f"partitioning.state_partitions names unknown stateful operator(s) {unknown}; "
                                 f"the checkpoint has {known}")
-        if self.strategy == "native":
+        if r.strategy == "native":
             available, version = native_repartition_available()
             checks["spark"] = version
             if not available:
@@ -350,6 +367,7 @@ class Reconfigurer:
     def _prepare(self, r: Reconfiguration) -> dict[str, Any]:
         result: dict[str, Any] = {"target_settings": r.target.settings(), "history": self._recent_backlog()}
         if r.needs_migration:
+            self.stream.ensure_driver()  # a driver that died after preflight comes back paused
             result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
         return result
 
@@ -375,7 +393,7 @@ class Reconfigurer:
         self.stream.ensure_driver()
         partitions = r.target.partitioning.state_partition_count
         paused = r.results["pause"]
-        if self.strategy == "native":
+        if r.strategy == "native":
             snapshot = CheckpointSnapshot(self._snapshot_dir(r))
             checkpoint = self.stream.paths.checkpoint
             if snapshot.exists and snapshot.manifest()["batch_id"] == paused["batch_id"]:
@@ -420,13 +438,13 @@ class Reconfigurer:
         paused = r.results.get("pause")
         undone: dict[str, Any] = {}
         if paused is not None:
-            if self.strategy == "native":
+            if r.strategy == "native":
                 snapshot = CheckpointSnapshot(self._snapshot_dir(r))
                 if snapshot.exists:
                     undone = snapshot.restore()
             else:
                 undone = self.stream.rollback_replay(paused["generation"])
-            undone["resume"] = self.stream.resume({})
+        undone["resume"] = self.stream.resume({})  # idempotent: a stream never paused keeps running
         self._finish(r, "rolled_back", {"reason": reason, "undone": undone})
         return {"reason": reason, **undone}
 
