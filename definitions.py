@@ -8,12 +8,12 @@ from dagster import Definitions
 
 from assets import SCALING, TRACES, cp_summaries, ds2_plans, stream_configuration, stream_progress, trace_snapshots
 from resources import resources_for_env
-from sensors import progress_sensors, scaling_sensors
+from sensors import progress_sensors, reconfiguration_failure_sensor, scaling_sensors
 
 defs = Definitions(
     assets=[stream_progress, trace_snapshots, cp_summaries, ds2_plans, stream_configuration],
     jobs=[TRACES.job, SCALING.job],
     schedules=[TRACES.schedule],
-    sensors=[*progress_sensors, *scaling_sensors],
+    sensors=[*progress_sensors, *scaling_sensors, reconfiguration_failure_sensor],
     resources=resources_for_env(),
 )

@@ -3,8 +3,8 @@
 from dagster_reconf.scaling_assets import build_scaling_assets
 from resources.streams import STREAM_NAMES
 
-# Plans here keep the state partitions: applying a plan restarts the stream, which
-# cannot move state. Cores are aligned to divisors of the state partitions instead.
-SCALING = build_scaling_assets(streams=STREAM_NAMES, policy="ds2", policy_config={"allow_state_migration": False})
+# Plans may move state: stream_configuration migrates it (Spark's offline repartition,
+# verified, journaled in the audit ledger) when a plan changes the state partitions.
+SCALING = build_scaling_assets(streams=STREAM_NAMES, policy="ds2", policy_config={"allow_state_migration": True})
 ds2_plans = SCALING.plans
 stream_configuration = SCALING.configuration

@@ -1,4 +1,4 @@
-"""Dagster resources over the stream runtime.
+"""Dagster resources over the stream runtime and the audit ledger.
 
 :class:`StreamRuntimeResource` is how assets, sensors and ops reach managed streams:
 it names the runtime home (where every stream's spec, metrics store, checkpoint and
@@ -16,12 +16,13 @@ import pandas as pd
 from dagster import ConfigurableResource
 from pydantic import Field
 
+from .core.ledger import AuditLedger, default_ledger_url
 from .core.metrics import MetricsStore, progress_frame
-from .core.paths import StreamPaths
+from .core.paths import StreamPaths, default_home
 from .core.supervisor import StreamSupervisor
 from .core.traces.store import TraceStore
 
-__all__ = ["StreamRuntimeResource"]
+__all__ = ["AuditLedgerResource", "StreamRuntimeResource"]
 
 
 class StreamRuntimeResource(ConfigurableResource):
@@ -67,3 +68,25 @@ class StreamRuntimeResource(ConfigurableResource):
     def status(self, stream: str) -> dict[str, Any]:
         """Live status from the driver, or the last recorded figures when it is not running."""
         return self.supervisor().status(stream)
+
+
+class AuditLedgerResource(ConfigurableResource):
+    """The audit ledger where reconfigurations are journaled and recorded.
+
+    Examples:
+        .. code-block:: python
+
+            AuditLedgerResource()  # SQLite file ledger.db in $RECONF_HOME (default ./.reconf)
+            AuditLedgerResource(url=EnvVar("RECONF_LEDGER_URL"))  # postgresql://user:password@host:5432/db
+    """
+
+    url: str = Field(
+        default="",
+        description="SQLAlchemy URL of the ledger database: sqlite:///path/ledger.db or "
+        "postgresql://user:password@host:port/database. Empty (default): the SQLite file ledger.db in the runtime "
+        "home ($RECONF_HOME, or ./.reconf).",
+    )
+
+    def ledger(self) -> AuditLedger:
+        """The ledger (schema created or upgraded on first use)."""
+        return AuditLedger(self.url or default_ledger_url(default_home()))

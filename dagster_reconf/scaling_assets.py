@@ -8,11 +8,12 @@
   capacity against the target rate. Downstream of ``trace_snapshots`` and
   ``cp_summaries`` (every window of the same stream), so the lineage shows where the
   evidence comes from.
-* ``stream_configuration``: the knobs the stream runs with after the plan is applied
-  (a restart of the query or of its SparkContext in the running driver). Plans that move
-  state are refused by the restart path. In recommend-only mode nothing is applied.
+* ``stream_configuration``: the execution plan in force after the plan is carried out by
+  the reconfiguration ops (:mod:`dagster_reconf.reconfiguration_assets`: state
+  migration, verification, audit record). In recommend-only mode nothing is applied.
 
-Both need a ``streams`` resource (:class:`StreamRuntimeResource`).
+They need the resources ``streams`` (:class:`StreamRuntimeResource`) and
+``audit_ledger`` (:class:`AuditLedgerResource`).
 """
 
 import base64
@@ -38,11 +39,10 @@ from dagster import (
     define_asset_job,
 )
 
-from .core.errors import StreamStateError
 from .core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from .core.scaling.knobs import Knobs, ScalingPlan
+from .core.scaling.knobs import ScalingPlan
 from .core.scaling.policy import POLICIES, PolicyConfig
-from .core.spec import StreamSpec
+from .reconfiguration_assets import build_stream_configuration
 from .resources import StreamRuntimeResource
 
 __all__ = ["PLAN_TAG", "STREAM_TAG", "ScalingAssets", "build_scaling_assets", "current_window"]
@@ -109,6 +109,8 @@ def build_scaling_assets(
     policy: str = "ds2",
     policy_config: dict[str, Any] | None = None,
     group_name: str = "scaling",
+    strategy: str = "native",
+    observe_timeout_s: float = 60.0,
 ) -> ScalingAssets:
     """``ds2_plans`` and ``stream_configuration`` for ``streams``, and the job over both.
 
@@ -117,6 +119,8 @@ def build_scaling_assets(
         policy: ``ds2`` (default), or a baseline (``dhalion``, ``dynalloc``).
         policy_config: :class:`PolicyConfig` fields (validated here).
         group_name: asset group in the UI.
+        strategy: how a plan that moves state migrates it: ``native`` or ``replay``.
+        observe_timeout_s: how long a reconfiguration watches the stream catch up.
     """
     if not streams:
         raise ValueError("streams must name at least one managed stream")
@@ -151,33 +155,8 @@ def build_scaling_assets(
         value = {"plan": plan.model_dump() if plan else None, "reason": reason, "recommend_only": recommend_only}
         return Output(value, metadata=_plan_metadata(plan, reason, observation))
 
-    @asset(partitions_def=partitions, group_name=group_name, kinds={"spark"})
-    def stream_configuration(context: AssetExecutionContext, ds2_plans: dict, streams: StreamRuntimeResource):
-        """The knobs the stream runs with, after applying the plan (restart of the query or its SparkContext)."""
-        stream = context.partition_key
-        spec = StreamSpec.parse(streams.status(stream)["spec"])
-        running = Knobs.of(spec)
-        plan = ScalingPlan.parse(ds2_plans["plan"]) if ds2_plans.get("plan") else None
-        metadata: dict[str, Any] = {"knobs": MetadataValue.json(running.model_dump())}
-        if plan is None or ds2_plans.get("recommend_only"):
-            note = "recommend-only: plan not applied" if plan else f"no change: {ds2_plans.get('reason', '')}"
-            return Output(running.model_dump(), metadata={**metadata, "applied": False, "note": note})
-        if running == plan.target:
-            return Output(running.model_dump(), metadata={**metadata, "applied": False, "note": "already at the plan's target"})
-        if running != plan.current:
-            raise StreamStateError(
-                f"plan {plan.plan_hash} starts from {plan.current.model_dump()} but {stream!r} runs "
-                f"{running.model_dump()}; it changed since the plan was made: materialize ds2_plans again"
-            )
-        changes = plan.target.changes_for(spec)
-        context.log.info(f"{stream}: applying {changes}")
-        result = streams.supervisor().restart(stream, changes)
-        after = Knobs.of(StreamSpec.parse(streams.status(stream)["spec"]))
-        return Output(after.model_dump(), metadata={
-            "knobs": MetadataValue.json(after.model_dump()), "applied": True, "plan_hash": plan.plan_hash,
-            "restart_scope": str(result.get("scope")), "restart_seconds": float(result.get("seconds") or 0.0),
-            "changes": MetadataValue.json(changes),
-        })
+    stream_configuration = build_stream_configuration(partitions_def=partitions, strategy=strategy,
+                                                      observe_timeout_s=observe_timeout_s, group_name=group_name)
 
     job = define_asset_job("reconfigure_stream_job", selection=[ds2_plans, stream_configuration],
                            description="Decide a scaling plan for a stream and apply it.")

@@ -11,16 +11,18 @@ from typing import Any
 
 from dagster import EnvVar
 
-from dagster_reconf import StreamRuntimeResource
+from dagster_reconf import AuditLedgerResource, StreamRuntimeResource
 
 ENV_VAR = "DAGSTER_RECONF_ENV"
 
 RESOURCES_LOCAL: dict[str, Any] = {
     "streams": StreamRuntimeResource(home=os.environ.get("RECONF_HOME", ".reconf")),
+    "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", "")),  # default: SQLite in the home
 }
 
 RESOURCES_PRODUCTION: dict[str, Any] = {
     "streams": StreamRuntimeResource(home=EnvVar("RECONF_HOME")),
+    "audit_ledger": AuditLedgerResource(url=EnvVar("RECONF_LEDGER_URL")),  # postgresql://...
 }
 
 RESOURCES_BY_ENV: dict[str, dict[str, Any]] = {"local": RESOURCES_LOCAL, "production": RESOURCES_PRODUCTION}

@@ -5,7 +5,7 @@ import json
 import pytest
 from dagster import AssetKey, build_sensor_context, instance_for_test, materialize
 
-from dagster_reconf import StreamRuntimeResource, build_scaling_assets, build_scaling_sensor
+from dagster_reconf import AuditLedgerResource, StreamRuntimeResource, build_scaling_assets, build_scaling_sensor
 from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
@@ -43,7 +43,8 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM, "wordcount"], policy_config=POLICY)
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling, minimum_interval_seconds=1)
-    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
+                 "audit_ledger": AuditLedgerResource(url=f"sqlite:///{supervisor.home / 'ledger.db'}")}
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 5, timeout_s=120, what="five batches")
         first = tick(sensor, instance, supervisor, None)
@@ -51,7 +52,8 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         plan = ScalingPlan.parse(json.loads(request.run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
         assert request.run_key == plan.plan_hash and request.partition_key == STREAM
         assert plan.current == Knobs.of(spec)
-        assert plan.target.cores in (2, 4) and plan.target.source_partitions == plan.target.cores  # divisors of 4
+        # The source stage (where the per-event cost is paid) scales with cores beyond the 4 state partitions.
+        assert plan.target.cores >= 2 and plan.target.source_partitions == plan.target.cores
         assert plan.target.state_partitions == 4  # state stays: this policy does not migrate it
         assert plan.report and plan.predicted["observed_backlog_growth"] > 0
         (observation,) = first.asset_events
@@ -64,7 +66,8 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
                               run_config=request.run_config, instance=instance)
         assert applied.success
         metadata = applied.asset_materializations_for_node("stream_configuration")[0].metadata
-        assert metadata["applied"].value is True and metadata["restart_scope"].value == "session"
+        assert metadata["applied"].value is True and metadata["outcome"].value == "succeeded"
+        assert "session_restart" in metadata["actions"].value and "verification" not in metadata  # no state moved
         plan_metadata = applied.asset_materializations_for_node("ds2_plans")[0].metadata
         assert plan_metadata["plan_hash"].value == plan.plan_hash and "![capacity vs target]" in plan_metadata["plot"].value
         assert Knobs.of(StreamSpec.parse(supervisor.status(STREAM)["spec"])) == plan.target
@@ -74,12 +77,14 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
 
 
 def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
+    # Batches here pay ~0.8 s of fixed costs: a 4 s trigger keeps them a bounded share (a 1 s one would not).
     spec = StreamSpec(name=STREAM, query="q5", master="local[2]", rate=300, source_partitions=2, state_partitions=2,
-                      trigger_interval_s=1.0)
+                      trigger_interval_s=4.0)
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM], policy_config={**POLICY, "scale_down_delay_s": 3600})
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling)
-    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
+                 "audit_ledger": AuditLedgerResource(url=f"sqlite:///{supervisor.home / 'ledger.db'}")}
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 6, timeout_s=120, what="six batches")
         result = tick(sensor, instance, supervisor, None)
@@ -90,7 +95,7 @@ def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
         decided = materialize([scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources, instance=instance)
         assert decided.success
         configuration = decided.asset_materializations_for_node("stream_configuration")[0].metadata
-        assert configuration["applied"].value is False and configuration["note"].value.startswith("no change")
+        assert configuration["applied"].value is False and configuration["note"].value == "nothing applied"
 
     supervisor.stop(STREAM, timeout_s=30)
     with instance_for_test() as instance:

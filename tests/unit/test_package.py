@@ -48,11 +48,15 @@ def test_definitions_load():
     with dagster.instance_for_test():
         dagster.Definitions.validate_loadable(definitions.defs)
     names = {s.name for s in definitions.defs.sensors}
-    assert names == {"nexmark_q5_progress_sensor", "wordcount_progress_sensor", "nexmark_q5_scaling_sensor", "wordcount_scaling_sensor"}
+    assert names == {"nexmark_q5_progress_sensor", "wordcount_progress_sensor", "nexmark_q5_scaling_sensor",
+                     "wordcount_scaling_sensor", "reconfiguration_failure_sensor"}
     graph = definitions.defs.resolve_asset_graph()
     upstream = {key.to_user_string() for key in graph.get(dagster.AssetKey("ds2_plans")).parent_keys}
     assert upstream == {"trace_snapshots", "cp_summaries"}
     assert dagster.AssetKey("ds2_plans") in graph.get(dagster.AssetKey("stream_configuration")).parent_keys
+    steps = definitions.defs.get_job_def("reconfigure_stream_job").graph.node_dict["stream_configuration"].definition
+    assert [n.name for n in steps.nodes_in_topological_order] == [
+        "preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record"]
 
 
 def test_unknown_environment_is_refused():

@@ -124,12 +124,13 @@ class Reconfiguration:
             ReconfError: no reconfiguration with that id is in the ledger.
         """
         records = ledger.records(reconfiguration_id=reconfiguration_id)
-        started = next((r for r in records if r.kind == "reconfiguration.started"), None)
+        started = next((r for r in records if r.kind in ("reconfiguration.started", "reconfiguration.noop")), None)
         if started is None:
             raise ReconfError(f"no reconfiguration {reconfiguration_id!r} in {ledger}")
         p = started.payload
         reconfiguration = cls(reconfiguration_id, started.stream, p["strategy"], ExecutionPlan.model_validate(p["current"]),
-                              ExecutionPlan.model_validate(p["target"]), p["actions"], p.get("trigger", {}), p.get("evidence", {}))
+                              ExecutionPlan.model_validate(p["target"]), p["actions"], p.get("trigger", {}), p.get("evidence", {}),
+                              outcome="noop" if started.kind == "reconfiguration.noop" else None)
         for record in records:
             if record.kind == "step.end":
                 reconfiguration.results[record.step] = record.payload["result"]

@@ -1,0 +1,270 @@
+"""The reconfiguration as Dagster ops, and ``stream_configuration`` as the graph-backed asset they materialize.
+
+``stream_configuration`` (partitioned by stream, downstream of ``ds2_plans``) is the
+graph preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> record,
+one op per step of :mod:`dagster_reconf.core.reconfig.reconfigurer`, so the UI shows
+the lineage plan -> reconfiguration and every step's log and duration. The ops pass
+the reconfiguration's id along; its journal in the audit ledger is the state, so
+re-executing a failed run from the failed op continues where it stopped (each step is
+idempotent and a step already journaled as ended is not run again).
+
+What gets applied: a plan given in the run config (``plan_json``, an
+:class:`~dagster_reconf.core.reconfig.ExecutionPlan`, from the launchpad or a script),
+else the ``ds2_plans`` decision. A ``hold`` decision, or recommend-only mode, applies
+nothing and says so. The materialization's metadata carries the outcome, the actions,
+per-step timings, the verification table, the observed downtime and catch-up, and the
+ledger record (reconfiguration id, head hash, and the command that shows it).
+
+:func:`build_reconfiguration_failure_sensor` records failed reconfiguration runs in the
+ledger too, with the run's error.
+"""
+
+
+from typing import Any
+
+import pandas as pd
+from dagster import (
+    AssetIn,
+    AssetsDefinition,
+    Config,
+    DefaultSensorStatus,
+    Failure,
+    MetadataValue,
+    OpExecutionContext,
+    Output,
+    PartitionsDefinition,
+    RunFailureSensorContext,
+    SensorDefinition,
+    graph_asset,
+    op,
+    run_failure_sensor,
+)
+from pydantic import Field
+
+from .core.errors import SpecError
+from .core.ledger import AuditLedger
+from .core.reconfig import (
+    STRATEGIES,
+    DriverStream,
+    ExecutionPlan,
+    Reconfiguration,
+    ReconfigurationInterrupted,
+    ReconfigurationRefused,
+    Reconfigurer,
+)
+from .core.scaling.knobs import ScalingPlan
+from .core.spec import StreamSpec
+from .resources import AuditLedgerResource, StreamRuntimeResource
+
+__all__ = ["RECONFIGURATION_TAG", "ReconfigureConfig", "build_reconfiguration_failure_sensor", "build_stream_configuration"]
+
+RECONFIGURATION_TAG = "dagster-reconf/reconfiguration"
+POOL = "dagster_reconf_reconfiguration"
+
+
+class ReconfigureConfig(Config):
+    """Run config of the ``preflight`` op: what to apply, and how."""
+
+    plan_json: str = Field("", description="An execution plan as JSON to apply instead of the ds2_plans decision.")
+    strategy: str = Field("", description="How state moves: native or replay. Empty: the asset's default.")
+    recommend_only: bool = Field(False, description="Validate and record the plan, but do not apply it.")
+
+
+def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], plan_json: str) -> ExecutionPlan | None:
+    """The plan to apply: ``plan_json`` if given, else the DS2 decision as an execution plan (None: nothing to apply)."""
+    if plan_json:
+        return ExecutionPlan.parse(plan_json)
+    if not ds2_plans.get("plan"):
+        return None
+    scaling = ScalingPlan.parse(ds2_plans["plan"])
+    return ExecutionPlan.of(spec.with_changes(scaling.target.changes_for(spec)))
+
+
+def _reconfigurer(context: OpExecutionContext, streams: StreamRuntimeResource, ledger: AuditLedger, strategy: str,
+                  observe_timeout_s: float) -> Reconfigurer:
+    return Reconfigurer(DriverStream(streams.supervisor(), context.partition_key), ledger, strategy=strategy,
+                        holder=f"dagster run {context.run_id}", observe_timeout_s=observe_timeout_s)
+
+
+def _run_step(context: OpExecutionContext, reconfigurer: Reconfigurer, reconfiguration: Reconfiguration, step: str) -> dict[str, Any]:
+    context.log.info(f"{reconfiguration.stream}: {step} (reconfiguration {reconfiguration.id})")
+    try:
+        result = reconfigurer.step(reconfiguration, step)
+    except ReconfigurationRefused as exc:
+        raise Failure(description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False) from None
+    except ReconfigurationInterrupted as exc:
+        raise Failure(
+            description=f"{exc} In Dagster: re-execute this run from failure; the journal in the ledger says what is done.",
+            metadata={"reconfiguration_id": reconfiguration.id},
+        ) from exc
+    if reconfiguration.outcome == "rolled_back" and step == "verify":
+        raise Failure(
+            description=f"{reconfiguration.stream}: verification failed, the migration was rolled back and the stream "
+            f"runs as before: {result.get('problems') or result.get('gx')}",
+            metadata={"verification": MetadataValue.json(result)},
+            allow_retries=False,
+        )
+    context.log.info(f"{reconfiguration.stream}: {step} done in {reconfiguration.timings.get(step, 0.0):.2f} s")
+    return result
+
+
+def _step_op(step: str, default_strategy: str, default_observe_s: float):
+    @op(name=step, pool=POOL, description=f"Reconfiguration step '{step}' (journaled in the audit ledger).")
+    def _op(context: OpExecutionContext, reconfiguration_id: str, streams: StreamRuntimeResource,
+            audit_ledger: AuditLedgerResource) -> str:
+        if not reconfiguration_id:
+            return ""
+        ledger = audit_ledger.ledger()
+        reconfiguration = Reconfiguration.from_ledger(ledger, reconfiguration_id)
+        reconfigurer = _reconfigurer(context, streams, ledger, default_strategy, default_observe_s)
+        _run_step(context, reconfigurer, reconfiguration, step)
+        return reconfiguration_id
+
+    return _op
+
+
+def _frame_md(rows: list[dict[str, Any]]) -> MetadataValue:
+    return MetadataValue.md(pd.DataFrame(rows).to_markdown(index=False) if rows else "(none)")
+
+
+def build_stream_configuration(
+    *,
+    partitions_def: PartitionsDefinition,
+    strategy: str = "native",
+    observe_timeout_s: float = 60.0,
+    group_name: str = "scaling",
+) -> AssetsDefinition:
+    """The graph-backed ``stream_configuration`` asset over ``ds2_plans`` (see module docstring).
+
+    Needs resources ``streams`` (:class:`StreamRuntimeResource`) and ``audit_ledger``
+    (:class:`AuditLedgerResource`).
+
+    Args:
+        partitions_def: the streams (the same partitions as ``ds2_plans``).
+        strategy: how state moves by default: ``native`` or ``replay``.
+        observe_timeout_s: how long the observe step watches the stream catch up.
+        group_name: asset group in the UI.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; use one of {list(STRATEGIES)}")
+
+    @op(name="preflight", pool=POOL, description="Decide what to apply; check everything before anything is touched.")
+    def preflight(context: OpExecutionContext, config: ReconfigureConfig, ds2_plans: dict, streams: StreamRuntimeResource,
+                  audit_ledger: AuditLedgerResource) -> str:
+        stream = context.partition_key
+        if config.strategy and config.strategy not in STRATEGIES:
+            raise Failure(description=f"config strategy {config.strategy!r} is unknown; use one of {list(STRATEGIES)}")
+        spec = DriverStream(streams.supervisor(), stream).spec()
+        try:
+            target = target_plan(spec, ds2_plans, config.plan_json)
+        except SpecError as exc:
+            raise Failure(description=str(exc), allow_retries=False) from None
+        recommend_only = config.recommend_only or bool(ds2_plans.get("recommend_only"))
+        if target is None or recommend_only:
+            why = "recommend-only: the plan is recorded, not applied" if target else f"no plan: {ds2_plans.get('reason', '')}"
+            context.log.info(f"{stream}: {why}")
+            context.add_output_metadata({"note": why})
+            return ""
+        ledger = audit_ledger.ledger()
+        reconfigurer = _reconfigurer(context, streams, ledger, config.strategy or strategy, observe_timeout_s)
+        tags = context.run.tags
+        trigger = {"kind": "sensor" if "dagster/sensor_name" in tags else "manual", "run_id": context.run_id,
+                   "sensor": tags.get("dagster/sensor_name"), "user": tags.get("dagster/user")}
+        evidence = {k: ds2_plans.get(k) for k in ("reason",)}
+        if ds2_plans.get("plan") and not config.plan_json:
+            evidence.update(scaling_plan=ds2_plans["plan"].get("reason"), predicted=ds2_plans["plan"].get("predicted"),
+                            report=ds2_plans["plan"].get("report"))
+        try:
+            reconfiguration = reconfigurer.begin(target, trigger=trigger, evidence=evidence)
+        except ReconfigurationRefused as exc:
+            raise Failure(description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False) from None
+        context.instance.add_run_tags(context.run_id, {RECONFIGURATION_TAG: reconfiguration.id})
+        if reconfiguration.outcome == "noop":
+            context.log.info(f"{stream}: the plan is already in force")
+            return reconfiguration.id
+        _run_step(context, reconfigurer, reconfiguration, "preflight")
+        return reconfiguration.id
+
+    prepare, pause, migrate, verify, resume, observe = (
+        _step_op(step, strategy, observe_timeout_s) for step in ("prepare", "pause", "migrate", "verify", "resume", "observe")
+    )
+
+    @op(name="record", pool=POOL, description="Write the reconfiguration's record; output the configuration in force.")
+    def record(context: OpExecutionContext, reconfiguration_id: str, streams: StreamRuntimeResource,
+               audit_ledger: AuditLedgerResource):
+        stream = context.partition_key
+        handle = DriverStream(streams.supervisor(), stream)
+        if not reconfiguration_id:
+            spec = handle.spec()
+            return Output(ExecutionPlan.of(spec).settings(), metadata={"applied": False, "note": "nothing applied",
+                                                                         "plan": MetadataValue.json(ExecutionPlan.of(spec).model_dump())})
+        ledger = audit_ledger.ledger()
+        reconfiguration = Reconfiguration.from_ledger(ledger, reconfiguration_id)
+        if not reconfiguration.finished:
+            _run_step(context, _reconfigurer(context, streams, ledger, strategy, observe_timeout_s), reconfiguration, "record")
+        in_force = ExecutionPlan.of(handle.spec())
+        return Output(in_force.settings(), metadata=_record_metadata(reconfiguration, in_force, ledger))
+
+    @graph_asset(
+        name="stream_configuration",
+        partitions_def=partitions_def,
+        group_name=group_name,
+        kinds={"spark"},
+        ins={"ds2_plans": AssetIn("ds2_plans")},
+        description="The stream's execution plan in force, after carrying out the plan decided upstream "
+        "(preflight, prepare, pause, migrate, verify, resume, observe, record).",
+    )
+    def stream_configuration(ds2_plans):
+        return record(observe(resume(verify(migrate(pause(prepare(preflight(ds2_plans))))))))
+
+    return stream_configuration
+
+
+def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, ledger: AuditLedger) -> dict[str, Any]:
+    results = reconfiguration.results
+    applied = reconfiguration.outcome == "succeeded"
+    metadata: dict[str, Any] = {
+        "applied": applied,
+        "outcome": reconfiguration.outcome or "in progress",
+        "note": "applied" if applied else f"not applied: {reconfiguration.outcome}",
+        "reconfiguration_id": reconfiguration.id,
+        "plan_hash": reconfiguration.plan_hash,
+        "strategy": reconfiguration.strategy,
+        "actions": _frame_md(reconfiguration.actions),
+        "plan": MetadataValue.json(in_force.model_dump()),
+        "step_seconds": MetadataValue.json(reconfiguration.timings),
+        "ledger_head": ledger.head(),
+        "audit": MetadataValue.md(
+            f"Ledger `{ledger.engine.url.render_as_string(hide_password=True)}`, reconfiguration `{reconfiguration.id}`: "
+            f"`reconf audit show {reconfiguration.id}`; check the chain with "
+            f"`reconf audit verify --expect-head {ledger.head()}`"
+        ),
+    }
+    verification = results.get("verify", {})
+    if verification.get("stores"):
+        metadata["verification"] = _frame_md(verification["stores"])
+        metadata["verified"] = bool(verification.get("ok"))
+    observation = results.get("observe", {})
+    for key in ("downtime_s", "pause_s", "catch_up_s", "max_event_latency_s"):
+        if observation.get(key) is not None:
+            metadata[key] = float(observation[key])
+    return metadata
+
+
+def build_reconfiguration_failure_sensor(
+    *, job: Any, name: str = "reconfiguration_failure_sensor", default_status: DefaultSensorStatus = DefaultSensorStatus.RUNNING
+) -> SensorDefinition:
+    """A run-failure sensor that records failed runs of ``job`` in the audit ledger (resource ``audit_ledger``)."""
+
+    @run_failure_sensor(name=name, monitored_jobs=[job], default_status=default_status,
+                        description="Records failed reconfiguration runs in the audit ledger.")
+    def _sensor(context: RunFailureSensorContext, audit_ledger: AuditLedgerResource) -> None:
+        run = context.dagster_run
+        stream = run.tags.get("dagster/partition") or run.tags.get("dagster-reconf/stream") or "unknown"
+        audit_ledger.ledger().append(
+            stream=stream, kind="run.failed", reconfiguration_id=run.tags.get(RECONFIGURATION_TAG),
+            payload={"run_id": run.run_id, "job": run.job_name, "error": context.failure_event.message,
+                     "tags": {k: v for k, v in run.tags.items() if k.startswith(("dagster-reconf/", "dagster/"))}},
+        )
+
+    return _sensor
