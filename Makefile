@@ -1,6 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up everything
 # it needs on a fresh machine (Python 3.11 + Java 17): the venv under .venv/ with the
-# pinned dependencies of requirements.lock, and Java via apt-get if it is missing.
+# pinned dependencies of requirements.lock, Java via apt-get if it is missing, and for
+# the tests PostgreSQL via apt-get.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO_SECONDS ?= 60
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup java clean
+.PHONY: demo test setup java postgres clean
 
 setup: $(STAMP) java
 
@@ -19,6 +20,12 @@ java:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)\.' || { \
 	  echo "error: Spark 4.3 needs Java 17 or 21 on PATH; found: $$(java -version 2>&1 | head -1)"; exit 1; }
+
+# The ledger tests start a throwaway PostgreSQL server on 127.0.0.1 from Debian's package.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  echo "PostgreSQL server not found: installing postgresql with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "need Python 3.11, got " + sys.version' 
@@ -31,8 +38,8 @@ $(STAMP): requirements.lock pyproject.toml
 demo: setup
 	$(BIN)/reconf --home .reconf demo --seconds $(DEMO_SECONDS)
 
-test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: setup postgres
+	RECONF_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf .reconf .pytest_cache build *.egg-info
