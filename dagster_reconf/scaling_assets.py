@@ -37,6 +37,7 @@ from dagster import (
     StaticPartitionsDefinition,
     asset,
     define_asset_job,
+    in_process_executor,
 )
 
 from .core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
@@ -158,6 +159,8 @@ def build_scaling_assets(
     stream_configuration = build_stream_configuration(partitions_def=partitions, strategy=strategy,
                                                       observe_timeout_s=observe_timeout_s, group_name=group_name)
 
+    # In process: one process per op would put process start-ups between pause and resume, i.e. into the downtime.
     job = define_asset_job("reconfigure_stream_job", selection=[ds2_plans, stream_configuration],
+                           executor_def=in_process_executor,
                            description="Decide a scaling plan for a stream and apply it.")
     return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings)

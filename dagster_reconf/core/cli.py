@@ -7,6 +7,7 @@
     reconf stream stop NAME
     reconf stream list
     reconf cluster start [--workers 1 --cores 2 --memory 2g] | stop | status
+    reconf reconfigure plan NAME
     reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay]
     reconf reconfigure abort NAME
     reconf audit list [--stream NAME] | show ID | verify [--expect-head HASH]
@@ -197,6 +198,9 @@ def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
     from .supervisor import StreamSupervisor
 
     stream = DriverStream(StreamSupervisor(home), args.name)
+    if args.action == "plan":
+        print(ExecutionPlan.of(stream.spec()).model_dump_json(indent=2))
+        return 0
     holder = f"cli:{getpass.getuser()}@{socket.gethostname()}"
     reconfigurer = Reconfigurer(stream, _ledger(args, home), holder=holder, strategy=getattr(args, "strategy", "native"),
                                 observe_timeout_s=getattr(args, "observe_s", 60.0))
@@ -205,6 +209,9 @@ def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
         console.print(f"rolled back reconfiguration {aborted.id}" if aborted else f"stream {args.name} has no unfinished reconfiguration")
         return 0
     if args.plan:
+        if not Path(args.plan).is_file():
+            raise SpecError(f"plan file {args.plan} not found; start from the plan in force: "
+                            f"reconf reconfigure plan {args.name} > plan.json")
         target = ExecutionPlan.parse(Path(args.plan).read_text())
     else:
         settings = dict(_parse_setting(s) for s in args.set or [])
@@ -310,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     reconfigure = groups.add_parser("reconfigure", help="carry out an execution plan on a running stream")
     reconfigure_actions = reconfigure.add_subparsers(dest="action", required=True)
+    reconfigure_actions.add_parser("plan", help="print the execution plan in force as JSON").add_argument("name")
     apply = reconfigure_actions.add_parser("apply", help="apply a plan (re-run the same plan to finish an interrupted one)")
     apply.add_argument("name")
     apply.add_argument("--plan", help="execution plan JSON file")

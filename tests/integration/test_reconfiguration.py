@@ -92,7 +92,7 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
 def test_bad_plans_are_refused_and_change_nothing(spark, tmp_path):
     runtime = start_stream(spark, tmp_path, "wordcount")
     ledger = AuditLedger(default_ledger_url(tmp_path))
-    reconfigurer = Reconfigurer(LocalStream(runtime), ledger)
+    reconfigurer = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=10)
     before = checkpoint_facts(runtime.paths.checkpoint).state_partitions
 
     with pytest.raises(SpecError, match=r"state partitions must be between 1 and 10000, got 0"):

@@ -50,7 +50,7 @@ from .migration import STRATEGIES, native_repartition_available
 from .observe import committed_batches, normal_backlog, observe_change
 from .plan import ExecutionPlan, diff_plans
 from .state import StateSummary
-from .verification import verify_migration
+from .verification import verify_migration, warm_up_verification
 
 __all__ = [
     "STEPS",
@@ -370,6 +370,7 @@ class Reconfigurer:
         if r.needs_migration:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
             result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
+            warm_up_verification()  # GX's cold start would otherwise fall inside the pause
         return result
 
     def _recent_backlog(self) -> dict[str, Any]:

@@ -1,0 +1,148 @@
+"""State migration of a running stream: Spark's native repartition against a replay, by state size.
+
+``python -m benchmarks.reconfiguration [--quick]``
+
+For each state size (10k, 100k and 1M keys; ``--quick``: 10k and 100k) a word count
+stream (``local[2]``, RocksDB state, 4 state partitions) first loads a history that
+fills its state (``HISTORY_WORDS_PER_KEY`` words per key, drawn uniformly from a
+vocabulary of that many words), then runs at a steady rate it sustains. On that running
+stream, in the same run, two reconfigurations through the full journaled steps
+(preflight ... record, :mod:`dagster_reconf.core.reconfig`):
+
+* ``native``: state partitions 4 -> 8 with Spark's offline repartition;
+* ``replay`` (the baseline): 8 -> 4 by rebuilding state in a new checkpoint from the
+  stream's whole history.
+
+Per reconfiguration: ``downtime_s`` (pause begin to the first batch committed after
+the resume), ``max_latency_s`` (the longest an event waited between being offered by
+the source and its batch committing, over the change), ``catch_up_s`` (resume to the
+backlog back to normal), and the migrate and verify times. Correctness: after both
+changes the stream's output is compared with the batch oracle over every event it
+consumed: ``lost`` and ``duplicated`` rows (multiset difference) must be 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.metrics import progress_row
+from dagster_reconf.core.oracle import compare, expected_result, stream_result
+from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfigurer
+from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.sink import read_sink
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.workloads.queries import get_query
+
+from ._common import emit, parse_args
+
+WORDS_PER_SENTENCE = 50
+HISTORY_WORDS_PER_KEY = 3  # uniform draws: about 95% of the vocabulary ends up in state
+STEADY_SENTENCES_PER_S = 40.0  # 2,000 words/s: well within the stream's capacity
+LOAD_BATCH_SENTENCES = 4_000  # 200k words per batch while loading the history
+TRIGGER_S = 1.0
+CAUGHT_UP_TIMEOUT_S = 900.0
+OBSERVE_TIMEOUT_S = 300.0
+
+
+def wait_caught_up(runtime: StreamRuntime, history: int) -> None:
+    """Until the stream has consumed its history and its backlog is under a few seconds of events."""
+    deadline = time.monotonic() + CAUGHT_UP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        progress = runtime.query.lastProgress if runtime.query is not None else None
+        if progress:
+            row = progress_row(dict(progress))
+            if row["end_offset"] >= history and (row["backlog_events"] or 0) <= 5 * STEADY_SENTENCES_PER_S:
+                return
+        time.sleep(1.0)
+    raise RuntimeError(f"stream did not load its history of {history:,} sentences in {CAUGHT_UP_TIMEOUT_S:g} s")
+
+
+def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, partitions: int) -> dict[str, Any]:
+    plan = ExecutionPlan.of(runtime.spec).model_dump()
+    plan["partitioning"]["state_partitions"] = partitions
+    result = Reconfigurer(LocalStream(runtime), ledger, strategy=strategy, observe_timeout_s=OBSERVE_TIMEOUT_S).run(
+        plan, trigger={"kind": "benchmark"})
+    if result.outcome != "succeeded":
+        raise RuntimeError(f"{strategy} reconfiguration ended {result.outcome}: {result.results}")
+    observed = result.results["observe"]
+    return {
+        "downtime_s": observed["downtime_s"],
+        "max_latency_s": observed["max_event_latency_s"],
+        "catch_up_s": observed["catch_up_s"],
+        "pause_s": observed["pause_s"],
+        "migrate_s": result.timings["migrate"],
+        "verify_s": result.timings["verify"],
+        "state_rows": sum(s["rows_after"] for s in result.results["verify"]["stores"]),
+        "verified": result.results["verify"]["ok"],
+    }
+
+
+def run_size(keys: int, home: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
+    """Load a stream with ``keys`` state keys; native 4 -> 8, then replay 8 -> 4; oracle check."""
+    history = math.ceil(keys * HISTORY_WORDS_PER_KEY / WORDS_PER_SENTENCE)
+    spec = StreamSpec(name=f"bench-{keys}", query="wordcount", master="local[2]", rate=STEADY_SENTENCES_PER_S,
+                      vocabulary=keys, words_per_sentence=WORDS_PER_SENTENCE, source_partitions=2, state_partitions=4,
+                      trigger_interval_s=TRIGGER_S, max_events_per_trigger=LOAD_BATCH_SENTENCES)
+    paths = StreamPaths(home, spec.name)
+    paths.create()
+    paths.pacing.write_text(json.dumps({"start_time": time.time(), "start_index": history}))  # the history is there now
+    runtime = StreamRuntime(spec, paths)
+    ledger = AuditLedger(default_ledger_url(home))
+    try:
+        runtime.start()
+        started = time.monotonic()
+        wait_caught_up(runtime, history)
+        print(f"{keys:,} keys: history of {history:,} sentences loaded in {time.monotonic() - started:.0f} s", flush=True)
+        native = reconfigure(runtime, ledger, "native", 8)
+        print(f"  native: {native}", flush=True)
+        time.sleep(3 * TRIGGER_S)
+        replay = reconfigure(runtime, ledger, "replay", 4)
+        print(f"  replay: {replay}", flush=True)
+        time.sleep(3 * TRIGGER_S)
+        runtime.stop_at_batch_boundary()
+        facts = checkpoint_facts(paths.checkpoint, with_offsets=True)
+        consumed = max(int(o[0]["index"]) for o in facts.end_offsets.values() if o and o[0])
+        definition = get_query(spec.query)
+        expected = expected_result(runtime.spark, definition, spec.data_options(max_events=consumed))
+        comparison = compare(stream_result(read_sink(paths.output), definition), expected)
+        if not ledger.verify().ok:
+            raise RuntimeError("the audit ledger's chain is broken")
+    finally:
+        runtime.shutdown(timeout_s=120)
+    return native, replay, {"lost": comparison.lost, "duplicated": comparison.duplicated, "rows": comparison.expected_rows}
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    started = time.monotonic()
+    sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
+    result: dict[str, Any] = {"benchmark": "reconfiguration", "mode": "quick" if args.quick else "full",
+                              "native": {}, "replay": {}, "lost": 0, "duplicated": 0}
+    with tempfile.TemporaryDirectory(prefix="reconf-bench-") as tmp:
+        for keys in sizes:
+            native, replay, correctness = run_size(keys, Path(tmp))
+            result["native"][str(keys)] = native
+            result["replay"][str(keys)] = replay
+            result["lost"] += correctness["lost"]
+            result["duplicated"] += correctness["duplicated"]
+            print(f"  output vs oracle: {correctness}", flush=True)
+    result["max_latency_ratio_replay_over_native"] = {
+        k: round(result["replay"][k]["max_latency_s"] / max(result["native"][k]["max_latency_s"], 1e-9), 2)
+        for k in result["native"]
+    }
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""``reconf reconfigure plan`` and the errors of ``reconf reconfigure apply`` that need no running stream."""
+
+import json
+
+from dagster_reconf.core.cli import main
+from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.reconfig import ExecutionPlan
+from dagster_reconf.core.spec import StreamSpec
+
+
+def make_stream(home, name="orders") -> StreamSpec:
+    spec = StreamSpec(name=name, query="q5", state_partitions=6, source_partitions=3)
+    paths = StreamPaths(home, name)
+    paths.create()
+    paths.spec.write_text(spec.model_dump_json())
+    return spec
+
+
+def test_plan_prints_the_plan_in_force_as_json(tmp_path, capsys):
+    spec = make_stream(tmp_path)
+    assert main(["--home", str(tmp_path), "reconfigure", "plan", "orders"]) == 0
+    plan = ExecutionPlan.parse(capsys.readouterr().out)
+    assert plan == ExecutionPlan.of(spec)
+    assert plan.partitioning.state_partition_count == 6
+
+
+def test_apply_names_a_missing_plan_file_and_how_to_write_one(tmp_path, capsys):
+    make_stream(tmp_path)
+    missing = tmp_path / "nope.json"
+    assert main(["--home", str(tmp_path), "reconfigure", "apply", "orders", "--plan", str(missing)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"plan file {missing} not found" in out and "reconf reconfigure plan orders > plan.json" in out
+
+
+def test_unknown_stream_names_the_known_ones(tmp_path, capsys):
+    make_stream(tmp_path)
+    assert main(["--home", str(tmp_path), "reconfigure", "plan", "ghost"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no stream named 'ghost'" in out and "known streams: orders" in out
+
+
+def test_apply_without_a_change_says_what_to_give(tmp_path, capsys):
+    make_stream(tmp_path)
+    assert main(["--home", str(tmp_path), "--ledger", f"sqlite:///{tmp_path / 'l.db'}",
+                 "reconfigure", "apply", "orders"]) == 2
+    assert "needs --plan FILE or at least one --set key=value" in capsys.readouterr().out
+    assert json.loads(StreamPaths(tmp_path, "orders").spec.read_text())["state_partitions"] == 6
