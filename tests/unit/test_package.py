@@ -22,6 +22,13 @@ def test_import_does_not_load_pyspark():
     assert out == "False", "importing dagster_reconf loaded pyspark; run `python -X importtime -c 'import dagster_reconf'` to find the import"
 
 
+def test_spark_workers_do_not_load_dagster():
+    """Spark's Python workers import the bundled sources in every new worker process: keep that import light."""
+    code = "import sys, dagster_reconf.core.workloads.source; print('dagster' in sys.modules, 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False False", "the source module loaded Dagster or pandas; see `python -X importtime -c 'import dagster_reconf.core.workloads.source'`"
+
+
 def test_core_does_not_import_dagster():
     """The core must stay usable without Dagster (DESIGN.md section 3): check its own imports."""
     import ast
