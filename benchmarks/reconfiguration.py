@@ -112,7 +112,7 @@ def run_size(keys: int, home: Path) -> tuple[dict[str, Any], dict[str, Any], dic
         time.sleep(3 * TRIGGER_S)
         runtime.stop_at_batch_boundary()
         facts = checkpoint_facts(paths.checkpoint, with_offsets=True)
-        consumed = max(int(o[0]["index"]) for o in facts.end_offsets.values() if o and o[0])
+        consumed = facts.consumed_events
         definition = get_query(spec.query)
         expected = expected_result(runtime.spark, definition, spec.data_options(max_events=consumed))
         comparison = compare(stream_result(read_sink(paths.output), definition), expected)

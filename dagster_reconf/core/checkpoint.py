@@ -50,6 +50,19 @@ class CheckpointFacts:
         return self.last_offset_batch == self.last_committed_batch
 
     @property
+    def consumed_events(self) -> int:
+        """Events read through the last committed batch (the bundled sources' offsets are event indexes).
+
+        Needs the offsets: ``checkpoint_facts(..., with_offsets=True)``.
+        """
+        if self.last_committed_batch is None:
+            return 0
+        offsets = self.end_offsets.get(self.last_committed_batch)
+        if offsets is None:
+            raise ValueError("these checkpoint facts were read without offsets: use checkpoint_facts(..., with_offsets=True)")
+        return max(int(o["index"]) for o in offsets if isinstance(o, dict) and "index" in o)
+
+    @property
     def uses_rocksdb(self) -> bool:
         return bool(self.provider) and "RocksDB" in str(self.provider)
 

@@ -52,7 +52,7 @@ def assert_output_matches_oracle(spark, supervisor: StreamSupervisor, spec: Stre
     paths = supervisor.paths(spec.name)
     facts = checkpoint_facts(paths.checkpoint, with_offsets=True)
     assert facts.committed
-    consumed = max(int(o[0]["index"]) for o in facts.end_offsets.values() if o and o[0])
+    consumed = facts.consumed_events
     definition = get_query(spec.query)
     expected = expected_result(spark, definition, spec.data_options(max_events=consumed))
     comparison = compare(stream_result(read_sink(paths.output), definition), expected)
