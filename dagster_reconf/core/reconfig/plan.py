@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import SpecError
 from ..spec import RestartScope, StreamSpec, format_validation_error, restart_scope, validate_master
@@ -70,6 +70,18 @@ class Partitioning(BaseModel):
     source_partitions: int = Field(..., ge=1, le=10_000, description="Partitions the source splits a micro-batch into.")
     trigger_interval_s: float = Field(..., ge=0, le=3600, description="Processing-time trigger interval in seconds.")
     max_events_per_trigger: int | None = Field(None, ge=1, description="Cap on events per micro-batch (None: no cap).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_separate_shuffle_partitions(cls, data: Any) -> Any:
+        for key in ("shuffle_partitions", "stateless_shuffle_partitions"):
+            if isinstance(data, dict) and key in data:
+                raise ValueError(
+                    f"{key} cannot be set on its own: a streaming checkpoint pins spark.sql.shuffle.partitions for "
+                    "every shuffle of the query, stateless ones included; change state_partitions instead (the "
+                    "state is migrated and every shuffle follows)"
+                )
+        return data
 
     @field_validator("state_partitions")
     @classmethod

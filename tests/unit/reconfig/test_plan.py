@@ -1,0 +1,96 @@
+"""Execution plans: validation errors that name the bad value, and a diff that lists exactly what changes."""
+
+import pytest
+
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.reconfig import ExecutionPlan, diff_plans
+from dagster_reconf.core.spec import StreamSpec
+
+SPEC = StreamSpec(name="orders", query="wordcount", state_partitions=4, source_partitions=2)
+
+
+def target(**changes) -> ExecutionPlan:
+    plan = ExecutionPlan.of(SPEC).model_dump()
+    for dotted, value in changes.items():
+        section, knob = dotted.split("__")
+        plan[section][knob] = value
+    return ExecutionPlan.parse(plan)
+
+
+def test_a_plan_round_trips_through_json_and_back_to_the_spec():
+    plan = ExecutionPlan.of(SPEC)
+    assert ExecutionPlan.parse(plan.model_dump_json()) == plan
+    assert plan.apply_to(SPEC) == SPEC
+    assert plan.plan_hash == ExecutionPlan.parse(plan.model_dump()).plan_hash
+    assert target(partitioning__state_partitions=8).plan_hash != plan.plan_hash
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"partitioning__state_partitions": 0}, "state partitions must be between 1 and 10000, got 0"),
+    ({"partitioning__state_partitions": {}}, "name at least one operator, or give one count for all"),
+    ({"partitioning__source_partitions": 0}, "partitioning.source_partitions"),
+    ({"resources__master": "local[zero]"}, "local[zero]"),
+    ({"resources__executor_memory": "lots"}, "resources.executor_memory"),
+    ({"partitioning__shuffle_partitions": 8}, "pins spark.sql.shuffle.partitions"),
+])
+def test_bad_plans_name_the_field_and_value(change, message):
+    with pytest.raises(SpecError, match="invalid execution plan") as error:
+        target(**change)
+    assert message in str(error.value)
+
+
+def test_not_json_and_not_an_object_are_refused_clearly():
+    with pytest.raises(SpecError, match="execution plan is not JSON"):
+        ExecutionPlan.parse("{nope")
+    with pytest.raises(SpecError, match="must be a JSON object, got list"):
+        ExecutionPlan.parse("[]")
+
+
+def test_operators_must_share_one_state_partition_count():
+    assert target(partitioning__state_partitions={"0": 6}).partitioning.state_partition_count == 6
+    with pytest.raises(SpecError, match="repartitions every stateful operator of a query together"):
+        target(partitioning__state_partitions={"0": 6, "1": 8}).partitioning.state_partition_count
+
+
+def test_an_unchanged_plan_has_no_actions():
+    diff = diff_plans(ExecutionPlan.of(SPEC), ExecutionPlan.of(SPEC), SPEC)
+    assert diff.empty and not diff.needs_pause and diff.effect == "none" and diff.settings_changes() == {}
+
+
+def test_each_knob_costs_what_it_should_and_nothing_else_is_listed():
+    current = ExecutionPlan.of(SPEC)
+    cases = {
+        "partitioning__source_partitions": (4, "query_restart"),
+        "partitioning__trigger_interval_s": (2.0, "query_restart"),
+        "resources__master": ("local[1]", "session_restart"),
+        "partitioning__state_partitions": (8, "state_migration"),
+        "logic__code_version": ("2", "query_restart"),
+    }
+    for dotted, (value, effect) in cases.items():
+        diff = diff_plans(current, target(**{dotted: value}), SPEC, stateful_operators=("0 (stateStoreSave)",))
+        knob = dotted.split("__")[1]
+        assert [(a.knob, a.after, a.effect) for a in diff.actions] == [(knob, value, effect)], dotted
+        assert diff.actions[0].operators == (("0 (stateStoreSave)",) if effect == "state_migration" else ())
+
+
+def test_the_costliest_effect_wins_and_changes_are_collected():
+    diff = diff_plans(ExecutionPlan.of(SPEC), target(partitioning__state_partitions=8, resources__master="local[1]",
+                                                     partitioning__source_partitions=3), SPEC)
+    assert diff.effect == "state_migration" and diff.needs_migration and diff.needs_new_session
+    assert diff.settings_changes() == {"master": "local[1]", "state_partitions": 8, "source_partitions": 3}
+
+
+def test_state_partitions_of_a_stateless_query_need_no_migration():
+    stateless = StreamSpec(name="filter", query="q1", state_partitions=4)
+    plan = ExecutionPlan.of(stateless).model_dump()
+    plan["partitioning"]["state_partitions"] = 8
+    diff = diff_plans(ExecutionPlan.of(stateless), ExecutionPlan.parse(plan), stateless)
+    assert not diff.needs_migration and diff.effect == "query_restart"
+
+
+def test_a_plan_for_another_stream_or_an_unknown_code_version_is_refused():
+    other = ExecutionPlan.of(SPEC.with_changes({"name": "other"}))
+    with pytest.raises(SpecError, match="plans are for different streams: 'orders' and 'other'"):
+        diff_plans(ExecutionPlan.of(SPEC), other, SPEC)
+    with pytest.raises(SpecError, match="has no code version '9'"):
+        diff_plans(ExecutionPlan.of(SPEC), target(logic__code_version="9"), SPEC)
