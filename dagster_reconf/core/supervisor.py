@@ -84,15 +84,20 @@ def session_processes(session_id: int) -> list[psutil.Process]:
     return found
 
 
+def signal_processes(processes: list[psutil.Process], sig: signal.Signals) -> None:
+    """Send ``sig`` to each process; one that already exited (a Python worker often has) is skipped."""
+    for proc in processes:
+        try:
+            proc.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+
+
 def terminate_process_tree(session_id: int, grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM every process of the driver's session, then SIGKILL what survives ``grace_s``."""
     processes = session_processes(session_id)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for proc in processes:
-            try:
-                proc.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
+        signal_processes(processes, sig)
         _, alive = psutil.wait_procs(processes, timeout=grace_s)
         if not alive:
             return

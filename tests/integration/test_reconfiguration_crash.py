@@ -8,6 +8,7 @@ oracle over every event it consumed: nothing lost, nothing duplicated.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, Rec
 from dagster_reconf.core.reconfig.reconfigurer import KILL_AFTER_STEP_ENV
 from dagster_reconf.core.sink import read_sink
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
+from dagster_reconf.core.supervisor import StreamSupervisor, session_processes, signal_processes
 from dagster_reconf.core.workloads.queries import get_query
 
 from .conftest import wait_until
@@ -97,8 +98,7 @@ def kill_driver(supervisor: StreamSupervisor, name: str) -> None:
     """``kill -9`` the driver and everything it started (its JVM and Python workers)."""
     info = supervisor.driver_info(name)
     assert info is not None
-    for process in session_processes(int(info["pid"])):
-        process.kill()
+    signal_processes(session_processes(int(info["pid"])), signal.SIGKILL)
     wait_until(lambda: supervisor.driver_info(name) is None, timeout_s=30, what="driver gone")
 
 
