@@ -28,8 +28,10 @@ the fixed side). Then:
   Flink's key groups) so every core gets the same share of state;
 * batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
   the interval, no core count helps; the interval grows until they do not;
-* backlog: ``lambda`` is the source rate plus the backlog (and what accumulates while
-  the stream restarts) spread over the catch-up duration.
+* backlog: the backlog (and what accumulates while the stream restarts) spread over
+  the catch-up duration is added to ``lambda`` with ``u = 1``: the headroom kept for
+  the steady state clears it, and only a backlog beyond what that headroom clears in
+  time adds cores.
 """
 
 from __future__ import annotations
@@ -156,14 +158,19 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
             state = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
         return Knobs(cores=cores, source_partitions=cores, state_partitions=state, trigger_interval_s=interval)
 
-    # The fewest cores whose predicted capacity at the target utilization covers the target rate.
-    # With CPUs unbounded this is the closed form of the module docstring; past the CPUs only the
-    # waiting part of the work keeps scaling (see profile.StreamProfile.stage_ms_per_event).
-    cores = next((c for c in range(limits.min_cores, limits.max_cores + 1)
-                  if profile.capacity(knobs_with(c), limits.utilization) >= target), None)
+    # The fewest cores whose predicted capacity covers the source rate at the target utilization,
+    # and the catch-up target at full utilization: the headroom kept for steady state is what
+    # clears a backlog, so catch-up only adds cores beyond it. With CPUs unbounded this is the
+    # closed form of the module docstring; past the CPUs only the waiting part of the work keeps
+    # scaling (see profile.StreamProfile.stage_ms_per_event).
+    def sustains(c: int) -> bool:
+        knobs = knobs_with(c)
+        return profile.capacity(knobs, limits.utilization) >= source_rate and profile.capacity(knobs) >= target
+
+    cores = next((c for c in range(limits.min_cores, limits.max_cores + 1) if sustains(c)), None)
     if cores is None:
         cores = limits.max_cores
-        cpu_bound = math.isfinite(profile.cpus) and profile.capacity(knobs_with(cores), limits.utilization) < target
+        cpu_bound = math.isfinite(profile.cpus) and not sustains(cores)
         notes.append("no core count up to the maximum sustains the rate: "
                      + ("its CPU work needs more CPUs than this machine has (run on a cluster)" if cpu_bound else
                         "operators that cannot be parallelized, or fixed batch costs, take the budget"))

@@ -81,9 +81,17 @@ def test_cpu_work_stops_scaling_at_the_machines_cpus():
 
 
 def test_backlog_and_restart_time_raise_the_target_rate():
-    plan = plan_micro_batches(profile(state_partitions=8), source_rate=1000, backlog=30_000, restart_s=6, limits=Limits(catch_up_s=60))
+    plan = plan_micro_batches(profile(state_partitions=6), source_rate=1000, backlog=30_000, restart_s=6, limits=Limits(catch_up_s=60))
     assert plan.target_rate == pytest.approx(1000 + (30_000 + 6_000) / 60)
-    assert plan.knobs.cores == math.ceil(1600 * 1.5 / 600)
+    # steady state at u = 0.7 (budget 600 ms): ceil(2.5) = 3 cores; catch-up at u = 1 (budget 900 ms):
+    # ceil(1600 * 1.5 / 900) = ceil(2.67) = 3 cores. The steady-state headroom clears this backlog.
+    assert plan.knobs.cores == 3
+
+
+def test_a_backlog_beyond_the_headroom_adds_cores():
+    plan = plan_micro_batches(profile(state_partitions=10), source_rate=1000, backlog=108_000, limits=Limits(catch_up_s=60))
+    assert plan.target_rate == pytest.approx(2800)
+    assert plan.knobs.cores == math.ceil(2800 * 1.5 / 900) == 5  # at full utilization while catching up; steady needs 3
 
 
 def test_state_partitions_grow_with_cores_only_when_migration_is_allowed():
