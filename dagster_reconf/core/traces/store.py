@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from filelock import FileLock
 
 from .activities import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS, TraceNormalizer
 from .eventlog import LogCursor, ReadResult, TableReadResult, read_event_table, read_events
@@ -93,12 +94,21 @@ class TraceStore:
         os.replace(tmp, self.state_path)
 
     def ingest(self, event_log_dir: Path | str, max_events: int | None = None) -> IngestReport:
-        """Read what is new in every application log under ``event_log_dir``; append it as a chunk."""
+        """Read what is new in every application log under ``event_log_dir``; append it as a chunk.
+
+        Several processes ingest the same store (a sensor tick, a snapshot run, a plan run):
+        a file lock makes each read-append-advance atomic, so none re-reads what another
+        appended or overwrites its chunk.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.root / ".ingest.lock"):
+            return self._ingest(Path(event_log_dir), max_events)
+
+    def _ingest(self, event_log_dir: Path, max_events: int | None) -> IngestReport:
         state = self._state()
         report = IngestReport()
         frames = []
-        for log in application_logs(Path(event_log_dir)):
+        for log in application_logs(event_log_dir):
             key = _log_key(log)
             entry = state["logs"].get(key, {})
             cursor = LogCursor.from_json(entry.get("cursor"))

@@ -95,3 +95,33 @@ def test_a_line_arrow_refuses_falls_back_to_line_by_line_with_the_same_rows(tmp_
     assert slow.skipped == {"corrupt_line": 1, "event not used: SparkListenerLogStart": 1, "event not used: SparkListenerJobEnd": 1}
     assert fast.skipped == {"event not used: SparkListenerLogStart": 1}
     pd.testing.assert_frame_equal(slow_rows, fast_rows)
+
+
+def _ingest_repeatedly(root: str, logs: str, times: int) -> int:
+    store = TraceStore(root)
+    return sum(store.ingest(logs).activities for _ in range(times))
+
+
+def test_concurrent_ingests_from_several_processes_neither_duplicate_nor_lose_activities(tmp_path):
+    """A sensor tick, a snapshot run and a plan run ingest the same store at once while the log grows."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    logs = tmp_path / "eventlog"
+    logs.mkdir()
+    log = logs / "app-1.inprogress"
+    head = events()[:4]
+    write(log, head)
+    root = tmp_path / "traces"
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
+        readers = [pool.submit(_ingest_repeatedly, str(root), str(logs), 40) for _ in range(3)]
+        for k in range(200):  # the driver keeps appending tasks meanwhile
+            with open(log, "a") as fh:
+                fh.write(json.dumps(task(10 + k, 0, 2000 + k)) + "\n")
+        appended = sum(r.result() for r in readers)
+    appended += TraceStore(root).ingest(logs).activities
+    reference = tmp_path / "reference"
+    expected = TraceStore(reference).ingest(logs).activities
+    stored = TraceStore(root).activities(0, 1e12)
+    assert appended == expected == len(stored)
+    assert not stored.duplicated(["task_id", "activity", "worker", "src_worker", "dst_worker"]).any()
