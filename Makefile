@@ -1,16 +1,16 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up everything
 # it needs on a fresh machine (Python 3.11 + Java 17): the venv under .venv/ with the
 # pinned dependencies of requirements.lock, Java via apt-get if it is missing, and for
-# the tests PostgreSQL via apt-get.
+# the tests PostgreSQL and Chromium via apt-get.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DEMO_SECONDS ?= 60
+DEMO_SECONDS ?= 480
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup java postgres clean
+.PHONY: demo ui test setup java postgres browser clean
 
 setup: $(STAMP) java
 
@@ -27,6 +27,12 @@ postgres:
 	  echo "PostgreSQL server not found: installing postgresql with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
+# The UI test drives the Dagster webserver with Playwright in Debian's headless Chromium.
+browser:
+	@test -x /usr/bin/chromium || { \
+	  echo "Chromium not found: installing chromium with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "need Python 3.11, got " + sys.version' 
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,11 +41,17 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
+# The closed loop through the real Dagster daemon (see dagster_reconf/closed_loop.py).
 demo: setup
-	$(BIN)/reconf --home .reconf demo --seconds $(DEMO_SECONDS)
+	$(BIN)/python -m dagster_reconf.closed_loop --home .reconf --timeout-s $(DEMO_SECONDS)
 
-test: setup postgres
-	RECONF_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+# The Dagster UI on 127.0.0.1:3000 over the demo's instance (runs, assets, plots, checks).
+ui: setup
+	DAGSTER_HOME=$${DAGSTER_HOME:-$(CURDIR)/.reconf/dagster} RECONF_HOME=$(CURDIR)/.reconf \
+	  $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+test: setup postgres browser
+	RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf .reconf .pytest_cache build *.egg-info

@@ -6,11 +6,14 @@ asks the policy (:mod:`dagster_reconf.core.scaling.policy`). It records the
 observation on ``ds2_plans`` every tick. When the policy decides to scale, it requests
 ``reconfigure_stream_job`` for the stream with the plan in the run config and
 ``run_key`` = the plan's hash, so a plan is never applied twice (the cursor remembers
-it too). Every tick that requests nothing says why.
+it too); given the trace assets, it also requests the snapshot and CP summary of the
+window in progress, the evidence the plan was made from. Every tick that requests
+nothing says why.
 
 Contract: bounded work per tick (new metrics only; traces are read only when a
 decision needs them), a versioned JSON cursor (an undecodable one logs a warning and
-starts from the recent end of the store), no run while one for the stream is in flight.
+starts from the recent end of the store), no run while one for the stream is in flight
+or an unfinished reconfiguration holds its lock in the audit ledger.
 """
 
 import json
@@ -23,6 +26,7 @@ from dagster import (
     AssetObservation,
     DagsterRunStatus,
     DefaultSensorStatus,
+    MultiPartitionKey,
     RunRequest,
     RunsFilter,
     SensorDefinition,
@@ -34,8 +38,9 @@ from dagster import (
 
 from .core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from .core.scaling.policy import POLICIES
-from .resources import StreamRuntimeResource
+from .resources import AuditLedgerResource, StreamRuntimeResource
 from .scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
+from .trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 
 __all__ = ["ScalingCursor", "build_scaling_sensor"]
 
@@ -75,6 +80,7 @@ def build_scaling_sensor(
     *,
     stream: str,
     scaling: ScalingAssets,
+    traces: TraceAssets | None = None,
     name: str | None = None,
     minimum_interval_seconds: int = 30,
     default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
@@ -84,23 +90,34 @@ def build_scaling_sensor(
     Args:
         stream: managed stream name (a partition of ``scaling``).
         scaling: what :func:`build_scaling_assets` built (job, policy and its settings).
+        traces: what :func:`build_trace_assets` built: with it, each plan run comes with a
+            run of ``traces.job`` for the stream's window in progress.
         name: sensor name (default ``<stream>_scaling_sensor``, ``-`` as ``_``).
         minimum_interval_seconds: seconds between ticks.
         default_status: STOPPED by default; start it in the UI or with ``dagster sensor start``.
     """
     if stream not in scaling.partitions_def.get_partition_keys():
         raise ValueError(f"stream {stream!r} is not one of the scaling assets' streams {scaling.partitions_def.get_partition_keys()}")
+    if traces is not None and stream not in traces.partitions_def.get_partitions_def_for_dimension(STREAM_DIMENSION).get_partition_keys():
+        raise ValueError(f"stream {stream!r} is not one of the trace assets' streams")
     policy = POLICIES[scaling.policy_name](scaling.policy_config)
     key = AssetKey("ds2_plans")
 
+    def evidence_request(plan_hash: str) -> list[RunRequest]:
+        if traces is None:
+            return []
+        window = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION).get_partition_key_for_timestamp(time.time())
+        return [RunRequest(run_key=f"{plan_hash}|traces", job_name=traces.job.name, tags={PLAN_TAG: plan_hash},
+                           partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}))]
+
     @sensor(
         name=name or f"{stream.replace('-', '_')}_scaling_sensor",
-        job=scaling.job,
+        jobs=[scaling.job] if traces is None else [scaling.job, traces.job],
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
         description=f"Requests a reconfiguration of {stream!r} when the {policy.name} policy decides to scale.",
     )
-    def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource) -> SensorResult:
+    def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource) -> SensorResult:
         cursor = ScalingCursor.parse(context.cursor, context)
         store = streams.metrics(stream)
         offset = cursor.offset if cursor.offset is not None and cursor.offset <= store.size() else store.tail_offset(RECENT_METRICS_BYTES)
@@ -116,6 +133,10 @@ def build_scaling_sensor(
         busy = context.instance.get_runs(RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1)
         if busy:
             return skip(f"reconfiguration run {busy[0].run_id} is in flight")
+        lock = audit_ledger.ledger().lock(stream)
+        if lock is not None:  # its run failed or was killed: a new plan would only be refused
+            return skip(f"reconfiguration {lock.reconfiguration_id} (plan {lock.plan_hash}) holds the stream with no run in "
+                        f"flight: re-execute its failed run to finish it, or `reconf reconfigure abort {stream}`")
         traces = ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream), max_events=MAX_EVENTS_PER_TICK)
         decision = decide(policy, window, time.time(), traces)
         observation = AssetObservation(asset_key=key, partition=stream, metadata={
@@ -129,8 +150,9 @@ def build_scaling_sensor(
         nxt.requested = plan.plan_hash
         context.log.info(f"{stream}: requesting plan {plan.plan_hash}: {plan.reason}")
         return SensorResult(
-            run_requests=[RunRequest(
+            run_requests=[*evidence_request(plan.plan_hash), RunRequest(
                 run_key=plan.plan_hash,
+                job_name=scaling.job.name,
                 partition_key=stream,
                 run_config={"ops": {"ds2_plans": {"config": {"plan_json": plan.model_dump_json()}}}},
                 tags={STREAM_TAG: stream, PLAN_TAG: plan.plan_hash},

@@ -20,7 +20,7 @@ from .metrics import MetricsStore, progress_frame
 from .spec import StreamSpec
 from .supervisor import StreamSupervisor
 
-__all__ = ["run_demo"]
+__all__ = ["check_output", "run_demo"]
 
 DEMO_STREAM = "demo-q5"
 DEMO_RATE = 3000.0
@@ -71,27 +71,37 @@ def run_demo(home: Path, seconds: float = 60.0, console: Console | None = None) 
 
 def _check_output(output: Path, frame, spec: StreamSpec, console: Console) -> bool:
     """Compare committed output with the batch oracle over the events the stream processed."""
-    from .oracle import compare, expected_result, stream_result
-    from .session import helper_session
-    from .sink import read_sink
-    from .workloads.queries import get_query
-
     if frame.empty:
         console.print("[red]no batch completed: nothing to check[/]")
         return False
-    last = frame.iloc[-1]
-    query = get_query(spec.query)
     with console.status("checking the output against the batch oracle..."):
         started = time.monotonic()
-        spark = helper_session("reconf-demo-oracle", shuffle_partitions=spec.state_partitions)
-        try:
-            options = spec.data_options(max_events=int(last["end_offset"]))
-            expected = expected_result(spark, query, options, watermark=last["watermark"])
-        finally:
-            spark.stop()
-        comparison = compare(stream_result(read_sink(output), query, watermark=last["watermark"]), expected)
+        comparison = check_output(output, frame, spec)
     console.print(
         f"oracle: {comparison.expected_rows:,} expected rows, {comparison.actual_rows:,} in the sink, "
         f"lost {comparison.lost}, duplicated {comparison.duplicated} ({time.monotonic() - started:.1f} s)"
     )
     return comparison.ok
+
+
+def check_output(output: Path, frame, spec: StreamSpec):
+    """The stream's committed output against the batch oracle over exactly the events it consumed.
+
+    Args:
+        frame: the stream's progress frame (its last batch gives the events read and the watermark).
+    Returns:
+        oracle.Comparison (``ok``, ``lost``, ``duplicated``, row counts).
+    """
+    from .oracle import compare, expected_result, stream_result
+    from .session import helper_session
+    from .sink import read_sink
+    from .workloads.queries import get_query
+
+    last = frame.iloc[-1]
+    query = get_query(spec.query)
+    spark = helper_session("reconf-oracle", shuffle_partitions=spec.state_partitions)
+    try:
+        expected = expected_result(spark, query, spec.data_options(max_events=int(last["end_offset"])), watermark=last["watermark"])
+    finally:
+        spark.stop()
+    return compare(stream_result(read_sink(output), query, watermark=last["watermark"]), expected)

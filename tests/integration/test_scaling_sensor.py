@@ -5,7 +5,8 @@ import json
 import pytest
 from dagster import AssetKey, build_sensor_context, instance_for_test, materialize
 
-from dagster_reconf import AuditLedgerResource, StreamRuntimeResource, build_scaling_assets, build_scaling_sensor
+from dagster_reconf import AuditLedgerResource, StreamRuntimeResource, build_scaling_assets, build_scaling_sensor, build_trace_assets
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
@@ -28,7 +29,9 @@ def supervisor_fixture(tmp_path):
 
 
 def tick(sensor, instance, supervisor, cursor):
-    context = build_sensor_context(instance=instance, cursor=cursor, resources={"streams": StreamRuntimeResource(home=str(supervisor.home))})
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
+                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
+    context = build_sensor_context(instance=instance, cursor=cursor, resources=resources)
     return sensor(context)
 
 
@@ -42,13 +45,16 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
                       trigger_interval_s=1.0, max_events_per_trigger=2500, cost={"mode": "sleep", "micros_per_record": 1000})
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM, "wordcount"], policy_config=POLICY)
-    sensor = build_scaling_sensor(stream=STREAM, scaling=scaling, minimum_interval_seconds=1)
+    traces = build_trace_assets(streams=[STREAM, "wordcount"], start="2026-01-01", window_minutes=5)
+    sensor = build_scaling_sensor(stream=STREAM, scaling=scaling, traces=traces, minimum_interval_seconds=1)
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(url=f"sqlite:///{supervisor.home / 'ledger.db'}")}
+                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 5, timeout_s=120, what="five batches")
         first = tick(sensor, instance, supervisor, None)
-        (request,) = first.run_requests
+        evidence, request = first.run_requests
+        assert evidence.job_name == traces.job.name and evidence.partition_key.keys_by_dimension["stream"] == STREAM
+        assert request.job_name == scaling.job.name
         plan = ScalingPlan.parse(json.loads(request.run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
         assert request.run_key == plan.plan_hash and request.partition_key == STREAM
         assert plan.current == Knobs.of(spec)
@@ -61,6 +67,13 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
 
         repeated = tick(sensor, instance, supervisor, first.cursor)
         assert not repeated.run_requests and "already requested" in repeated.skip_reason.skip_message
+
+        # An unfinished reconfiguration (its run died) holds the stream: a new plan would only be refused.
+        ledger = AuditLedger(default_ledger_url(supervisor.home))
+        ledger.acquire_lock(stream=STREAM, reconfiguration_id="r-dead", plan_hash="p-dead", holder="a killed run")
+        held = tick(sensor, instance, supervisor, None)
+        assert not held.run_requests and "r-dead (plan p-dead) holds the stream" in held.skip_reason.skip_message
+        ledger.release_lock(STREAM, "r-dead")
 
         applied = materialize([scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources,
                               run_config=request.run_config, instance=instance)
@@ -84,7 +97,7 @@ def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
     scaling = build_scaling_assets(streams=[STREAM], policy_config={**POLICY, "scale_down_delay_s": 3600})
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling)
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(url=f"sqlite:///{supervisor.home / 'ledger.db'}")}
+                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 6, timeout_s=120, what="six batches")
         result = tick(sensor, instance, supervisor, None)

@@ -1,0 +1,128 @@
+"""The closed loop through the real Dagster daemon, then its evidence in the real webserver, read by headless Chromium.
+
+One loop run (the ``make demo`` loop: an under-provisioned Q5 stream, its scaling
+sensor turned on in a fresh instance, ``dagster-daemon`` launching the runs) feeds both
+tests: the loop's outcome, and the pages a person would open afterwards. Screenshots go
+to ``test-output/ui/`` (``RECONF_TEST_OUTPUT`` to change).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from dagster_reconf.closed_loop import run_closed_loop
+from dagster_reconf.core.supervisor import terminate_process_tree
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKSPACE = ROOT / "workspace.yaml"
+CHROMIUM = Path("/usr/bin/chromium")
+LOOP_TIMEOUT_S = 420.0
+
+
+@pytest.fixture(name="loop", scope="module")
+def loop_fixture(tmp_path_factory):
+    base = tmp_path_factory.mktemp("closed-loop")
+    report = run_closed_loop(base / "home", WORKSPACE, base / "out", timeout_s=LOOP_TIMEOUT_S)
+    return base / "home", report
+
+
+def test_the_loop_converges_through_the_daemon_and_loses_nothing(loop):
+    _, report = loop
+    assert report.converged, f"not converged in {LOOP_TIMEOUT_S:g} s; last sensor reason: {report.final_reason}"
+    assert 1 <= report.steps <= 2, report.reconfigurations
+    assert all(r["outcome"] == "succeeded" for r in report.reconfigurations), report.reconfigurations
+    assert report.lost == 0 and report.duplicated == 0
+    jobs = {r["job"] for r in report.runs}
+    assert {"reconfigure_stream_job", "trace_snapshot_job"} <= jobs, report.runs
+    assert all(r["status"] == "SUCCESS" for r in report.runs), report.runs
+    assert all(r["run_id"] in {run["run_id"] for run in report.runs} for r in report.reconfigurations)
+    assert Path(report.timeline_png).read_bytes().startswith(b"\x89PNG")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(name="webserver", scope="module")
+def webserver_fixture(loop):
+    if not CHROMIUM.exists():
+        if os.environ.get("RECONF_REQUIRE_BROWSER") == "1":
+            pytest.fail("Chromium is required (RECONF_REQUIRE_BROWSER=1) but /usr/bin/chromium is missing: apt-get install chromium")
+        pytest.skip("Chromium not installed (apt-get install chromium); `make test` installs it")
+    home, report = loop
+    port = _free_port()
+    env = {**os.environ, "DAGSTER_HOME": report.dagster_home, "RECONF_HOME": str(home)}
+    log = open(Path(report.dagster_home) / "webserver.log", "wb")
+    server = subprocess.Popen([str(Path(sys.executable).with_name("dagster-webserver")), "-w", str(WORKSPACE), "-h", "127.0.0.1",
+                               "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/server_info", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None, f"dagster-webserver exited; see {log.name}"
+            assert time.monotonic() < deadline, f"dagster-webserver not up in 120 s; see {log.name}"
+            time.sleep(1)
+        yield url
+    finally:
+        terminate_process_tree(server.pid, grace_s=10)
+        log.close()
+
+
+@pytest.fixture(name="page")
+def page_fixture(webserver):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.set_default_timeout(60_000)
+        yield page
+        browser.close()
+
+
+def screenshot(page, name: str) -> None:
+    folder = Path(os.environ.get("RECONF_TEST_OUTPUT", ROOT / "test-output")) / "ui"
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+def test_pages_show_lineage_plots_and_the_audit_record(page, webserver, loop):
+    _, report = loop
+    page.goto(f"{webserver}/asset-groups")
+    for asset in ("trace_snapshots", "cp_summaries", "ds2_plans", "stream_configuration"):
+        page.get_by_text(asset, exact=True).first.wait_for()
+    screenshot(page, "1-asset-graph")
+
+    page.goto(f"{webserver}/assets/cp_summaries")
+    plot = page.locator('img[src^="data:image/png"]').first
+    plot.wait_for()
+    assert plot.evaluate("img => img.naturalWidth") > 100, "the CP plot did not render"
+    screenshot(page, "2-cp-summaries")
+
+    reconfiguration = report.reconfigurations[-1]
+    page.goto(f"{webserver}/runs/{reconfiguration['run_id']}")
+    page.get_by_text("stream_configuration").first.wait_for()
+    screenshot(page, "3-reconfiguration-run")
+
+    page.goto(f"{webserver}/assets/stream_configuration")
+    page.get_by_text(reconfiguration["id"]).first.wait_for()  # the ledger record the materialization links
+    page.get_by_text("reconf audit show").first.wait_for()
+    screenshot(page, "4-stream-configuration")
