@@ -182,6 +182,10 @@ def build_trace_assets(
             yield Output({}, metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"})
             yield AssetCheckResult(check_name=CP_CHECK, passed=True, description="no activity in the window: nothing to sum")
             return
+        # Only the traced part of the window is the stream's: the window in progress ends now, and a
+        # stream started (or stopped) inside a window has no driver before (after) that. Counting
+        # that time would hand most of the CP to an idle "unknown" driver.
+        lo, hi = max(lo, float(trace_snapshots["start_ms"].min())), min(hi, float(trace_snapshots["end_ms"].max()))
         _, result = snapshot(trace_snapshots, lo, hi)
         summaries = summarize(trace_snapshots, result)
         png = base64.b64encode(cp_plot_png(summaries, f"{stream} {context.partition_key.keys_by_dimension[WINDOW_DIMENSION]}")).decode()
@@ -196,6 +200,7 @@ def build_trace_assets(
                 "by_operator": _markdown_table(summaries["by_operator"]),
                 "by_channel": _markdown_table(summaries["by_channel"]),
                 "cp_sum": float(result.cp_sum),
+                "traced_seconds": round((hi - lo) / 1000.0, 3),
                 "log10_paths": float(result.log_paths / 2.302585092994046),
                 "top_worker": f"{top_worker['worker']} (CP {top_worker['cp']:.2f}, time {top_worker['time_share']:.2f})",
                 "top_operator": f"{top_operator['operator']} (CP {top_operator['cp']:.2f}, time {top_operator['time_share']:.2f})",

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from dagster_reconf.closed_loop import run_closed_loop
 from dagster_reconf.core.supervisor import terminate_process_tree
@@ -104,25 +105,40 @@ def screenshot(page, name: str) -> None:
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
+def dismiss_welcome(page) -> None:
+    """The webserver greets a new browser with a newsletter dialog; skip it."""
+    skip = page.get_by_role("button", name="Skip")
+    try:
+        skip.wait_for(timeout=5_000)
+        skip.click()
+    except PlaywrightTimeout:
+        pass
+
+
 def test_pages_show_lineage_plots_and_the_audit_record(page, webserver, loop):
     _, report = loop
-    page.goto(f"{webserver}/asset-groups")
+    page.goto(f"{webserver}/assets/stream_configuration?view=lineage&lineageScope=upstream&lineageDepth=4")
+    dismiss_welcome(page)
     for asset in ("trace_snapshots", "cp_summaries", "ds2_plans", "stream_configuration"):
-        page.get_by_text(asset, exact=True).first.wait_for()
-    screenshot(page, "1-asset-graph")
+        page.get_by_text(asset, exact=True).last.wait_for()
+    page.get_by_text("1 / 1 Passed").first.wait_for()  # the GX asset checks
+    screenshot(page, "1-lineage")
 
     page.goto(f"{webserver}/assets/cp_summaries")
+    page.locator("tr", has=page.get_by_text("plot", exact=True)).get_by_text("[Show Markdown]").click()
     plot = page.locator('img[src^="data:image/png"]').first
     plot.wait_for()
     assert plot.evaluate("img => img.naturalWidth") > 100, "the CP plot did not render"
-    screenshot(page, "2-cp-summaries")
+    page.wait_for_timeout(1_000)  # the dialog fades in
+    screenshot(page, "2-cp-summaries-plot")
 
     reconfiguration = report.reconfigurations[-1]
     page.goto(f"{webserver}/runs/{reconfiguration['run_id']}")
-    page.get_by_text("stream_configuration").first.wait_for()
+    page.get_by_text("RUN_SUCCESS").first.wait_for()
+    page.get_by_text("Launched by").first.wait_for()  # the scaling sensor
     screenshot(page, "3-reconfiguration-run")
 
-    page.goto(f"{webserver}/assets/stream_configuration")
-    page.get_by_text(reconfiguration["id"]).first.wait_for()  # the ledger record the materialization links
-    page.get_by_text("reconf audit show").first.wait_for()
-    screenshot(page, "4-stream-configuration")
+    page.get_by_text("View Asset").first.click()  # the run's stream_configuration materialization
+    page.wait_for_url("**/assets/stream_configuration**")
+    page.get_by_text(f"reconf audit show {reconfiguration['id']}").first.wait_for()  # the ledger record it links
+    screenshot(page, "4-stream-configuration-audit")
