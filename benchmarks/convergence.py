@@ -44,6 +44,7 @@ from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
 from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, profile_stream
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.traces.store import TraceStore
+from dagster_reconf.core.workloads.queries import QUERIES
 
 from ._common import emit, median, parse_args
 
@@ -157,11 +158,22 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
     }
 
 
+def _case(text: str) -> tuple[str, str]:
+    query, _, scenario = text.strip().partition("/")
+    if query not in QUERIES or scenario not in SCENARIOS:
+        raise SystemExit(f"--cases: {text!r} is not QUERY/SCENARIO with QUERY in {sorted(QUERIES)} and SCENARIO in {sorted(SCENARIOS)}")
+    return query, scenario
+
+
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], lambda parser: parser.add_argument(
+        "--cases", default="", help="QUERY/SCENARIO,... instead of the default set, e.g. q2/under1,q11/under1 "
+                                    f"(scenarios: {', '.join(SCENARIOS)})"))
     logging.getLogger("py4j").setLevel(logging.WARNING)
     started = time.monotonic()
-    if args.quick:
+    if args.cases:
+        cases, timeout_s = [_case(c) for c in args.cases.split(",")], RUN_TIMEOUT_S
+    elif args.quick:
         cases, timeout_s = [("q5", "under1")], 85.0  # under1: a doubling policy needs two steps
     else:
         # Each step costs a restart, stabilization and a window (~25 s with Python workers warming up), so a
@@ -176,7 +188,7 @@ def main() -> None:
                 print(f"{query}/{scenario}/{policy_name}: {'converged' if r.converged else 'NOT converged'} in {r.steps} "
                       f"steps, cores {r.cores}, {r.seconds:.0f} s", flush=True)
     errors = [e for r in runs if r.policy == "ds2" for e in r.errors]
-    result: dict[str, Any] = {"benchmark": "convergence", "mode": "quick" if args.quick else "full",
+    result: dict[str, Any] = {"benchmark": "convergence", "mode": "cases" if args.cases else "quick" if args.quick else "full",
                               "rate": RATE, "cost_micros_per_event": COST_MICROS}
     for name in ("ds2", "dhalion", "dynalloc"):
         result[name] = summarize([r for r in runs if r.policy == name])
