@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from rich.console import Console
 from rich.table import Table
 
@@ -218,8 +218,7 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec 
             console.print(f"dagster-daemon pid {daemon.process.pid}, DAGSTER_HOME {dagster_home}, log {daemon.log}")
             _watch(report, instance, supervisor, ledger, spec, started, timeout_s, daemon, console)
             _drain(instance, timeout_s=180, console=console)  # never stop the daemon under a reconfiguration
-            report.runs = [{"run_id": r.run_id, "job": r.job_name, "status": r.status.value, "partition": r.tags.get("dagster/partition")}
-                           for r in reversed(instance.get_runs(RunsFilter(created_after=_utc(started))))]
+            report.runs = [_run_record(instance, r) for r in reversed(instance.get_runs(RunsFilter(created_after=_utc(started))))]
     finally:
         with console.status("stopping the stream at a batch boundary..."):
             if supervisor.driver_info(spec.name):
@@ -297,6 +296,16 @@ def _drain(instance: DagsterInstance, timeout_s: float, console: Console) -> Non
             time.sleep(POLL_S)
 
 
+def _run_record(instance: DagsterInstance, run: Any) -> dict[str, Any]:
+    """One launched run for the report; a failed run carries its first error, so a report explains itself."""
+    record = {"run_id": run.run_id, "job": run.job_name, "status": run.status.value, "partition": run.tags.get("dagster/partition")}
+    if run.status == DagsterRunStatus.FAILURE:
+        failures = instance.all_logs(run.run_id, of_type={DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE})
+        errors = [getattr(e.dagster_event.event_specific_data, "error", None) for e in failures if e.dagster_event]
+        record["error"] = next((err.to_string() for err in errors if err is not None), failures[0].message if failures else "unknown")
+    return record
+
+
 def _print_report(report: LoopReport, console: Console) -> None:
     table = Table(title=f"reconfigurations of {report.stream}")
     for column in ("outcome", "cores", "state partitions", "downtime s", "catch-up s", "verified", "run"):
@@ -317,6 +326,9 @@ def _print_report(report: LoopReport, console: Console) -> None:
     ]:
         summary.add_row(label, value)
     console.print(summary)
+    for run in report.runs:
+        if "error" in run:
+            console.print(f"[red]{run['job']} {run['run_id'][:8]} failed:[/red] {run['error']}")
 
 
 def main(argv: list[str] | None = None) -> int:

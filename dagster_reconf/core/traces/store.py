@@ -22,7 +22,7 @@ import pandas as pd
 from filelock import FileLock
 
 from .activities import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS, TraceNormalizer
-from .eventlog import LogCursor, ReadResult, TableReadResult, read_event_table, read_events
+from .eventlog import EventLogError, LogCursor, ReadResult, TableReadResult, read_event_table, read_events
 
 __all__ = ["IngestReport", "TraceStore", "application_logs", "normalize_log"]
 
@@ -55,8 +55,22 @@ def application_logs(event_log_dir: Path) -> list[Path]:
     """Each application's event log (file or rolling directory) under ``event_log_dir``, oldest first."""
     if not event_log_dir.is_dir():
         return []
-    logs = [p for p in event_log_dir.iterdir() if _APP_LOG.match(p.name)]
-    return sorted(logs, key=lambda p: p.stat().st_mtime)
+    logs = []
+    for path in event_log_dir.iterdir():
+        if _APP_LOG.match(path.name) and (current := _current_name(path)) is not None:
+            try:
+                logs.append((current.stat().st_mtime, current))
+            except FileNotFoundError:  # renamed between the check and the stat: found on the next read
+                continue
+    return [path for _, path in sorted(logs)]
+
+
+def _current_name(path: Path) -> Path | None:
+    """``path``, or its completed name once Spark has renamed ``x.inprogress`` to ``x`` (None if neither exists)."""
+    if path.exists():
+        return path
+    completed = path.with_name(_log_key(path))
+    return completed if completed.exists() else None
 
 
 def _log_key(path: Path) -> str:
@@ -112,9 +126,17 @@ class TraceStore:
             key = _log_key(log)
             entry = state["logs"].get(key, {})
             cursor = LogCursor.from_json(entry.get("cursor"))
-            normalizer = TraceNormalizer.from_state(entry["normalizer"]) if "normalizer" in entry else TraceNormalizer()
+            fresh_normalizer = lambda: TraceNormalizer.from_state(entry["normalizer"]) if "normalizer" in entry else TraceNormalizer()  # noqa: E731
+            normalizer = fresh_normalizer()
             before = Counter(normalizer.skipped)
-            rows, normalizer, result = normalize_log(log, cursor, normalizer, max_events)
+            try:
+                rows, normalizer, result = normalize_log(log, cursor, normalizer, max_events)
+            except (FileNotFoundError, EventLogError):
+                # Spark completed the application while we read: its log now has its final name.
+                if (completed := _current_name(log)) is None or completed == log:
+                    raise
+                normalizer = fresh_normalizer()
+                rows, normalizer, result = normalize_log(completed, cursor, normalizer, max_events)
             frames.append(rows)
             new_skips = Counter(result.skipped) + (normalizer.skipped - before)
             log_skips = Counter(entry.get("skipped", {})) + Counter(result.skipped)

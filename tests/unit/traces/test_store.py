@@ -125,3 +125,28 @@ def test_concurrent_ingests_from_several_processes_neither_duplicate_nor_lose_ac
     stored = TraceStore(root).activities(0, 1e12)
     assert appended == expected == len(stored)
     assert not stored.duplicated(["task_id", "activity", "worker", "src_worker", "dst_worker"]).any()
+
+
+def test_a_log_completed_while_being_read_is_read_under_its_final_name(tmp_path, monkeypatch):
+    """Spark renames ``x.inprogress`` to ``x`` when an application stops, at any moment: a
+    reconfiguration restarts the driver while a snapshot run ingests."""
+    import dagster_reconf.core.traces.store as store_module
+
+    logs = tmp_path / "eventlog"
+    logs.mkdir()
+    write(logs / "app-1.inprogress", events())
+    real_normalize = store_module.normalize_log
+    renamed = []
+
+    def rename_first(log, *args):
+        if not renamed:
+            log.rename(log.with_name("app-1"))
+            renamed.append(log)
+        return real_normalize(log, *args)
+
+    monkeypatch.setattr(store_module, "normalize_log", rename_first)
+    report = TraceStore(tmp_path / "traces").ingest(logs)
+    expected = TraceNormalizer()
+    expected.add(events())
+    assert renamed and report.activities == len(expected.table())
+    assert json.loads((tmp_path / "traces" / "state.json").read_text())["logs"].keys() == {"app-1"}
