@@ -20,6 +20,7 @@ from .core.ledger import AuditLedger, default_ledger_url
 from .core.metrics import MetricsStore, progress_frame
 from .core.paths import StreamPaths, default_home
 from .core.supervisor import StreamSupervisor
+from .core.storage import Location
 from .core.traces.store import TraceStore
 
 __all__ = ["AuditLedgerResource", "StreamRuntimeResource"]
@@ -57,7 +58,7 @@ class StreamRuntimeResource(ConfigurableResource):
         records, next_cursor = self.metrics(stream).read(cursor)
         return progress_frame(r["progress"] for r in records if r.get("kind") == "progress"), next_cursor
 
-    def event_log_dir(self, stream: str) -> Path:
+    def event_log_dir(self, stream: str) -> Location:
         """Where the stream's drivers write Spark event logs."""
         return StreamPaths(self.home_path, stream).event_log
 

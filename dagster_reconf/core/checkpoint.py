@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StreamStateError
+from .storage import Location, copy_file, is_local, location_of
 
 __all__ = [
     "CheckpointFacts",
@@ -72,13 +73,13 @@ class CheckpointFacts:
                 "committed": self.committed, "state_partitions": self.state_partitions, "provider": self.provider}
 
 
-def _batch_ids(directory: Path) -> list[int]:
+def _batch_ids(directory: Location) -> list[int]:
     if not directory.is_dir():
         return []
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def _offset_entry(path: Path) -> tuple[dict[str, Any], list[Any]]:
+def _offset_entry(path: Location) -> tuple[dict[str, Any], list[Any]]:
     """The metadata line and source offsets of one offset-log entry (``v1``, metadata, then one line per source)."""
     lines = path.read_text().splitlines()
     metadata = json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
@@ -86,8 +87,8 @@ def _offset_entry(path: Path) -> tuple[dict[str, Any], list[Any]]:
     return metadata, offsets
 
 
-def checkpoint_facts(checkpoint: Path, *, with_offsets: bool = False) -> CheckpointFacts:
-    """Last planned and committed batch, state partitions and state store provider of a local checkpoint.
+def checkpoint_facts(checkpoint: Location, *, with_offsets: bool = False) -> CheckpointFacts:
+    """Last planned and committed batch, state partitions and state store provider of a checkpoint.
 
     Args:
         with_offsets: also read every batch's end offsets (for a replay: one small file per batch).
@@ -104,7 +105,7 @@ def checkpoint_facts(checkpoint: Path, *, with_offsets: bool = False) -> Checkpo
     return CheckpointFacts(offsets[-1] if offsets else None, commits[-1] if commits else None, partitions, provider, ends)
 
 
-def partitions_at(checkpoint: Path, batch_id: int | None = None) -> int | None:
+def partitions_at(checkpoint: Location, batch_id: int | None = None) -> int | None:
     """State partitions the checkpoint records for ``batch_id`` (default: its last planned batch)."""
     if batch_id is None:
         return checkpoint_facts(checkpoint).state_partitions
@@ -115,7 +116,7 @@ def partitions_at(checkpoint: Path, batch_id: int | None = None) -> int | None:
     return int(conf["spark.sql.shuffle.partitions"]) if "spark.sql.shuffle.partitions" in conf else None
 
 
-def stateful_operators(checkpoint: Path) -> dict[str, str]:
+def stateful_operators(checkpoint: Location) -> dict[str, str]:
     """Stateful operator id -> operator name, from the checkpoint's operator metadata files (no Spark needed)."""
     operators = {}
     state = checkpoint / "state"
@@ -134,19 +135,27 @@ def stateful_operators(checkpoint: Path) -> dict[str, str]:
     return operators
 
 
-def tree_bytes(root: Path) -> int:
+def tree_bytes(root: Location) -> int:
     """Bytes of every file under ``root`` (0 if it does not exist)."""
     if not root.exists():
         return 0
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
-def free_bytes(path: Path) -> int:
-    """Free bytes on the file system holding ``path`` (or its nearest existing parent)."""
-    probe = path
+def free_bytes(path: Location) -> int | None:
+    """Free bytes on the file system holding ``path`` (or its nearest existing parent); None where unknowable (remote stores)."""
+    if not is_local(path):
+        return None
+    probe = Path(str(path.path)) if not isinstance(path, Path) else path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     return shutil.disk_usage(probe).free
+
+
+def _signature(path: Location) -> list[int]:
+    """Size and modification time of a file: what tells a rewritten file from the one recorded."""
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
 
 
 class CheckpointSnapshot:
@@ -164,7 +173,7 @@ class CheckpointSnapshot:
     def manifest(self) -> dict[str, Any]:
         return json.loads((self.directory / self.MANIFEST).read_text())
 
-    def take(self, checkpoint: Path, batch_id: int | None) -> dict[str, Any]:
+    def take(self, checkpoint: Location, batch_id: int | None) -> dict[str, Any]:
         """Record ``checkpoint`` (paused at ``batch_id``) and copy its mutable files; returns the manifest."""
         files, directories, copied = {}, [], 0
         copies = self.directory / "files"
@@ -175,12 +184,11 @@ class CheckpointSnapshot:
             if path.is_dir():
                 directories.append(relative)
                 continue
-            stat = path.stat()
-            files[relative] = [stat.st_size, stat.st_mtime_ns]
+            files[relative] = _signature(path)
             if not path.name.endswith(_IMMUTABLE_SUFFIXES) and not path.name.endswith(tuple(s + ".crc" for s in _IMMUTABLE_SUFFIXES)):
                 target = copies / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
+                copy_file(path, target)
                 copied += 1
         manifest = {"checkpoint": str(checkpoint), "batch_id": batch_id, "files": files, "directories": directories,
                     "copied": copied}
@@ -193,9 +201,9 @@ class CheckpointSnapshot:
     def changes(self) -> dict[str, list[str]]:
         """Files added, changed and removed since the snapshot."""
         manifest = self.manifest()
-        checkpoint, recorded = Path(manifest["checkpoint"]), manifest["files"]
+        checkpoint, recorded = location_of(manifest["checkpoint"]), manifest["files"]
         present = {p.relative_to(checkpoint).as_posix(): p for p in checkpoint.rglob("*") if p.is_file()}
-        changed = [r for r, p in present.items() if r in recorded and [p.stat().st_size, p.stat().st_mtime_ns] != recorded[r]]
+        changed = [r for r, p in present.items() if r in recorded and _signature(p) != recorded[r]]
         return {"added": sorted(set(present) - set(recorded)), "changed": sorted(changed),
                 "removed": sorted(set(recorded) - set(present))}
 
@@ -206,7 +214,7 @@ class CheckpointSnapshot:
             StreamStateError: a file the snapshot did not copy was changed or removed.
         """
         manifest = self.manifest()
-        checkpoint = Path(manifest["checkpoint"])
+        checkpoint = location_of(manifest["checkpoint"])
         delta = self.changes()
         copies = self.directory / "files"
         missing = [r for r in delta["changed"] + delta["removed"] if not (copies / r).is_file()]
@@ -217,14 +225,17 @@ class CheckpointSnapshot:
             )
         for relative in delta["added"]:
             (checkpoint / relative).unlink()
-        for relative in delta["changed"] + delta["removed"]:
+        restore = delta["changed"] + delta["removed"]
+        if not is_local(checkpoint) and copies.is_dir():  # remote modification times are too coarse to trust: put every copy back
+            restore = sorted(set(restore) | {p.relative_to(copies).as_posix() for p in copies.rglob("*") if p.is_file()})
+        for relative in restore:
             (checkpoint / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(copies / relative, checkpoint / relative)
+            copy_file(copies / relative, checkpoint / relative)
         kept = set(manifest["directories"])
         for directory in sorted((p for p in checkpoint.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
             if directory.relative_to(checkpoint).as_posix() not in kept and not any(directory.iterdir()):
                 directory.rmdir()
-        return {"deleted": len(delta["added"]), "restored": len(delta["changed"]) + len(delta["removed"])}
+        return {"deleted": len(delta["added"]), "restored": len(restore)}
 
     def discard(self) -> None:
         """Forget the snapshot (the reconfiguration ended)."""

@@ -60,7 +60,7 @@ def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
     data: dict[str, Any] = json.loads(Path(args.spec_file).read_text()) if args.spec_file else {}
     data["name"] = args.name
     for field in ("query", "master", "rate", "source_partitions", "state_partitions", "trigger_interval_s",
-                  "max_events_per_trigger", "max_events", "vocabulary"):
+                  "max_events_per_trigger", "max_events", "vocabulary", "storage"):
         value = getattr(args, field)
         if value is not None:
             data[field] = value
@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--query", help="q1, q2, q3, q5, q8, q11 or wordcount")
     start.add_argument("--spec-file", help="JSON stream spec; flags override its fields")
     start.add_argument("--master", help="Spark master URL (default local[2])")
+    start.add_argument("--storage", help="URL for checkpoints and event logs: file:///..., hdfs://..., s3a://... "
+                                         "(default: under the home)")
     start.add_argument("--rate", type=float, help="events per second")
     start.add_argument("--source-partitions", type=int)
     start.add_argument("--state-partitions", type=int)

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .storage import Location, location
+
 __all__ = ["StreamPaths", "default_home"]
 
 HOME_ENV = "RECONF_HOME"
@@ -24,7 +26,7 @@ def default_home() -> Path:
 
 @dataclass(frozen=True)
 class StreamPaths:
-    """The files of one stream under ``home``."""
+    """The files of one stream under ``home``; its checkpoints and event logs under its spec's ``storage`` URL if set."""
 
     home: Path
     name: str
@@ -81,11 +83,23 @@ class StreamPaths:
         tmp.write_text(json.dumps({"generation": generation}))
         os.replace(tmp, self.generation_file)
 
-    def checkpoint_of(self, generation: int) -> Path:
-        return self.root / ("checkpoint" if generation == 0 else f"checkpoint.g{generation}")
+    @property
+    def storage(self) -> str | None:
+        """The spec's ``storage`` URL (None: checkpoints and event logs live under :attr:`root`)."""
+        try:
+            return json.loads(self.spec.read_text()).get("storage")
+        except FileNotFoundError:
+            return None
+
+    def data_root_for(self, storage: str | None) -> Location:
+        """Where checkpoints and event logs live for a spec with ``storage``."""
+        return self.root if storage is None else location(storage) / "streams" / self.name
+
+    def checkpoint_of(self, generation: int) -> Location:
+        return self.data_root_for(self.storage) / ("checkpoint" if generation == 0 else f"checkpoint.g{generation}")
 
     @property
-    def checkpoint(self) -> Path:
+    def checkpoint(self) -> Location:
         """The checkpoint of the generation in force."""
         return self.checkpoint_of(self.generation)
 
@@ -104,8 +118,9 @@ class StreamPaths:
         return self.root / "reconfigurations"
 
     @property
-    def event_log(self) -> Path:
-        return self.root / "eventlog"
+    def event_log(self) -> Location:
+        """Where the stream's drivers write Spark event logs."""
+        return self.data_root_for(self.storage) / "eventlog"
 
     @property
     def traces(self) -> Path:
@@ -118,7 +133,7 @@ class StreamPaths:
         return self.root / "gate"
 
     def create(self) -> None:
-        for directory in (self.root, self.output, self.event_log):
+        for directory in (self.root, self.output):
             directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
 

@@ -29,13 +29,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from .checkpoint import checkpoint_facts
-from .errors import StreamStateError
+from .errors import SpecError, StreamStateError
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
 from .session import build_spark_session
 from .sink import BatchFileSink
 from .spec import RestartScope, StreamSpec, restart_scope
+from .storage import spark_uri
 from .workloads.queries import RecordCost, get_query
 from .workloads.options import SourceOptions
 from .workloads.source import register_sources
@@ -78,6 +79,11 @@ class StreamRuntime:
         self.query: StreamingQuery | None = None
         self.lock = threading.RLock()
         paths.create()
+        if not paths.spec.is_file():
+            paths.spec.write_text(spec.model_dump_json(indent=2))  # every reader finds the checkpoint's storage in it
+        elif paths.storage != spec.storage:
+            raise SpecError(f"stream {spec.name!r} keeps its checkpoint and event logs at {paths.storage or paths.root}; "
+                            f"a spec cannot move them (storage {spec.storage!r}): start a new stream with another name")
 
     # -- session ---------------------------------------------------------------------------
 
@@ -179,7 +185,7 @@ class StreamRuntime:
             .writeStream.queryName(name or spec.name)
             .outputMode(query.output_mode)
             .foreachBatch(sink or BatchFileSink(output))
-            .option("checkpointLocation", str((checkpoint or self.paths.checkpoint).resolve()))
+            .option("checkpointLocation", spark_uri(checkpoint or self.paths.checkpoint))
         )
         if spec.trigger_interval_s > 0:
             writer = writer.trigger(processingTime=f"{round(spec.trigger_interval_s * 1000)} milliseconds")

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from pathlib import Path
 
 from pyspark.sql import SparkSession
+from upath import UPath
 
 from .spec import StreamSpec
+from .storage import Location, spark_uri
 
 __all__ = ["ROCKSDB_PROVIDER", "build_spark_session", "helper_session", "spark_conf_for"]
 
@@ -24,7 +25,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 LOOPBACK = "127.0.0.1"
 
 
-def spark_conf_for(spec: StreamSpec, event_log_dir: Path | None) -> dict[str, str]:
+def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None) -> dict[str, str]:
     """The full Spark configuration of a stream (spec fields first, ``spark_conf`` last)."""
     conf = {
         "spark.app.name": f"reconf-{spec.name}",
@@ -42,7 +43,7 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Path | None) -> dict[str, st
     if spec.instrumentation and event_log_dir is not None:
         event_log_dir.mkdir(parents=True, exist_ok=True)
         conf["spark.eventLog.enabled"] = "true"
-        conf["spark.eventLog.dir"] = event_log_dir.resolve().as_uri()
+        conf["spark.eventLog.dir"] = spark_uri(event_log_dir) if isinstance(event_log_dir, UPath) else event_log_dir.resolve().as_uri()
     else:
         conf["spark.eventLog.enabled"] = "false"
     if spec.executor_cores:
@@ -88,7 +89,7 @@ def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: 
     return _new_session(conf)
 
 
-def build_spark_session(spec: StreamSpec, event_log_dir: Path | None) -> SparkSession:
+def build_spark_session(spec: StreamSpec, event_log_dir: Location | None) -> SparkSession:
     """A new SparkSession for ``spec``; any active session in this process is stopped first.
 
     A stopped session's JVM stays up, so building the next one is much cheaper than a

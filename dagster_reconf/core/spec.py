@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import SpecError
+from .storage import validate_storage_url
 from .workloads.options import SourceOptions
 from .workloads.queries import QUERIES
 
@@ -74,6 +75,8 @@ class StreamSpec(BaseModel):
     executor_memory: str | None = Field(None, pattern=r"^\d+[kmgt]?$", description="Executor memory, e.g. 1g.")
     instrumentation: bool = Field(True, description="Event log and progress listener on (off only for overhead benchmarks).")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
+    storage: str | None = Field(None, description="URL where checkpoints and event logs live (any Hadoop-compatible "
+                                "filesystem: file:///, hdfs://, s3a://, ...); None keeps them under the runtime home.")
 
     @field_validator("query")
     @classmethod
@@ -81,6 +84,11 @@ class StreamSpec(BaseModel):
         if value not in QUERIES:
             raise ValueError(f"unknown query {value!r}; bundled queries: {', '.join(QUERIES)}")
         return value
+
+    @field_validator("storage")
+    @classmethod
+    def _valid_storage(cls, value: str | None) -> str | None:
+        return None if value is None else validate_storage_url(value)
 
     @field_validator("master")
     @classmethod
@@ -164,7 +172,7 @@ class RestartScope(str, Enum):
 
 QUERY_FIELDS = {"rate", "source_partitions", "trigger_interval_s", "max_events_per_trigger", "cost", "code_version"}
 SESSION_FIELDS = {"master", "executor_cores", "max_cores", "executor_memory", "spark_conf", "instrumentation"}
-DATA_FIELDS = {"name", "query", "seed", "event_time_rate", "vocabulary", "words_per_sentence", "max_events"}
+DATA_FIELDS = {"name", "query", "seed", "event_time_rate", "vocabulary", "words_per_sentence", "max_events", "storage"}
 
 
 def restart_scope(old: StreamSpec, new: StreamSpec) -> RestartScope:

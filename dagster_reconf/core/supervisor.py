@@ -31,6 +31,7 @@ from .errors import ControlRequestError, SpecError, StreamNotFoundError, StreamS
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths, default_home
 from .spec import StreamSpec, restart_scope
+from .storage import Location
 
 __all__ = ["StreamSupervisor"]
 
@@ -58,14 +59,15 @@ def _check_master_reachable(master: str) -> None:
     )
 
 
-def _check_writable(directory: Path, what: str) -> None:
+def _check_writable(directory: Location, what: str) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe = directory / ".write-probe"
         probe.write_text("ok")
         probe.unlink()
-    except OSError as exc:
-        raise SpecError(f"{what} directory {directory} is not writable ({exc.strerror or exc}); choose another home with --home or RECONF_HOME") from None
+    except Exception as exc:  # OSError locally; fsspec backends raise their own
+        raise SpecError(f"{what} directory {directory} is not writable ({getattr(exc, 'strerror', None) or exc}); choose "
+                        "another home (--home, RECONF_HOME) or another storage URL in the spec") from None
 
 
 def session_processes(session_id: int) -> list[psutil.Process]:
@@ -184,7 +186,9 @@ class StreamSupervisor:
         _check_master_reachable(spec.master)
         _check_writable(self.home, "runtime home")
         paths.create()
-        for directory, what in ((paths.checkpoint, "checkpoint"), (paths.output, "output"), (paths.event_log, "event log")):
+        data_root = paths.data_root_for(spec.storage)  # the new spec is not written yet: it must pass first
+        for directory, what in ((data_root / paths.checkpoint.name, "checkpoint"), (paths.output, "output"),
+                                (data_root / paths.event_log.name, "event log")):
             _check_writable(directory, what)
         new_token(paths.token)
         paths.spec.write_text(spec.model_dump_json(indent=2))

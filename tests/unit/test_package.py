@@ -73,3 +73,22 @@ def test_unknown_environment_is_refused():
 
     with pytest.raises(ValueError, match=r"DAGSTER_RECONF_ENV='staging' is not a known environment"):
         resources_for_env("staging")
+
+
+def test_production_streams_take_master_and_storage_from_the_environment(monkeypatch, tmp_path):
+    import pytest
+
+    from resources.streams import BUNDLED_STREAMS, streams_for_env
+
+    assert streams_for_env("local") == BUNDLED_STREAMS and all(s.storage is None for s in BUNDLED_STREAMS)
+    monkeypatch.delenv("RECONF_STORAGE", raising=False)
+    monkeypatch.setenv("RECONF_SPARK_MASTER", "spark://10.0.0.5:7077")
+    with pytest.raises(ValueError, match="RECONF_STORAGE"):
+        streams_for_env("production")
+    monkeypatch.setenv("RECONF_STORAGE", "hdfs://namenode:8020/reconf")
+    production = streams_for_env("production")
+    assert {(s.master, s.storage) for s in production} == {("spark://10.0.0.5:7077", "hdfs://namenode:8020/reconf")}
+    assert [s.name for s in production] == [s.name for s in BUNDLED_STREAMS]
+    monkeypatch.setenv("RECONF_STORAGE", "namenode/reconf")
+    with pytest.raises(Exception, match="is not a URL"):
+        streams_for_env("production")

@@ -18,13 +18,13 @@ Two ways to change a stateful stream's state partitions:
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..checkpoint import checkpoint_facts
+from ..storage import remove_tree, spark_uri
 from ..errors import SpecError, StreamStateError
 from ..spec import SESSION_FIELDS, RestartScope, StreamSpec, restart_scope
 from ..workloads.queries import get_query
@@ -82,7 +82,7 @@ class StreamMigrator:
         if not checkpoint.is_dir():
             raise StreamStateError(f"checkpoint {checkpoint} does not exist")
         with self.runtime.lock:
-            return state_summary(self.runtime.spark, checkpoint.resolve(), batch_id).to_dict()
+            return state_summary(self.runtime.spark, checkpoint, batch_id).to_dict()
 
     def check_code_version(self, code_version: str) -> dict[str, Any]:
         """Whether code version ``code_version`` can run on the checkpoint's state.
@@ -106,7 +106,7 @@ class StreamMigrator:
             finally:
                 query.stop()
             new = state_schemas(self.runtime.spark, Path(scratch) / "checkpoint")
-            stored = state_schemas(self.runtime.spark, self.paths.checkpoint.resolve())
+            stored = state_schemas(self.runtime.spark, self.paths.checkpoint)
         problems = schema_problems(stored, new)
         return {"compatible": not problems, "problems": problems, "seconds": round(time.monotonic() - started, 3)}
 
@@ -146,7 +146,7 @@ class StreamMigrator:
             raise StreamStateError(f"PySpark {version} has no offline state repartition (needs 4.2+, Spark Classic); "
                                    "use the replay strategy")
         try:
-            self.runtime.spark._streamingCheckpointManager.repartition(str(self.paths.checkpoint.resolve()), partitions)
+            self.runtime.spark._streamingCheckpointManager.repartition(spark_uri(self.paths.checkpoint), partitions)
         except Py4JJavaError as exc:
             message = str(exc.java_exception).splitlines()[0] if exc.java_exception is not None else str(exc)
             raise StreamStateError(f"Spark refused to repartition {self.paths.checkpoint}: {message}") from None
@@ -159,12 +159,12 @@ class StreamMigrator:
         ends = sorted({e for b, offsets in facts.end_offsets.items() if b <= committed and (e := _end_index(offsets))})
         generation = self.paths.generation + 1
         new = self.paths.checkpoint_of(generation)
-        shutil.rmtree(new, ignore_errors=True)  # what a crashed earlier attempt left
-        shutil.rmtree(self.paths.output_of(generation), ignore_errors=True)
+        remove_tree(new)  # what a crashed earlier attempt left
+        remove_tree(self.paths.output_of(generation))
         if ends:
             replay_spec = self.runtime.spec.with_changes({"trigger_interval_s": 0, "state_partitions": partitions})
             query = self.runtime.start_query(
-                replay_spec, checkpoint=new.resolve(), sink=_discard, name=f"{self.runtime.spec.name}__replay",
+                replay_spec, checkpoint=new, sink=_discard, name=f"{self.runtime.spec.name}__replay",
                 source_overrides={"replay_ends": ",".join(map(str, ends))},
             )
             try:
@@ -190,7 +190,7 @@ class StreamMigrator:
             for g in range(generation + 1, max(current, generation + 1) + 1):
                 for path in (self.paths.checkpoint_of(g), self.paths.output_of(g)):
                     if path.exists():
-                        shutil.rmtree(path)
+                        remove_tree(path)
                         removed.append(str(path))
             return {"generation": generation, "removed": removed}
 

@@ -45,6 +45,7 @@ from ..checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, state
 from ..errors import ReconfError, SpecError
 from ..ledger import AuditLedger
 from ..metrics import MetricsStore
+from ..storage import spark_uri
 from .handles import StreamHandle
 from .migration import STRATEGIES, native_repartition_available
 from .observe import committed_batches, normal_backlog, observe_change
@@ -360,7 +361,7 @@ class Reconfigurer:
         state_bytes = tree_bytes(checkpoint / "state")
         free = free_bytes(checkpoint)
         checks["disk"] = {"state_bytes": state_bytes, "free_bytes": free}
-        if free < state_bytes + DISK_MARGIN_BYTES:
+        if free is not None and free < state_bytes + DISK_MARGIN_BYTES:  # None: a remote store, its quota is its own
             problems.append(f"{free >> 20} MiB free next to {checkpoint}, but a migration writes a copy of the state "
                             f"({state_bytes >> 20} MiB) plus {DISK_MARGIN_BYTES >> 20} MiB: free some disk")
         return problems
@@ -419,7 +420,7 @@ class Reconfigurer:
         self.stream.ensure_driver()
         paused, migrated = r.results["pause"], r.results["migrate"]
         baseline = r.results["prepare"].get("baseline")
-        old_checkpoint = str(self.stream.paths.checkpoint_of(paused["generation"]).resolve())
+        old_checkpoint = spark_uri(self.stream.paths.checkpoint_of(paused["generation"]))
         if baseline and baseline["batch_id"] == paused["batch_id"] and baseline["checkpoint"] == old_checkpoint:
             before = StateSummary.from_dict(baseline)  # nothing ran between prepare and pause: no need to read it again
         else:

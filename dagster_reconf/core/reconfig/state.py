@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from functools import reduce
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import checkpoint_facts, partitions_at
+from ..storage import Location, spark_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,22 +86,22 @@ class StateSummary:
         return problems
 
 
-def stateful_operators(spark: SparkSession, checkpoint: Path) -> list[dict[str, Any]]:
+def stateful_operators(spark: SparkSession, checkpoint: Location) -> list[dict[str, Any]]:
     """``operatorId``, ``operatorName`` and ``stateStoreName`` of every state store (state-metadata source)."""
-    rows = spark.read.format("state-metadata").load(str(checkpoint)).collect()
+    rows = spark.read.format("state-metadata").load(spark_uri(checkpoint)).collect()
     return [{"operator_id": int(r["operatorId"]), "operator": str(r["operatorName"]), "store": str(r["stateStoreName"])}
             for r in rows]
 
 
-def _store_frame(spark: SparkSession, checkpoint: Path, store: dict[str, Any], batch_id: int | None) -> DataFrame:
+def _store_frame(spark: SparkSession, checkpoint: Location, store: dict[str, Any], batch_id: int | None) -> DataFrame:
     reader = (spark.read.format("statestore").option("operatorId", store["operator_id"])
               .option("storeName", store["store"]))
     if batch_id is not None:
         reader = reader.option("batchId", batch_id)
-    return reader.load(str(checkpoint))
+    return reader.load(spark_uri(checkpoint))
 
 
-def state_summary(spark: SparkSession, checkpoint: Path, batch_id: int | None = None) -> StateSummary:
+def state_summary(spark: SparkSession, checkpoint: Location, batch_id: int | None = None) -> StateSummary:
     """Rows and checksums of every state store of ``checkpoint`` at ``batch_id`` (default: the last committed)."""
     from pyspark.sql import functions as F
 
@@ -109,7 +109,7 @@ def state_summary(spark: SparkSession, checkpoint: Path, batch_id: int | None = 
         batch_id = checkpoint_facts(checkpoint).last_committed_batch
     stores = stateful_operators(spark, checkpoint)
     if not stores:
-        return StateSummary(str(checkpoint), batch_id, partitions_at(checkpoint, batch_id), [])
+        return StateSummary(spark_uri(checkpoint), batch_id, partitions_at(checkpoint, batch_id), [])
     parts = []
     for index, store in enumerate(stores):
         frame = _store_frame(spark, checkpoint, store, batch_id)
@@ -126,10 +126,10 @@ def state_summary(spark: SparkSession, checkpoint: Path, batch_id: int | None = 
                      int(rows[i]["partitions_with_rows"]), int(rows[i]["max_partition_id"]))
         for i, store in enumerate(stores)
     ]
-    return StateSummary(str(checkpoint), batch_id, partitions_at(checkpoint, batch_id), summaries)
+    return StateSummary(spark_uri(checkpoint), batch_id, partitions_at(checkpoint, batch_id), summaries)
 
 
-def state_schemas(spark: SparkSession, checkpoint: Path) -> dict[str, dict[str, Any]]:
+def state_schemas(spark: SparkSession, checkpoint: Location) -> dict[str, dict[str, Any]]:
     """Key and value schema (Spark JSON) of every state store, keyed ``<operator id>/<store>``."""
     schemas = {}
     for store in stateful_operators(spark, checkpoint):

@@ -25,7 +25,6 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import cramjam
@@ -36,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import zstandard
 
+from ..storage import Location, location_of
 from ..errors import ReconfError
 
 __all__ = [
@@ -109,18 +109,18 @@ class ReadResult:
         return len(self.events) + len(self.raw)
 
 
-def _codec(path: Path) -> str | None:
+def _codec(path: Location) -> str | None:
     match = _CODEC_SUFFIX.search(path.name)
     return match.group(1) if match else None
 
 
-def log_files(path: Path | str) -> list[Path]:
+def log_files(path: Location | str) -> list[Location]:
     """The files of one application's event log, in write order.
 
     Raises:
         EventLogError: ``path`` does not exist or is a directory that is not a rolling event log.
     """
-    path = Path(path)
+    path = location_of(path) if isinstance(path, str) else path
     if path.is_file():
         return [path]
     if path.is_dir() and _ROLLING_DIR.match(path.name):
@@ -182,10 +182,10 @@ def _zstd_blocks(raw: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def decompressed(path: Path) -> bytes:
+def decompressed(path: Location) -> bytes:
     """The decompressed bytes of one event log file, as far as they are complete."""
     codec = _codec(path)
-    with open(path, "rb") as raw:
+    with path.open("rb") as raw:
         if codec is None:
             return raw.read()
         if codec == "zstd":
@@ -198,7 +198,7 @@ def decompressed(path: Path) -> bytes:
 
 
 def read_events(
-    path: Path | str,
+    path: Location | str,
     cursor: LogCursor | None = None,
     *,
     max_events: int | None = None,
@@ -231,7 +231,7 @@ def read_events(
         return _read_files(files, start, cursor, max_events, wanted, frozenset(n.encode() for n in raw))
 
 
-def _files_after(path: Path | str, cursor: LogCursor) -> tuple[list[Path], int]:
+def _files_after(path: Location | str, cursor: LogCursor) -> tuple[list[Location], int]:
     """The log's files and the index of the one ``cursor`` is in."""
     files = log_files(path)
     if cursor.file is None:
@@ -258,7 +258,7 @@ class TableReadResult:
 
 
 def read_event_table(
-    path: Path | str, cursor: LogCursor | None, *, schema: pa.Schema, used: frozenset[str]
+    path: Location | str, cursor: LogCursor | None, *, schema: pa.Schema, used: frozenset[str]
 ) -> TableReadResult | None:
     """The fast path of :func:`read_events`: every new line parsed at once by Arrow's JSON reader.
 
@@ -303,7 +303,7 @@ def read_event_table(
 
 
 def _read_files(
-    files: list[Path],
+    files: list[Location],
     start: int,
     cursor: LogCursor,
     max_events: int | None,
@@ -366,7 +366,7 @@ def _read_files(
     return ReadResult(events, position, skipped, raw_lines)
 
 
-def _check_is_event_log(file: Path, data: bytes) -> None:
+def _check_is_event_log(file: Location, data: bytes) -> None:
     first = data[: data.find(b"\n")].strip()
     if not first:
         return  # nothing written yet

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 from filelock import FileLock
 
+from ..storage import Location, location_of
 from .activities import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS, TraceNormalizer
 from .eventlog import EventLogError, LogCursor, ReadResult, TableReadResult, read_event_table, read_events
 
@@ -30,7 +31,7 @@ TASK_END = "SparkListenerTaskEnd"
 
 
 def normalize_log(
-    log: Path, cursor: LogCursor | None = None, normalizer: TraceNormalizer | None = None, max_events: int | None = None
+    log: Location, cursor: LogCursor | None = None, normalizer: TraceNormalizer | None = None, max_events: int | None = None
 ) -> tuple[pd.DataFrame, TraceNormalizer, ReadResult | TableReadResult]:
     """New activities of one application's log after ``cursor``.
 
@@ -51,7 +52,7 @@ def normalize_log(
 _APP_LOG = re.compile(r"^(eventlog_v2_.+|(local|app|application)-[\w\-]+?(\.(lz4|lzf|snappy|zstd))?(\.inprogress)?)$")
 
 
-def application_logs(event_log_dir: Path) -> list[Path]:
+def application_logs(event_log_dir: Location) -> list[Location]:
     """Each application's event log (file or rolling directory) under ``event_log_dir``, oldest first."""
     if not event_log_dir.is_dir():
         return []
@@ -65,7 +66,7 @@ def application_logs(event_log_dir: Path) -> list[Path]:
     return [path for _, path in sorted(logs)]
 
 
-def _current_name(path: Path) -> Path | None:
+def _current_name(path: Location) -> Location | None:
     """``path``, or its completed name once Spark has renamed ``x.inprogress`` to ``x`` (None if neither exists)."""
     if path.exists():
         return path
@@ -73,7 +74,7 @@ def _current_name(path: Path) -> Path | None:
     return completed if completed.exists() else None
 
 
-def _log_key(path: Path) -> str:
+def _log_key(path: Location) -> str:
     """A log's identity, stable when Spark renames ``x.inprogress`` to ``x``."""
     return path.name.removesuffix(".inprogress")
 
@@ -107,7 +108,7 @@ class TraceStore:
         tmp.write_text(json.dumps(state))
         os.replace(tmp, self.state_path)
 
-    def ingest(self, event_log_dir: Path | str, max_events: int | None = None) -> IngestReport:
+    def ingest(self, event_log_dir: Location | str, max_events: int | None = None) -> IngestReport:
         """Read what is new in every application log under ``event_log_dir``; append it as a chunk.
 
         Several processes ingest the same store (a sensor tick, a snapshot run, a plan run):
@@ -116,9 +117,9 @@ class TraceStore:
         """
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(self.root / ".ingest.lock"):
-            return self._ingest(Path(event_log_dir), max_events)
+            return self._ingest(location_of(event_log_dir) if isinstance(event_log_dir, str) else event_log_dir, max_events)
 
-    def _ingest(self, event_log_dir: Path, max_events: int | None) -> IngestReport:
+    def _ingest(self, event_log_dir: Location, max_events: int | None) -> IngestReport:
         state = self._state()
         report = IngestReport()
         frames = []

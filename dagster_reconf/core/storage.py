@@ -1,0 +1,81 @@
+"""Where checkpoints and event logs live: a local folder, or any Hadoop-compatible URL.
+
+Spark reads and writes a stream's checkpoint and event logs through Hadoop's
+FileSystem, so they may live on HDFS, S3, GCS, ADLS or a local disk. The control
+plane reads them too (checkpoint facts, snapshots for rollback, trace ingestion), and
+does so through fsspec (``universal_pathlib``'s pathlib API) with the same URL: a
+``file://``, ``hdfs://``, ``s3a://``, ``gs://`` or ``abfss://`` root works wherever both
+Spark (its connector jar) and fsspec (its backend: ``s3fs``, ``gcsfs``, ``adlfs``,
+pyarrow's HDFS) can reach it. Without a URL everything stays under the runtime home,
+as plain :class:`pathlib.Path` objects.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import fsspec
+from upath import UPath
+
+__all__ = ["Location", "copy_file", "is_local", "location", "location_of", "remove_tree", "spark_uri", "validate_storage_url"]
+
+Location = Path | UPath
+
+
+def validate_storage_url(url: str) -> str:
+    """``url`` if it is an absolute URL whose scheme fsspec knows; otherwise a ValueError naming the fix."""
+    parts = urlsplit(url)
+    if not parts.scheme or len(parts.scheme) == 1:  # "C:" is a drive letter, not a scheme
+        raise ValueError(f"storage {url!r} is not a URL; use file:///abs/path, hdfs://namenode:8020/path, s3a://bucket/path, ...")
+    if parts.scheme not in fsspec.available_protocols():
+        raise ValueError(f"storage {url!r}: scheme {parts.scheme!r} is not a filesystem fsspec knows; "
+                         "use file, hdfs, s3a, gs, abfss, ...")
+    if parts.scheme == "file" and not parts.path.startswith("/"):
+        raise ValueError(f"storage {url!r}: a file URL needs an absolute path (file:///abs/path)")
+    return url.rstrip("/")
+
+
+def location(url: str) -> UPath:
+    """The fsspec path of a storage URL (fsspec knows Hadoop's schemes, ``s3a`` included)."""
+    return UPath(validate_storage_url(url))
+
+
+def location_of(text: str) -> Location:
+    """A location written out with ``str()``: a URL back to a UPath, anything else to a local Path."""
+    return UPath(text) if "://" in text else Path(text)
+
+
+def is_local(path: Location) -> bool:
+    """Whether ``path`` is on this machine's file system."""
+    return not isinstance(path, UPath) or path.protocol in ("", "file", "local")
+
+
+def spark_uri(path: Location) -> str:
+    """``path`` as Spark's Hadoop FileSystem expects it: an absolute local path, or the URL."""
+    if not isinstance(path, UPath):
+        return str(path.resolve())
+    if is_local(path):
+        return Path(path.path).resolve().as_uri()
+    return str(path)
+
+
+def copy_file(source: Location, target: Location) -> None:
+    """Copy one file between any two locations (local copies keep their modification time)."""
+    if is_local(source) and is_local(target):
+        shutil.copy2(_local(source), _local(target))
+    else:
+        target.write_bytes(source.read_bytes())
+
+
+def remove_tree(path: Location) -> None:
+    """Remove a directory and everything under it; nothing if it does not exist."""
+    if is_local(path):
+        shutil.rmtree(_local(path), ignore_errors=True)
+    elif path.exists():
+        path.fs.rm(path.path, recursive=True)
+
+
+def _local(path: Location) -> Path:
+    return Path(path.path) if isinstance(path, UPath) else path

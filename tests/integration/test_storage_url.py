@@ -1,0 +1,72 @@
+"""A stream whose checkpoint and event logs live on a storage URL (``file://`` here: the same
+Hadoop FileSystem and fsspec code paths as ``hdfs://`` or ``s3a://``, without a cluster):
+Spark writes there, the control plane reads there, and a native state migration with its
+snapshot, verification and oracle check works on it."""
+
+import json
+
+import pytest
+
+from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.cli import main as reconf
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.reconfig import LocalStream, Reconfigurer
+from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.core.traces.store import TraceStore
+
+from .conftest import wait_until
+from .test_reconfiguration import assert_output_matches_oracle, plan_with
+
+pytestmark = pytest.mark.spark
+
+
+def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path):
+    storage = tmp_path / "storage"
+    spec = StreamSpec(name="remote-q5", query="q5", rate=600, max_events_per_trigger=3000, trigger_interval_s=0.5,
+                      source_partitions=2, state_partitions=4, storage=storage.as_uri())
+    paths = StreamPaths(tmp_path / "home", spec.name)
+    runtime = StreamRuntime(spec, paths)  # its own session: the event log goes to the storage URL
+    try:
+        runtime.start()
+        wait_until(lambda: (checkpoint_facts(paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
+        remote = storage / "streams" / spec.name
+        assert (remote / "checkpoint" / "commits").is_dir() and any((remote / "eventlog").iterdir())
+        assert not (paths.root / "checkpoint").exists() and not (paths.root / "eventlog").exists()
+
+        ledger = AuditLedger(default_ledger_url(tmp_path / "home"))
+        result = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=15).run(
+            plan_with(runtime, state_partitions=8), trigger={"user": "test"})
+        assert result.outcome == "succeeded", result.results
+        verification = result.results["verify"]
+        assert verification["ok"] and verification["stores"][0]["rows_before"] == verification["stores"][0]["rows_after"] > 0
+        assert checkpoint_facts(remote / "checkpoint").state_partitions == 8
+        assert result.results["preflight"]["checks"]["disk"]["free_bytes"] > 0  # a file:// store is local: its disk is checked
+        assert_output_matches_oracle(runtime.spark, runtime)
+    finally:
+        runtime.shutdown(timeout_s=60)
+    report = TraceStore(paths.traces).ingest(paths.event_log)
+    assert report.activities > 0 and report.skipped.get("corrupt_line", 0) == 0
+
+
+def test_cli_starts_a_driver_on_a_storage_url_and_refuses_moving_it(tmp_path):
+    """The production path: ``reconf stream start --storage`` (a driver process), status read from there."""
+    storage = (tmp_path / "storage").as_uri()
+    home = tmp_path / "home"
+    supervisor = StreamSupervisor(home)
+    assert reconf(["--home", str(home), "stream", "start", "cli-remote", "--query", "wordcount", "--rate", "2000",
+                   "--trigger-interval-s", "0.5", "--storage", storage]) == 0
+    try:
+        wait_until(lambda: (supervisor.status("cli-remote").get("batch_id") or -1) >= 1, what="two batches")
+        status = supervisor.status("cli-remote")
+        assert status["checkpoint"]["last_committed_batch"] >= 1
+        remote = tmp_path / "storage" / "streams" / "cli-remote"
+        assert (remote / "checkpoint" / "offsets").is_dir() and any((remote / "eventlog").iterdir())
+    finally:
+        supervisor.stop("cli-remote", timeout_s=60)
+    moved = StreamSpec.parse(json.loads(supervisor.paths("cli-remote").spec.read_text())).with_changes({"storage": None})
+    with pytest.raises(SpecError, match="storage"):
+        supervisor.start(moved)
