@@ -166,9 +166,16 @@ def _case(text: str) -> tuple[str, str]:
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0], lambda parser: parser.add_argument(
-        "--cases", default="", help="QUERY/SCENARIO,... instead of the default set, e.g. q2/under1,q11/under1 "
-                                    f"(scenarios: {', '.join(SCENARIOS)})"))
+    def add_options(parser):
+        parser.add_argument("--cases", default="", help="QUERY/SCENARIO,... instead of the default set, e.g. "
+                                                        f"q2/under1,q11/under1 (scenarios: {', '.join(SCENARIOS)})")
+        parser.add_argument("--policies", default=",".join(POLICIES), help="POLICY,... to run (default: all; the "
+                                                                           "comparisons need ds2 and both baselines)")
+
+    args = parse_args(__doc__.splitlines()[0], add_options)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if unknown := sorted(set(policies) - set(POLICIES)):
+        raise SystemExit(f"--policies: unknown {unknown}; choose from {', '.join(POLICIES)}")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     started = time.monotonic()
     if args.cases:
@@ -182,7 +189,7 @@ def main() -> None:
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp:
         for query, scenario in cases:
-            for policy_name in ("ds2", "dhalion", "dynalloc"):
+            for policy_name in policies:
                 r = run(query, scenario, policy_name, Path(tmp), timeout_s)
                 runs.append(r)
                 print(f"{query}/{scenario}/{policy_name}: {'converged' if r.converged else 'NOT converged'} in {r.steps} "
@@ -190,17 +197,18 @@ def main() -> None:
     errors = [e for r in runs if r.policy == "ds2" for e in r.errors]
     result: dict[str, Any] = {"benchmark": "convergence", "mode": "cases" if args.cases else "quick" if args.quick else "full",
                               "rate": RATE, "cost_micros_per_event": COST_MICROS}
-    for name in ("ds2", "dhalion", "dynalloc"):
+    for name in policies:
         result[name] = summarize([r for r in runs if r.policy == name])
     result["prediction_error"] = round(median(errors), 3) if errors else None
     result["prediction_error_max"] = round(max(errors), 3) if errors else None
     # Per case DS2 can at best tie a baseline that happens to need one step; over the cases it must need fewer.
-    result["ds2_fewer_steps_than_both"] = all(
-        result["ds2"]["mean_steps"] < result[name]["mean_steps"] for name in ("dhalion", "dynalloc"))
-    result["ds2_never_more_steps"] = all(
-        ds2.steps <= min(other.steps for other in runs if other.query == ds2.query and other.scenario == ds2.scenario and other.policy != "ds2")
-        for ds2 in runs if ds2.policy == "ds2"
-    )
+    if {"ds2", "dhalion", "dynalloc"} <= set(policies):
+        result["ds2_fewer_steps_than_both"] = all(
+            result["ds2"]["mean_steps"] < result[name]["mean_steps"] for name in ("dhalion", "dynalloc"))
+        result["ds2_never_more_steps"] = all(
+            ds2.steps <= min(o.steps for o in runs if o.query == ds2.query and o.scenario == ds2.scenario and o.policy != "ds2")
+            for ds2 in runs if ds2.policy == "ds2"
+        )
     result["runs"] = [{"case": f"{r.query}/{r.scenario}/{r.policy}", "steps": r.steps, "cores": r.cores} for r in runs]
     result["wall_s"] = round(time.monotonic() - started, 1)
     emit(result)
