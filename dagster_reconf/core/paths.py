@@ -40,6 +40,12 @@ class StreamPaths:
         """The stream spec currently in force (JSON)."""
         return self.root / "spec.json"
 
+    def write_spec(self, spec_json: str) -> None:
+        """Replace the spec in force atomically: sensors and runs read it (and the storage in it) at any time."""
+        tmp = self.spec.with_suffix(".json.tmp")
+        tmp.write_text(spec_json)
+        os.replace(tmp, self.spec)
+
     @property
     def token(self) -> Path:
         """The control endpoint's secret (mode 0600)."""

@@ -80,7 +80,7 @@ class StreamRuntime:
         self.lock = threading.RLock()
         paths.create()
         if not paths.spec.is_file():
-            paths.spec.write_text(spec.model_dump_json(indent=2))  # every reader finds the checkpoint's storage in it
+            paths.write_spec(spec.model_dump_json(indent=2))  # every reader finds the checkpoint's storage in it
         elif paths.storage != spec.storage:
             raise SpecError(f"stream {spec.name!r} keeps its checkpoint and event logs at {paths.storage or paths.root}; "
                             f"a spec cannot move them (storage {spec.storage!r}): start a new stream with another name")
@@ -155,7 +155,7 @@ class StreamRuntime:
             self._check_checkpoint_matches(self.spec)
             self.paths.gate.unlink(missing_ok=True)
             self.query = self.start_query()
-            self.paths.spec.write_text(self.spec.model_dump_json(indent=2))
+            self.paths.write_spec(self.spec.model_dump_json(indent=2))
             self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "started", "spec": self.spec.model_dump()})
             return self.query
 

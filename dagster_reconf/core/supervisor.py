@@ -191,7 +191,7 @@ class StreamSupervisor:
                                 (data_root / paths.event_log.name, "event log")):
             _check_writable(directory, what)
         new_token(paths.token)
-        paths.spec.write_text(spec.model_dump_json(indent=2))
+        paths.write_spec(spec.model_dump_json(indent=2))
         paths.driver.unlink(missing_ok=True)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         with open(paths.driver_log, "ab") as log:
