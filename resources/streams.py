@@ -3,7 +3,7 @@
 Locally they run on ``local[2]`` with checkpoints and event logs under the runtime home.
 In production (``DAGSTER_RECONF_ENV=production``) the same streams run on the cluster
 named by ``RECONF_SPARK_MASTER``, with checkpoints and event logs under ``RECONF_STORAGE``
-(any Hadoop-compatible URL: ``hdfs://``, ``s3a://``, ``gs://``, ``abfss://``, ``file://``);
+(any Hadoop-compatible URL: ``hdfs://``, ``s3a://``, ``gs://``, ``abfs://``, ``file://``);
 ``reconf stream start NAME --spec-file`` takes a spec from :func:`streams_for_env`.
 """
 

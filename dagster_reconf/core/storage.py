@@ -4,7 +4,7 @@ Spark reads and writes a stream's checkpoint and event logs through Hadoop's
 FileSystem, so they may live on HDFS, S3, GCS, ADLS or a local disk. The control
 plane reads them too (checkpoint facts, snapshots for rollback, trace ingestion), and
 does so through fsspec (``universal_pathlib``'s pathlib API) with the same URL: a
-``file://``, ``hdfs://``, ``s3a://``, ``gs://`` or ``abfss://`` root works wherever both
+``file://``, ``hdfs://``, ``s3a://``, ``gs://`` or ``abfs://`` root works wherever both
 Spark (its connector jar) and fsspec (its backend: ``s3fs``, ``gcsfs``, ``adlfs``,
 pyarrow's HDFS) can reach it. Without a URL everything stays under the runtime home,
 as plain :class:`pathlib.Path` objects.
@@ -31,7 +31,7 @@ def validate_storage_url(url: str) -> str:
         raise ValueError(f"storage {url!r} is not a URL; use file:///abs/path, hdfs://namenode:8020/path, s3a://bucket/path, ...")
     if parts.scheme not in fsspec.available_protocols():
         raise ValueError(f"storage {url!r}: scheme {parts.scheme!r} is not a filesystem fsspec knows; "
-                         "use file, hdfs, s3a, gs, abfss, ...")
+                         "use file, hdfs, s3a, gs, abfs, ...")
     if parts.scheme == "file" and not parts.path.startswith("/"):
         raise ValueError(f"storage {url!r}: a file URL needs an absolute path (file:///abs/path)")
     return url.rstrip("/")
