@@ -36,7 +36,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ..errors import ReconfError
-from .schema import LOCKS, RECORDS
+from .schema import LOCKS, METADATA, RECORDS, VERSION_TABLE
 
 __all__ = ["AuditLedger", "AuditRecord", "ChainReport", "LedgerError", "StreamLock", "default_ledger_url"]
 
@@ -135,7 +135,7 @@ class AuditLedger:
             for attempt in range(3):
                 try:
                     with self.engine.begin() as connection:
-                        config.attributes["connection"] = connection
+                        config.attributes.update(connection=connection, metadata=METADATA, version_table=VERSION_TABLE)
                         command.upgrade(config, "head")
                     return
                 except (OperationalError, IntegrityError) as exc:

@@ -1,10 +1,12 @@
-"""Alembic environment of the audit ledger: runs on the connection the ledger passes in."""
+"""Alembic environment of the audit ledger: runs on the connection, tables and version table the ledger passes in.
+
+Alembic loads this file as a script, outside the package, so it imports nothing of ours.
+"""
 
 from alembic import context
 
-from dagster_reconf.core.ledger.schema import METADATA, VERSION_TABLE
-
-connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=METADATA, version_table=VERSION_TABLE)
+attributes = context.config.attributes
+context.configure(connection=attributes["connection"], target_metadata=attributes["metadata"],
+                  version_table=attributes["version_table"])
 with context.begin_transaction():
     context.run_migrations()
