@@ -38,6 +38,8 @@ from rich.table import Table
 from .core.demo import check_output
 from .core.ledger import AuditLedger, default_ledger_url
 from .core.metrics import MetricsStore, progress_frame
+from .core.reconfig import ExecutionPlan
+from .core.scaling.knobs import known_cores
 from .core.spec import StreamSpec
 from .core.supervisor import StreamSupervisor, terminate_process_tree
 from .core.timeline import timeline_frame, timeline_plot_png
@@ -150,10 +152,10 @@ def sustains(observation: dict[str, Any]) -> bool:
             and float(observation.get("backlog_growth", 0.0)) <= 0.05 * max(float(observation.get("source_rate", 0.0)), 1.0))
 
 
-def reconfigurations(ledger: AuditLedger, stream: str, since: float) -> list[dict[str, Any]]:
-    """Finished (and refused) reconfigurations of ``stream`` since ``since``, with their figures."""
+def reconfigurations(ledger: AuditLedger, spec: StreamSpec, since: float) -> list[dict[str, Any]]:
+    """Finished (and refused) reconfigurations of ``spec``'s stream since ``since``, with their figures."""
     rows = []
-    for record in ledger.records(stream=stream, kinds=["reconfiguration.finished", "reconfiguration.refused"]):
+    for record in ledger.records(stream=spec.name, kinds=["reconfiguration.finished", "reconfiguration.refused"]):
         if record.recorded_at < since:
             continue
         p = record.payload
@@ -163,10 +165,10 @@ def reconfigurations(ledger: AuditLedger, stream: str, since: float) -> list[dic
         steps = {r.step: r.recorded_at for r in ledger.records(reconfiguration_id=record.reconfiguration_id, kinds=["step.end"])}
         observed = p.get("observation") or {}
         verification = p.get("verification") or {}
+        (cores_before, state_before), (cores_after, state_after) = _knobs(p.get("current"), spec), _knobs(p.get("target"), spec)
         rows.append({
             "id": record.reconfiguration_id, "outcome": p.get("outcome"), "plan_hash": p.get("plan_hash"),
-            "cores": f"{_cores(p.get('current'))} -> {_cores(p.get('target'))}",
-            "state_partitions": f"{_state(p.get('current'))} -> {_state(p.get('target'))}",
+            "cores": f"{cores_before} -> {cores_after}", "state_partitions": f"{state_before} -> {state_after}",
             "actions": [a.get("knob", str(a)) if isinstance(a, dict) else str(a) for a in p.get("actions", [])],
             "downtime_s": observed.get("downtime_s"), "catch_up_s": observed.get("catch_up_s"),
             "max_event_latency_s": observed.get("max_event_latency_s"),
@@ -176,13 +178,12 @@ def reconfigurations(ledger: AuditLedger, stream: str, since: float) -> list[dic
     return rows
 
 
-def _cores(plan: dict[str, Any] | None) -> Any:
-    master = ((plan or {}).get("resources") or {}).get("master", "")
-    return master[len("local["):-1] if master.startswith("local[") else master or "?"
-
-
-def _state(plan: dict[str, Any] | None) -> Any:
-    return ((plan or {}).get("partitioning") or {}).get("state_partitions", "?")
+def _knobs(plan: dict[str, Any] | None, spec: StreamSpec) -> tuple[Any, Any]:
+    """Cores and state partitions of a recorded execution plan ("?" where the record has none)."""
+    if not plan:
+        return "?", "?"
+    applied = ExecutionPlan.parse(plan).apply_to(spec)
+    return known_cores(applied) or applied.master, applied.state_partitions
 
 
 def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec | None = None, sensor: str = DEMO_SENSOR,
@@ -224,7 +225,7 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec 
             if supervisor.driver_info(spec.name):
                 supervisor.stop(spec.name)
     report.seconds = round(time.time() - started, 1)
-    report.reconfigurations = reconfigurations(ledger, spec.name, started)
+    report.reconfigurations = reconfigurations(ledger, spec, started)
     records, _ = MetricsStore(paths.metrics).read(0)
     frame = progress_frame(r["progress"] for r in records if r.get("kind") == "progress")
     if len(frame):
@@ -262,7 +263,7 @@ def _watch(report: LoopReport, instance: DagsterInstance, supervisor: StreamSupe
         if status.get("state") == "failed":
             raise RuntimeError(f"stream {spec.name} failed: {status.get('failure')}")
         in_flight = instance.get_runs(RunsFilter(statuses=IN_FLIGHT))
-        finished = [r for r in reconfigurations(ledger, spec.name, started) if r["outcome"] == "succeeded"]
+        finished = [r for r in reconfigurations(ledger, spec, started) if r["outcome"] == "succeeded"]
         last_change = max([started] + [r["resumed_at"] or 0.0 for r in finished])
         tick = latest_sensor_observation(instance, spec.name, after=last_change)
         progress = store.last_progress() or {}

@@ -91,11 +91,19 @@ class StreamPaths:
 
     @property
     def storage(self) -> str | None:
-        """The spec's ``storage`` URL (None: checkpoints and event logs live under :attr:`root`)."""
+        """The spec's ``storage`` URL (None: checkpoints and event logs live under :attr:`root`).
+
+        Read once the spec exists, then remembered: a stream's storage never changes
+        (:func:`~dagster_reconf.core.spec.restart_scope` refuses it).
+        """
+        if "_storage" in self.__dict__:
+            return self.__dict__["_storage"]
         try:
-            return json.loads(self.spec.read_text()).get("storage")
+            storage = json.loads(self.spec.read_text()).get("storage")
         except FileNotFoundError:
-            return None
+            return None  # not written yet: ask again next time
+        self.__dict__["_storage"] = storage  # a frozen dataclass still has its own __dict__
+        return storage
 
     def data_root_for(self, storage: str | None) -> Location:
         """Where checkpoints and event logs live for a spec with ``storage``."""

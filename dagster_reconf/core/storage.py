@@ -42,9 +42,11 @@ def location(url: str) -> UPath:
     return UPath(validate_storage_url(url))
 
 
-def location_of(text: str) -> Location:
-    """A location written out with ``str()``: a URL back to a UPath, anything else to a local Path."""
-    return UPath(text) if "://" in text else Path(text)
+def location_of(value: Location | str) -> Location:
+    """A location, or one written out with ``str()``: a URL back to a UPath, any other text to a local Path."""
+    if not isinstance(value, str):
+        return value
+    return UPath(value) if "://" in value else Path(value)
 
 
 def is_local(path: Location) -> bool:

@@ -23,8 +23,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .metrics import progress_row  # noqa: E402
-from .scaling.knobs import spec_cores  # noqa: E402
-from .spec import SpecError, StreamSpec  # noqa: E402
+from .scaling.knobs import known_cores  # noqa: E402
+from .spec import StreamSpec  # noqa: E402
 
 __all__ = ["TIMELINE_COLUMNS", "timeline_frame", "timeline_plot_png"]
 
@@ -37,7 +37,7 @@ def timeline_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rows, cores = [], None
     for record in records:
         if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
-            cores = _cores(StreamSpec.parse(record["spec"]))
+            cores = known_cores(StreamSpec.parse(record["spec"]))
         elif record.get("kind") == "progress":
             row = progress_row(record["progress"])
             if row["latest_offset"] is not None:
@@ -57,13 +57,6 @@ def timeline_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         values = frame[source].to_numpy(dtype=float)
         frame[column] = np.clip((values - values[base]) / elapsed, 0, None)
     return frame[TIMELINE_COLUMNS]
-
-
-def _cores(spec: StreamSpec) -> int | None:
-    try:
-        return spec_cores(spec)
-    except SpecError:  # a cluster master without max_cores: the cluster decides
-        return None
 
 
 def timeline_plot_png(frame: pd.DataFrame, changes: Sequence[tuple[float, float, str]], title: str) -> bytes:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..errors import SpecError
 from ..spec import StreamSpec, format_validation_error
 
-__all__ = ["Knobs", "ScalingPlan", "spec_cores"]
+__all__ = ["Knobs", "ScalingPlan", "known_cores", "spec_cores"]
 
 _LOCAL = re.compile(r"^local\[(\d+)(,\d+)?\]$")
 
@@ -73,6 +73,14 @@ def spec_cores(spec: StreamSpec) -> int:
     if spec.max_cores is None:
         raise SpecError(f"stream {spec.name!r} on {spec.master} has no max_cores; set it so its cores can be planned")
     return spec.max_cores
+
+
+def known_cores(spec: StreamSpec) -> int | None:
+    """:func:`spec_cores` for reports: None where the cluster decides (a cluster master without ``max_cores``)."""
+    try:
+        return spec_cores(spec)
+    except SpecError:
+        return None
 
 
 class ScalingPlan(BaseModel):

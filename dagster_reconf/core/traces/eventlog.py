@@ -120,7 +120,7 @@ def log_files(path: Location | str) -> list[Location]:
     Raises:
         EventLogError: ``path`` does not exist or is a directory that is not a rolling event log.
     """
-    path = location_of(path) if isinstance(path, str) else path
+    path = location_of(path)
     if path.is_file():
         return [path]
     if path.is_dir() and _ROLLING_DIR.match(path.name):

@@ -79,6 +79,11 @@ def _log_key(path: Location) -> str:
     return path.name.removesuffix(".inprogress")
 
 
+def _resumed_normalizer(entry: dict[str, Any]) -> TraceNormalizer:
+    """The normalizer of one log as its last ingestion left it (new if never read)."""
+    return TraceNormalizer.from_state(entry["normalizer"]) if "normalizer" in entry else TraceNormalizer()
+
+
 @dataclass
 class IngestReport:
     """What one ingestion read: events, new activities, skips by reason, time range."""
@@ -117,7 +122,7 @@ class TraceStore:
         """
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(self.root / ".ingest.lock"):
-            return self._ingest(location_of(event_log_dir) if isinstance(event_log_dir, str) else event_log_dir, max_events)
+            return self._ingest(location_of(event_log_dir), max_events)
 
     def _ingest(self, event_log_dir: Location, max_events: int | None) -> IngestReport:
         state = self._state()
@@ -127,8 +132,7 @@ class TraceStore:
             key = _log_key(log)
             entry = state["logs"].get(key, {})
             cursor = LogCursor.from_json(entry.get("cursor"))
-            fresh_normalizer = lambda: TraceNormalizer.from_state(entry["normalizer"]) if "normalizer" in entry else TraceNormalizer()  # noqa: E731
-            normalizer = fresh_normalizer()
+            normalizer = _resumed_normalizer(entry)
             before = Counter(normalizer.skipped)
             try:
                 rows, normalizer, result = normalize_log(log, cursor, normalizer, max_events)
@@ -136,7 +140,7 @@ class TraceStore:
                 # Spark completed the application while we read: its log now has its final name.
                 if (completed := _current_name(log)) is None or completed == log:
                     raise
-                normalizer = fresh_normalizer()
+                normalizer = _resumed_normalizer(entry)  # the failed read may have fed the first one
                 rows, normalizer, result = normalize_log(completed, cursor, normalizer, max_events)
             frames.append(rows)
             new_skips = Counter(result.skipped) + (normalizer.skipped - before)
