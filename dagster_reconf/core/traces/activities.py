@@ -42,6 +42,7 @@ removed executor's tasks simply stay on its slots' timelines.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from collections import Counter, defaultdict
@@ -106,14 +107,22 @@ USED_EVENTS = frozenset({
     "SparkListenerStageSubmitted", "SparkListenerTaskEnd",
 })
 
-def _scope_name(rdd: dict[str, Any]) -> str | None:
-    scope = rdd.get("Scope")
+def _scope_name(scope: str | None) -> str | None:
     if not scope:
         return None
     try:
         return orjson.loads(scope).get("name")
     except (orjson.JSONDecodeError, AttributeError):
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_label(scopes: tuple[str | None, ...]) -> str:
+    """``<plan nodes>#<hash>`` of a stage's RDD scopes; cached, since every batch repeats the same stages."""
+    names = sorted({n for scope in scopes if (n := _scope_name(scope))})
+    plan_nodes = [n for n in names if not n.startswith("WholeStageCodegen")] or names or ["stage"]
+    digest = hashlib.sha1("|".join(names).encode()).hexdigest()[:6]
+    return f"{'+'.join(plan_nodes)}#{digest}"
 
 
 @dataclass
@@ -203,10 +212,7 @@ class TraceNormalizer:
         while target not in frontier and frontier:
             frontier = {int(p) for s in frontier for p in (job_stages.get(s, {}).get("Parent IDs") or [])}
             depth += 1
-        names = sorted({n for rdd in info.get("RDD Info") or [] if (n := _scope_name(rdd))})
-        plan_nodes = [n for n in names if not n.startswith("WholeStageCodegen")] or names or ["stage"]
-        digest = hashlib.sha1("|".join(names).encode()).hexdigest()[:6]
-        return f"j{self._job_ordinal.get(job_id, 0)}.d{depth}:{'+'.join(plan_nodes)}#{digest}"
+        return f"j{self._job_ordinal.get(job_id, 0)}.d{depth}:{_plan_label(tuple(r.get('Scope') for r in info.get('RDD Info') or []))}"
 
     def _on_StageSubmitted(self, event: dict[str, Any]) -> None:
         info = event.get("Stage Info") or {}
@@ -247,7 +253,7 @@ class TraceNormalizer:
         if rows is not None:
             col = {k: v[rows] for k, v in col.items()}
         stage_ids = col["Stage ID"]
-        known = np.array([int(s) in self.stages for s in stage_ids], dtype=bool)
+        known = np.isin(stage_ids, np.fromiter(self.stages, dtype=np.int64, count=len(self.stages)))
         launch, finish = col["Task Info.Launch Time"], col["Task Info.Finish Time"]
         valid = (finish >= launch) & (launch > 0)
         self.skipped["task of a stage never submitted"] += int((~known).sum())
@@ -328,17 +334,28 @@ class TraceNormalizer:
         ok = status == _STATUSES.index("success")
         produced = pd.DataFrame({"stage_id": stage_ids[ok], "src_worker": self._worker_names_of(workers[ok]), "src_end": finish[ok]})
         senders = self._senders = pd.concat([self._senders, produced], ignore_index=True) if len(self._senders) else produced
-        children = [(i, p) for i in np.flatnonzero(ok) for p in self.stages[int(stage_ids[i])].parents]
+        child, parent = self._parent_stages(np.flatnonzero(ok), stage_ids)
         none = np.zeros(0, dtype=np.int64)
-        if not children or senders.empty:
+        if not len(child) or senders.empty:
             return none, none, np.zeros(0), np.zeros(0)
-        pairs = pd.DataFrame(children, columns=["child", "stage_id"]).merge(senders, on="stage_id")
+        pairs = pd.DataFrame({"child": child, "stage_id": parent}).merge(senders, on="stage_id")
         child = pairs["child"].to_numpy()
         pairs = pairs[pairs["src_end"].to_numpy() <= fetch_end[child]]
         child = pairs["child"].to_numpy()
         codes, names = pd.factorize(pairs["src_worker"])
         sender = np.array([self._worker_code(n) for n in names], dtype=np.int64)[codes] if len(names) else none
         return child, sender, np.maximum(pairs["src_end"].to_numpy(), fetch_start[child]), fetch_end[child]
+
+    def _parent_stages(self, tasks: np.ndarray, stage_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each (task, parent stage of its stage) pair: the task repeated once per parent."""
+        keys, stage_of_task = np.unique(stage_ids[tasks], return_inverse=True)
+        parents = [self.stages[int(k)].parents for k in keys]
+        counts = np.array([len(p) for p in parents], dtype=np.int64)
+        flat = np.array([p for ps in parents for p in ps], dtype=np.int64)
+        per_task = counts[stage_of_task]
+        first = np.repeat((np.cumsum(counts) - counts)[stage_of_task], per_task)
+        within = np.arange(int(per_task.sum())) - np.repeat(np.cumsum(per_task) - per_task, per_task)
+        return np.repeat(tasks, per_task), flat[first + within]
 
     def _worker_code(self, name: str) -> int:
         code = self._worker_index.get(name)
@@ -504,15 +521,15 @@ class _Rows:
         tasks = np.concatenate([p[0] for p in self.pieces])
         spread = lambda i: np.concatenate([np.broadcast_to(np.asarray(p[i]), len(p[0])) for p in self.pieces])  # noqa: E731
         with_traffic = spread(7)
-        workers = pa.array(worker_names, pa.string())
+        workers = pa.array(worker_names, pa.large_string())
         columns = {
-            "app_id": pa.nulls(len(tasks), pa.string()) if app_id is None else pa.repeat(pa.scalar(app_id), len(tasks)),
+            "app_id": pa.nulls(len(tasks), pa.large_string()) if app_id is None else pa.repeat(pa.scalar(app_id, pa.large_string()), len(tasks)),
             **{name: per_task[name][tasks] for name in per_task},
             **{name: _decode(values, codes[tasks]) for name, (values, codes) in labels.items()},
             "worker": _decode(workers, spread(4)),
             "src_worker": _decode(workers, spread(5)),
             "dst_worker": _decode(workers, spread(6)),
-            "activity": _decode(pa.array(ACTIVITY_TYPES), spread(1)),
+            "activity": _decode(ACTIVITY_TYPES, spread(1)),
             "start_ms": spread(2).astype(np.float64),
             "end_ms": spread(3).astype(np.float64),
             **{name: np.where(with_traffic, values[tasks], 0).astype(np.float64 if name == "cpu_ms" else np.int64)
@@ -522,7 +539,10 @@ class _Rows:
 
 
 def _decode(values: Any, codes: np.ndarray) -> pa.Array:
-    """``values[codes]`` as an Arrow string array; code -1 is null."""
+    """``values[codes]`` as an Arrow string array; code -1 is null.
+
+    Large strings, which pandas' string dtype holds: ``to_pandas`` then need not copy them again.
+    """
     codes = np.asarray(codes, dtype=np.int64)
     indices = pa.array(codes, mask=codes < 0)
-    return pc.take(values if isinstance(values, pa.Array) else pa.array(values, pa.string()), indices)
+    return pc.take(values if isinstance(values, pa.Array) else pa.array(values, pa.large_string()), indices)
