@@ -9,6 +9,7 @@ throughput benchmark measures what it does cost).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import (
@@ -24,11 +25,17 @@ __all__ = ["ProgressRecorder"]
 
 
 class ProgressRecorder(StreamingQueryListener):
-    """Records the progress of the query named ``stream`` (others are ignored)."""
+    """Records the progress of the query named ``stream`` (others are ignored).
 
-    def __init__(self, store: MetricsStore, stream: str) -> None:
+    ``cpu_probe``, if given, is sampled with every progress event and recorded as
+    ``python_cpu_s`` (a counter: the Python workers' CPU seconds so far, see
+    :mod:`.python_workers`; None where it cannot be measured).
+    """
+
+    def __init__(self, store: MetricsStore, stream: str, cpu_probe: Callable[[], float | None] | None = None) -> None:
         self.store = store
         self.stream = stream
+        self.cpu_probe = cpu_probe
         self.last_progress: dict | None = None
         self.failure: str | None = None
         self._run_ids: set[str] = set()
@@ -44,7 +51,10 @@ class ProgressRecorder(StreamingQueryListener):
         if progress.get("name") != self.stream:
             return
         self.last_progress = progress
-        self.store.append({"kind": "progress", "stream": self.stream, "progress": progress})
+        record = {"kind": "progress", "stream": self.stream, "progress": progress}
+        if self.cpu_probe is not None:
+            record["python_cpu_s"] = self.cpu_probe()
+        self.store.append(record)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         """Idle ticks carry no new figures; the last progress stays current."""

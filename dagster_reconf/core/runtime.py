@@ -33,6 +33,7 @@ from .errors import SpecError, StreamStateError
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
+from .python_workers import python_worker_cpu_s
 from .session import build_spark_session
 from .sink import BatchFileSink
 from .spec import RestartScope, StreamSpec, restart_scope
@@ -97,9 +98,13 @@ class StreamRuntime:
             register_sources(self._spark)
             self._sources_registered = True
             if self.spec.instrumentation:
-                self._recorder = ProgressRecorder(self.store, self.spec.name)
+                self._recorder = ProgressRecorder(self.store, self.spec.name, self._python_cpu_s)
                 self._spark.streams.addListener(self._recorder)
         return self._spark
+
+    def _python_cpu_s(self) -> float | None:
+        """The Python task workers' CPU counter, where they run under this driver (local mode)."""
+        return python_worker_cpu_s() if self.spec.master.startswith("local") else None
 
     def _drop_session(self) -> None:
         """Stop the owned session; the next use of :attr:`spark` builds a new one (same JVM)."""

@@ -7,6 +7,8 @@ from dagster import AssetKey, build_sensor_context, instance_for_test, materiali
 
 from dagster_reconf import AuditLedgerResource, StreamRuntimeResource, build_scaling_assets, build_scaling_sensor, build_trace_assets
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.metrics import MetricsStore
+from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
@@ -51,6 +53,10 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
                  "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 5, timeout_s=120, what="five batches")
+        # Every batch records the Python task workers' CPU (local mode): a counter that grows as the Python source runs.
+        records, _ = MetricsStore(StreamPaths(supervisor.home, STREAM).metrics).read()
+        counter = [r["python_cpu_s"] for r in records if r.get("kind") == "progress"]
+        assert all(isinstance(c, float) for c in counter) and counter == sorted(counter) and counter[-1] > counter[0]
         first = tick(sensor, instance, supervisor, None)
         evidence, request = first.run_requests
         assert evidence.job_name == traces.job.name and evidence.partition_key.keys_by_dimension["stream"] == STREAM

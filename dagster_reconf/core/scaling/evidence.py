@@ -27,7 +27,8 @@ from .profile import ProfileError, StreamProfile, profile_stream
 __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "shared_cpus"]
 
 KEPT_ROWS = 60
-_ROW_FIELDS = ("batch_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset", "backlog_events")
+_ROW_FIELDS = ("batch_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset", "backlog_events",
+               "python_cpu_s")
 
 
 @dataclass
@@ -51,7 +52,7 @@ class ConfigurationWindow:
                 if record.get("seconds") is not None:
                     self.restart_seconds = [*self.restart_seconds[-19:], float(record["seconds"])]
             elif record.get("kind") == "progress":
-                row = progress_row(record["progress"])
+                row = {**progress_row(record["progress"]), "python_cpu_s": record.get("python_cpu_s")}
                 self.rows.append({k: (str(row[k]) if k == "timestamp" else row[k]) for k in _ROW_FIELDS})
         self.rows = self.rows[-keep:]
         return self

@@ -138,3 +138,43 @@ def test_profile_from_activities_and_progress():
     assert agg["kind"] == "shuffle" and agg["work_ms_per_event"] == pytest.approx(0.2)
     assert p.coordination_ms == pytest.approx(200 - 40 - 20)  # batch minus stage spans
     assert scan["overhead_ms"] == pytest.approx(0.0)
+
+
+def _python_scan_activities(batches: int = 4) -> pd.DataFrame:
+    """A Python scan (2 tasks, 40 ms each over 100 events, no JVM CPU) then a JVM aggregate (20 ms, 10 ms CPU) per batch."""
+    rows = []
+    for batch in range(batches):
+        t0 = 10_000 * batch
+        for task in range(2):
+            rows.append(dict(operator="j0.d1:Exchange+MapInArrow+MicroBatchScan#a", batch_id=batch, task_id=10 * batch + task,
+                             activity="processing", start_ms=t0 + 10, end_ms=t0 + 50, records_in=50, records_out=50, cpu_ms=0.0))
+        rows.append(dict(operator="j0.d0:HashAggregate#b", batch_id=batch, task_id=10 * batch + 5, activity="processing",
+                         start_ms=t0 + 60, end_ms=t0 + 80, records_in=100, records_out=10, cpu_ms=10.0))
+    return pd.DataFrame(rows).assign(src_worker=None, status="success")
+
+
+def test_python_workers_cpu_counts_as_cpu_of_the_python_stages():
+    # the counter grows 30 ms per batch of 100 events: 0.3 ms/event, all the Python scan's
+    progress = pd.DataFrame({"batch_id": [0, 1, 2, 3], "events": [100] * 4, "batch_duration_ms": [200] * 4,
+                             "python_cpu_s": [5.0, 5.03, 5.06, 5.09]})
+    knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
+    p = profile_stream(_python_scan_activities(), progress, knobs, warmup_batches=0, cpus=2)
+    scan, agg = p.operators.iloc[0], p.operators.iloc[1]
+    assert p.python_cpu_ms_per_event == pytest.approx(0.3)  # batch 0 has no batch before it: left out
+    assert scan["cpu_ms_per_event"] == pytest.approx(0.3) and scan["wait_ms_per_event"] == pytest.approx(0.8 - 0.3)
+    assert agg["cpu_ms_per_event"] == pytest.approx(0.1)  # the JVM's own CPU, nothing added
+    # without the counter the scan looks like pure waiting and scales linearly past the CPUs
+    blind = profile_stream(_python_scan_activities(), progress.drop(columns="python_cpu_s"), knobs, warmup_batches=0, cpus=2)
+    eight = knobs.model_copy(update={"cores": 8, "source_partitions": 8})
+    assert blind.stage_ms_per_event(eight)[0] == pytest.approx(0.8 / 8)
+    assert p.stage_ms_per_event(eight)[0] == pytest.approx(0.3 / 2 + 0.5 / 8)
+
+
+def test_python_cpu_counter_resets_and_gaps_are_not_batches():
+    # batch 2's counter fell (a new session) and batch 5 follows a gap: only batches 1 (+20 ms) and 3 (+40 ms) count
+    progress = pd.DataFrame({"batch_id": [0, 1, 2, 3, 5], "events": [100] * 5, "batch_duration_ms": [200] * 5,
+                             "python_cpu_s": [1.0, 1.02, 0.5, 0.54, 9.0]})
+    knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
+    acts = pd.concat([_python_scan_activities(4), _python_scan_activities(6).query("batch_id == 5")])
+    p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
+    assert p.python_cpu_ms_per_event == pytest.approx((20 + 40) / 200)  # batches 1 and 3 only
