@@ -28,14 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import cramjam
+import duckdb
 import lz4.block
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 import zstandard
+from upath import UPath
 
-from ..storage import Location, location_of
+from ..storage import Location, is_local, location_of
 from ..errors import ReconfError
 
 __all__ = [
@@ -48,6 +50,7 @@ _CODEC_SUFFIX = re.compile(r"\.(lz4|lzf|snappy|zstd)(\.inprogress)?$")
 _CHUNK = 1 << 20
 _ARROW_BLOCK = 1 << 22  # Arrow parses blocks in parallel (4 MB measured best); a longer line falls back
 _EVENT_HEAD = b'{"Event":"'  # how Spark starts every line: the type can be read without parsing
+_DUCKDB_MAX_LINE = 1 << 28  # DuckDB's default (16 MB) is less than a large query plan's SQL execution event
 _LZ4_MAGIC = b"LZ4Block"
 _SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 
@@ -76,14 +79,19 @@ class EventLogError(ReconfError, ValueError):
 
 @dataclass(frozen=True)
 class LogCursor:
-    """How far an event log has been read: a file name and decompressed bytes consumed."""
+    """How far an event log has been read: a file name and decompressed bytes consumed.
+
+    ``complete``: the file was read to its end after Spark finished writing it, so it
+    is never opened again (a file read whole by DuckDB has no byte offset to keep).
+    """
 
     file: str | None = None
     offset: int = 0
     version: int = 1
+    complete: bool = False
 
     def to_json(self) -> str:
-        return json.dumps({"version": self.version, "file": self.file, "offset": self.offset})
+        return json.dumps({"version": self.version, "file": self.file, "offset": self.offset, "complete": self.complete})
 
     @classmethod
     def from_json(cls, raw: str | None) -> "LogCursor":
@@ -92,7 +100,7 @@ class LogCursor:
         data = json.loads(raw)
         if data.get("version") != 1:
             raise EventLogError(f"unsupported event log cursor version in {raw!r}; reset the cursor")
-        return cls(file=data.get("file"), offset=int(data.get("offset", 0)))
+        return cls(file=data.get("file"), offset=int(data.get("offset", 0)), complete=bool(data.get("complete", False)))
 
 
 @dataclass
@@ -197,6 +205,34 @@ def decompressed(path: Location) -> bytes:
     raise EventLogError(f"event log {path.name}: codec {codec!r} is not supported; use zstd, lz4 or snappy")
 
 
+def _completed(files: list[Location], index: int, rolling: bool) -> bool:
+    """Whether Spark writes no more to ``files[index]``.
+
+    A single-file log is renamed from ``x.inprogress`` to ``x`` when its application
+    ends. A rolling log's files keep their names: all but the last are done, and the
+    last is done once the directory's ``appstatus_<app>`` marker lost its ``.inprogress``.
+    """
+    file = files[index]
+    if file.name.endswith(".inprogress"):
+        return False
+    if not rolling or index < len(files) - 1:
+        return True
+    markers = [p.name for p in file.parent.iterdir() if p.name.startswith("appstatus_")]
+    return bool(markers) and not any(name.endswith(".inprogress") for name in markers)
+
+
+def _head(path: Location) -> bytes:
+    """The first decompressed block of a file (its first lines), without reading the rest."""
+    codec = _codec(path)
+    with path.open("rb") as raw:
+        if codec is None:
+            return raw.read(_CHUNK)
+        blocks = {"zstd": _zstd_blocks, "lz4": _lz4_blocks, "snappy": _snappy_blocks}.get(codec)
+        if blocks is None:
+            raise EventLogError(f"event log {path.name}: codec {codec!r} is not supported; use zstd, lz4 or snappy")
+        return next(blocks(raw), b"")
+
+
 def read_events(
     path: Location | str,
     cursor: LogCursor | None = None,
@@ -225,23 +261,24 @@ def read_events(
         EventLogError: not an event log, unknown codec, or a cursor naming a file that is gone.
     """
     cursor = cursor or LogCursor()
-    files, start = _files_after(path, cursor)
+    files, start, rolling = _files_after(path, cursor)
     wanted = frozenset(name.encode() for name in only) if only is not None else None
     with gc_paused():
-        return _read_files(files, start, cursor, max_events, wanted, frozenset(n.encode() for n in raw))
+        return _read_files(files, start, rolling, cursor, max_events, wanted, frozenset(n.encode() for n in raw))
 
 
-def _files_after(path: Location | str, cursor: LogCursor) -> tuple[list[Location], int]:
-    """The log's files and the index of the one ``cursor`` is in."""
+def _files_after(path: Location | str, cursor: LogCursor) -> tuple[list[Location], int, bool]:
+    """The log's files, the index of the one ``cursor`` is in, and whether the log is a rolling one."""
     files = log_files(path)
+    rolling = location_of(path).is_dir()
     if cursor.file is None:
-        return files, 0
+        return files, 0, rolling
     # An in-progress file is renamed when it completes; match on the name without the suffix.
     stems = [f.name.removesuffix(".inprogress") for f in files]
     stem = cursor.file.removesuffix(".inprogress")
     if stem not in stems:
         raise EventLogError(f"event log cursor names {cursor.file!r}, which is not in {path}; reset the cursor")
-    return files, stems.index(stem)
+    return files, stems.index(stem), rolling
 
 
 @dataclass
@@ -260,51 +297,101 @@ class TableReadResult:
 def read_event_table(
     path: Location | str, cursor: LogCursor | None, *, schema: pa.Schema, used: frozenset[str]
 ) -> TableReadResult | None:
-    """The fast path of :func:`read_events`: every new line parsed at once by Arrow's JSON reader.
+    """The fast path of :func:`read_events`: every new line parsed at once, in C++ threads.
 
-    Arrow parses the whole decompressed buffer in C++ threads, without a Python loop
-    over lines, keeping the fields ``schema`` names (it must have an ``Event`` string
-    field) and the rows whose type is in ``used``; the other types are counted in
-    ``skipped`` as :func:`read_events` counts them. Returns None when Arrow refuses the
-    input (a corrupt line, a field of another type than ``schema`` says): the caller
+    A file Spark has finished (see :func:`_completed`), read from its start, plain or
+    zstd and on local disk, is read by DuckDB straight from the file: it decompresses
+    and parses in parallel, 2.4x faster than decompressing here and parsing with
+    Arrow's JSON reader (measured: a 461 MB, 200k-task log in 0.9 s against 2.2 s).
+    Other files (being written, read from a cursor, Spark's lz4 or snappy framing, on
+    remote storage) are decompressed here and their new whole lines parsed by Arrow.
+    Either way only the fields ``schema`` names are kept (it must have an ``Event``
+    string field), and the rows whose type is in ``used``; the other types are counted
+    in ``skipped`` as :func:`read_events` counts them. Returns None when the input is
+    refused (a corrupt line, a field of another type than ``schema`` says): the caller
     then takes :func:`read_events`, which skips and counts bad lines one by one.
     """
     cursor = cursor or LogCursor()
-    files, start = _files_after(path, cursor)
+    files, start, rolling = _files_after(path, cursor)
     tables, skipped = [], Counter()
-    position = LogCursor(cursor.file, cursor.offset)
-    for index in range(start, len(files)):
+    position = cursor
+    for index in range(start + cursor.complete, len(files)):
         file = files[index]
-        data = decompressed(file)
         offset = cursor.offset if index == start and cursor.file is not None else 0
+        complete = _completed(files, index, rolling)
         if index == 0 and offset == 0:
-            _check_is_event_log(file, data)
-        end = data.rfind(b"\n") + 1
-        if end > offset:
-            try:
-                table = pj.read_json(
-                    pa.BufferReader(pa.py_buffer(memoryview(data)[offset:end])),
-                    parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
-                    read_options=pj.ReadOptions(block_size=_ARROW_BLOCK),
-                )
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                return None
-            kinds = table.column("Event")
-            for row in pc.value_counts(kinds).to_pylist():
-                name = row["values"]
-                if name is None:
-                    skipped["not_an_event"] += row["counts"]
-                elif name not in used:
-                    skipped["event not used: " + name] += row["counts"]
-            tables.append(table.filter(pc.is_in(kinds, value_set=pa.array(sorted(used)))))
-        position = LogCursor(file.name, end if end > offset else offset)
+            _check_is_event_log(file, _head(file))
+        table = _read_whole_file(file, schema) if offset == 0 and complete else None
+        if table is not None:
+            position = LogCursor(file.name, 0, complete=True)
+        else:
+            data = decompressed(file)
+            end = data.rfind(b"\n") + 1
+            if end > offset:
+                try:
+                    table = pj.read_json(
+                        pa.BufferReader(pa.py_buffer(memoryview(data)[offset:end])),
+                        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+                        read_options=pj.ReadOptions(block_size=_ARROW_BLOCK),
+                    )
+                except (pa.ArrowInvalid, pa.ArrowTypeError):
+                    return None
+            position = LogCursor(file.name, max(end, offset), complete=complete and max(end, offset) == len(data))
+        if table is not None:
+            tables.append(_used_rows(table, used, skipped))
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     return TableReadResult(table, position, dict(skipped))
+
+
+def _used_rows(table: pa.Table, used: frozenset[str], skipped: Counter) -> pa.Table:
+    """The rows of ``table`` whose event type is in ``used``; the others counted in ``skipped`` by type."""
+    kinds = table.column("Event")
+    for row in pc.value_counts(kinds).to_pylist():
+        name = row["values"]
+        if name is None:
+            skipped["not_an_event"] += row["counts"]
+        elif name not in used:
+            skipped["event not used: " + name] += row["counts"]
+    return table.filter(pc.is_in(kinds, value_set=pa.array(sorted(used))))
+
+
+def _read_whole_file(file: Location, schema: pa.Schema) -> pa.Table | None:
+    """Every line of a finished local file (plain or zstd), parsed by DuckDB; None where DuckDB cannot or will not."""
+    codec = _codec(file)
+    if codec not in (None, "zstd") or not is_local(file):
+        return None
+    columns = ", ".join(f"'{field.name}': '{_duckdb_type(field.type)}'" for field in schema)
+    local_path = file.path if isinstance(file, UPath) else str(file)
+    query = (f"SELECT * FROM read_json('{_sql_text(local_path)}', format = 'newline_delimited', columns = {{{columns}}}, "
+             f"compression = '{codec or 'none'}', maximum_object_size = {_DUCKDB_MAX_LINE})")
+    try:
+        with duckdb.connect() as connection:
+            connection.execute("SET enable_progress_bar = false")
+            return connection.sql(query).to_arrow_table().cast(schema)
+    except (duckdb.Error, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None  # a line DuckDB refuses: Arrow's reader, then the line-by-line reader, count what is wrong
+
+
+def _duckdb_type(arrow_type: pa.DataType) -> str:
+    """DuckDB's name for an Arrow type of the event schema (strings, int64, booleans, lists and structs of them)."""
+    if pa.types.is_struct(arrow_type):
+        return "STRUCT(" + ", ".join(f'"{f.name}" {_duckdb_type(f.type)}' for f in arrow_type) + ")"
+    if pa.types.is_list(arrow_type):
+        return _duckdb_type(arrow_type.value_type) + "[]"
+    names = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.bool_(): "BOOLEAN", pa.float64(): "DOUBLE"}
+    if arrow_type not in names:
+        raise TypeError(f"event schema type {arrow_type} has no DuckDB mapping here; add it to _duckdb_type")
+    return names[arrow_type]
+
+
+def _sql_text(text: str) -> str:
+    return text.replace("'", "''")
 
 
 def _read_files(
     files: list[Location],
     start: int,
+    rolling: bool,
     cursor: LogCursor,
     max_events: int | None,
     wanted: frozenset[bytes] | None,
@@ -315,8 +402,8 @@ def _read_files(
     skipped: dict[str, int] = {}
     # The common case, one raw type: recognize its lines by their exact start.
     raw_head = _EVENT_HEAD + next(iter(raw)) + b'"' if len(raw) == 1 else None
-    position = LogCursor(cursor.file, cursor.offset)
-    for index in range(start, len(files)):
+    position = cursor
+    for index in range(start + cursor.complete, len(files)):
         file = files[index]
         data = decompressed(file)
         offset = cursor.offset if index == start and cursor.file is not None else 0
@@ -362,7 +449,7 @@ def _read_files(
                 events.append(event)
             if max_events is not None and len(events) + len(raw_lines) >= max_events:
                 return ReadResult(events, LogCursor(file.name, offset), skipped, raw_lines)
-        position = LogCursor(file.name, offset)
+        position = LogCursor(file.name, offset, complete=offset == len(data) and _completed(files, index, rolling))
     return ReadResult(events, position, skipped, raw_lines)
 
 

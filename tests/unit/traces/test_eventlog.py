@@ -147,3 +147,66 @@ def test_cursor_round_trip():
     assert LogCursor.from_json(None) == LogCursor()
     with pytest.raises(EventLogError, match="unsupported event log cursor version"):
         LogCursor.from_json('{"version": 9}')
+
+
+# -- the whole-log fast path (read_event_table) -------------------------------------------------------------
+
+TASK_END = {"Event": "SparkListenerTaskEnd", "Stage ID": 3, "Stage Attempt ID": 0, "Task End Reason": {"Reason": "Success"},
+            "Task Info": {"Task ID": 7, "Attempt": 0, "Launch Time": 1000, "Finish Time": 1040, "Executor ID": "0",
+                          "Speculative": False, "Killed": False, "Accumulables": [{"ID": 1, "Name": "x", "Update": "5"}]},
+            "Task Metrics": {"Executor Run Time": 30, "Shuffle Read Metrics": {"Fetch Wait Time": 2}}}
+FULL_LOG = [
+    {"Event": "SparkListenerLogStart", "Spark Version": "4.3.0"},
+    {"Event": "SparkListenerApplicationStart", "App ID": "app-1", "Timestamp": 0},
+    {"Event": "SparkListenerJobStart", "Job ID": 0, "Stage IDs": [3], "Properties": {"sql.streaming.queryId": "q"},
+     "Stage Infos": [{"Stage ID": 3, "Parent IDs": [], "RDD Info": [{"Scope": "{\"name\": \"Exchange\"}"}]}]},
+    {"Event": "SparkListenerTaskStart", "Stage ID": 3, "Task Info": {"Task ID": 7}},
+    TASK_END,
+]
+
+
+def table_read(path, cursor=None):
+    from dagster_reconf.core.traces.activities import EVENT_SCHEMA, USED_EVENTS
+    from dagster_reconf.core.traces.eventlog import read_event_table
+
+    return read_event_table(path, cursor, schema=EVENT_SCHEMA, used=USED_EVENTS)
+
+
+@pytest.mark.parametrize("suffix,encode", [("", lambda d: d), (".zstd", zstd_frames)])
+def test_a_finished_file_is_read_whole_by_duckdb_as_arrow_reads_a_running_one(tmp_path, monkeypatch, suffix, encode):
+    from dagster_reconf.core.traces import eventlog
+
+    finished, running = tmp_path / f"app-1{suffix}", tmp_path / f"app-2{suffix}.inprogress"
+    for path in (finished, running):
+        path.write_bytes(encode(lines(FULL_LOG)))
+    arrow = table_read(running)
+    monkeypatch.setattr(eventlog, "decompressed", lambda path: pytest.fail(f"{path} was decompressed here"))
+    whole = table_read(finished)
+    assert whole.table.to_pylist() == arrow.table.to_pylist() and whole.table.schema == arrow.table.schema
+    assert whole.table.num_rows == 3 and whole.skipped == arrow.skipped == {
+        "event not used: SparkListenerLogStart": 1, "event not used: SparkListenerTaskStart": 1}
+    assert whole.cursor == LogCursor(finished.name, 0, complete=True)
+    assert arrow.cursor == LogCursor(running.name, len(lines(FULL_LOG)), complete=False)
+    # A finished file is never opened again: not even garbage in its place is read.
+    finished.write_bytes(b"garbage")
+    assert table_read(finished, whole.cursor).table.num_rows == 0
+    assert LogCursor.from_json(whole.cursor.to_json()) == whole.cursor
+
+
+def test_a_rolling_logs_last_file_is_finished_only_once_its_application_is(tmp_path):
+    log = tmp_path / "eventlog_v2_app-1"
+    log.mkdir()
+    (log / "appstatus_app-1.inprogress").write_text("")
+    (log / "events_1_app-1.zstd").write_bytes(zstd_frames(lines(FULL_LOG[:3])))
+    (log / "events_2_app-1.zstd").write_bytes(zstd_frames(lines(FULL_LOG[3:])))
+    first = table_read(log)
+    assert first.table.num_rows == 3 and first.cursor.file == "events_2_app-1.zstd" and not first.cursor.complete
+    (log / "appstatus_app-1.inprogress").rename(log / "appstatus_app-1")
+    second = table_read(log, first.cursor)
+    assert second.table.num_rows == 0 and second.cursor.complete
+
+
+def test_a_finished_file_with_a_corrupt_line_goes_to_the_line_by_line_reader(tmp_path):
+    path = tmp_path / "app-1.zstd"
+    path.write_bytes(zstd_frames(lines(FULL_LOG[:2]) + b"{broken\n" + lines(FULL_LOG[2:])))
+    assert table_read(path) is None  # normalize_log then counts the line (test_store)
