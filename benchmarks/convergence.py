@@ -110,6 +110,9 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 events = float(window.frame()["events"].iloc[POLICY.warmup_batches:].median())
                 predicted_ms = before.batch_ms_for(events, knobs)
                 result.errors.append(abs(obs.batch_ms / predicted_ms - 1.0))  # = |capacity predicted / measured - 1|
+                print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: batch of "
+                      f"{events:.0f} events predicted {predicted_ms:.0f} ms, measured {obs.batch_ms:.0f} ms "
+                      f"(error {result.errors[-1]:.0%})", flush=True)
                 pending = None
             keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE  # no backlog growth
             if decision.action == "hold" and keeps_up:
