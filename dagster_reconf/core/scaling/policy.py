@@ -3,8 +3,8 @@
 What the Flink autoscaler learned in production, decided in one place
 (:class:`PolicyConfig`): a metric window and activation only on a stable signal,
 stabilization after every reconfiguration, a utilization band, delayed scale-down,
-bounds per knob, cores aligned to state partitions, the restart's own cost counted
-in the catch-up, and a recommend-only mode. Every decision carries its evidence.
+bounds per knob, cores aligned to state partitions, the restart's own cost (and the
+warm-up after it) counted in the catch-up, and a recommend-only mode. Every decision carries its evidence.
 
 Baselines with the same interface, for the convergence benchmark:
 :class:`DhalionPolicy` (one bottleneck per step, a fixed increment) and
@@ -176,7 +176,9 @@ class ScalingPolicy(ABC):
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
             return Decision("hold", f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits "
                                     f"{cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
-        restart = cfg.default_restart_s if restart_s is None else restart_s
+        # The backlog grows through the restart and then through the warm-up that stabilization waits out
+        # (a new SparkContext starts its Python workers in its first batches): the catch-up counts both.
+        restart = (cfg.default_restart_s if restart_s is None else restart_s) + cfg.stabilization_s
         return self._plan(stream, current, obs, profile() if callable(profile) else profile, direction, epoch, restart)
 
     def _direction(self, obs: Observation, current: Knobs) -> Action | None:

@@ -38,7 +38,9 @@ def test_ds2_scales_up_in_one_step_with_a_plan_and_report():
     decision = DS2Policy().decide("s", KNOBS, obs(), profile(), epoch="started@1", restart_s=2.0)
     assert decision.action == "scale_up" and decision.requests_run
     plan = decision.plan
-    assert plan.target.cores == 4 and plan.target.source_partitions == 4  # 1000 + (20000 + 2000)/60 -> 4, a divisor of 8
+    # 1000 events/s + (20000 backlog + 1000 * (2 s restart + 10 s stabilization)) / 60 s -> 4 cores, a divisor of 8
+    assert plan.target.cores == 4 and plan.target.source_partitions == 4
+    assert plan.predicted["target_rate"] == pytest.approx(1000 + (20_000 + 1000 * 12) / 60)
     assert [row["operator"] for row in plan.report] == ["j0.d1:scan#a", "j0.d0:agg#b"]
     assert plan.predicted["observed_backlog"] == 20_000 and "DS2" in plan.reason
     again = DS2Policy().decide("s", KNOBS, obs(backlog=25_000), profile(), epoch="started@1", restart_s=2.0)
