@@ -8,8 +8,9 @@ that was reported. A reader leaves a torn last line (a write in progress) for it
 read instead of failing.
 
 Records are ``{"kind": "progress" | "lifecycle", "stream": ..., "recorded_at": ...}``
-plus ``progress`` (Spark's ``StreamingQueryProgress`` JSON) or ``event`` (what the
-runtime did: started, stopped, restarted with which settings).
+plus ``progress`` (Spark's ``StreamingQueryProgress`` JSON, and in local mode
+``python_cpu_s``: the Python task workers' CPU seconds so far, see ``python_workers``)
+or ``event`` (what the runtime did: started, stopped, restarted with which settings).
 """
 
 from __future__ import annotations
