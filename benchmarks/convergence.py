@@ -41,7 +41,7 @@ from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.knobs import Knobs
 from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
-from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, profile_stream
+from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.core.workloads.queries import QUERIES
@@ -128,14 +128,8 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
             if last_direction is not None and direction != last_direction:
                 result.oscillations += 1
             last_direction = direction
-            if policy_name == "ds2":
-                frame = window.frame()
-                try:
-                    before = profile_stream(activities(0, time.time() * 1000 + 60_000), frame, plan.current,
-                                            warmup_batches=POLICY.warmup_batches)
-                    pending = (before, plan.target)
-                except ProfileError:
-                    pending = None
+            # Scored against the very profile the plan was made from (settled batches, the machine's CPUs).
+            pending = (decision.profile, plan.target) if policy_name == "ds2" and decision.profile is not None else None
             print(f"  {query}/{scenario}/{policy_name}: step {result.steps + 1}: {plan.current.cores} -> "
                   f"{plan.target.cores} cores ({decision.reason[:110]})", flush=True)
             runtime.restart(plan.target.changes_for(runtime.spec))

@@ -22,7 +22,7 @@ from ..spec import StreamSpec
 from ..traces.store import TraceStore
 from .knobs import Knobs
 from .policy import Decision, Observation, ScalingPolicy, observe
-from .profile import ProfileError, StreamProfile, profile_stream
+from .profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
 
 __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "shared_cpus"]
 
@@ -40,11 +40,14 @@ class ConfigurationWindow:
     started_at: float = 0.0
     rows: list[dict[str, Any]] = field(default_factory=list)
     restart_seconds: list[float] = field(default_factory=list)
+    previous: dict[str, Any] | None = None  # the configuration before: spec, started_at, rows (see fit_task_costs)
 
     def update(self, records: Iterable[dict[str, Any]], keep: int = KEPT_ROWS) -> "ConfigurationWindow":
         """Fold new metrics-store records in (in order)."""
         for record in records:
             if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
+                if self.spec and self.rows:
+                    self.previous = {"spec": self.spec, "started_at": self.started_at, "rows": self.rows[-keep:]}
                 self.spec = record["spec"]
                 self.started_at = float(record.get("recorded_at", 0.0))
                 self.epoch = f"{record.get('event')}@{self.started_at:.3f}"
@@ -59,9 +62,7 @@ class ConfigurationWindow:
 
     def frame(self) -> pd.DataFrame:
         """The batches as a progress frame (timestamps parsed)."""
-        frame = pd.DataFrame(self.rows, columns=list(_ROW_FIELDS))
-        frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601")
-        return frame
+        return _frame(self.rows)
 
     def stream_spec(self) -> StreamSpec | None:
         return StreamSpec.parse(self.spec) if self.spec else None
@@ -94,24 +95,46 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
     if spec is None:
         return Decision("hold", "no configuration recorded yet: the stream has not started", _empty_observation())
     cfg = policy.config
-    frame = window.frame()
-    # Batches that started during stabilization (a restarted stream warms up) are not evidence.
-    settled = pd.Timestamp(window.started_at + cfg.stabilization_s, unit="s", tz="UTC")
-    frame = frame[frame["timestamp"] >= settled].reset_index(drop=True)
+    frame = _settled(window.frame(), window.started_at, cfg.stabilization_s)
     knobs = Knobs.of(spec)
     obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches)
 
     def profile() -> StreamProfile | None:
-        if activities is None or frame.empty:
+        if activities is None:
             return None
-        lo = frame["timestamp"].min().timestamp() * 1000.0 - spec.trigger_interval_s * 1000.0
-        hi = frame["timestamp"].max().timestamp() * 1000.0 + 60_000.0
-        try:
-            return profile_stream(activities(lo, hi), frame, knobs, warmup_batches=cfg.warmup_batches, cpus=shared_cpus(spec))
-        except ProfileError:
-            return None
+        current = _profile(activities, spec, frame, cfg.warmup_batches)
+        if current is None or not window.previous:
+            return current
+        before = StreamSpec.parse(window.previous["spec"])
+        earlier = _profile(activities, before, _settled(_frame(window.previous["rows"]), window.previous["started_at"], cfg.stabilization_s),
+                           cfg.warmup_batches)
+        return current if earlier is None else fit_task_costs(current, earlier)
 
     return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s)
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(_ROW_FIELDS))
+    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601")
+    return frame
+
+
+def _settled(frame: pd.DataFrame, started_at: float, stabilization_s: float) -> pd.DataFrame:
+    """Batches that started after stabilization: a restarted stream warms up, and those batches are not evidence."""
+    return frame[frame["timestamp"] >= pd.Timestamp(started_at + stabilization_s, unit="s", tz="UTC")].reset_index(drop=True)
+
+
+def _profile(activities: Callable[[float, float], pd.DataFrame], spec: StreamSpec, frame: pd.DataFrame,
+             warmup_batches: int) -> StreamProfile | None:
+    """The profile of one configuration's settled batches, None where traces do not cover them."""
+    if frame.empty:
+        return None
+    lo = frame["timestamp"].min().timestamp() * 1000.0 - spec.trigger_interval_s * 1000.0
+    hi = frame["timestamp"].max().timestamp() * 1000.0 + 60_000.0
+    try:
+        return profile_stream(activities(lo, hi), frame, Knobs.of(spec), warmup_batches=warmup_batches, cpus=shared_cpus(spec))
+    except ProfileError:
+        return None
 
 
 def shared_cpus(spec: StreamSpec) -> float:

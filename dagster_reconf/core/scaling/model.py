@@ -142,15 +142,8 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
     target = source_rate + catch_up
     ops = profile.operators
 
-    interval = current.trigger_interval_s
-    fixed = profile.fixed_ms
-    if interval > 0 and fixed > limits.max_coordination * limits.utilization * interval * 1000.0:
-        wanted = fixed / (limits.max_coordination * limits.utilization * 1000.0)
-        interval = min(limits.max_trigger_interval_s, math.ceil(wanted * 2) / 2)
-        notes.append(f"fixed costs {fixed:.0f} ms per batch exceed {limits.max_coordination:.0%} of the interval: "
-                     f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s")
-
     stateful = bool((ops["kind"] == "shuffle").any())
+    interval = current.trigger_interval_s
 
     def knobs_with(cores: int) -> Knobs:
         state = current.state_partitions
@@ -167,7 +160,22 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         knobs = knobs_with(c)
         return profile.capacity(knobs, limits.utilization) >= source_rate and profile.capacity(knobs) >= target
 
-    cores = next((c for c in range(limits.min_cores, limits.max_cores + 1) if sustains(c)), None)
+    def fewest_cores() -> int | None:
+        return next((c for c in range(limits.min_cores, limits.max_cores + 1) if sustains(c)), None)
+
+    # Batch sizing: fixed costs (with the costs per task, which grow with the cores) may take at most
+    # max_coordination of the interval, at the cores chosen (or the current ones where none sustains the rate).
+    cores = fewest_cores()
+    for _ in range(4):
+        fixed = profile.fixed_ms_for(knobs_with(cores or current.cores))
+        longer = _interval_for(fixed, interval, limits)
+        if longer == interval:
+            break
+        interval = longer
+        cores = fewest_cores()
+    if interval != current.trigger_interval_s:
+        notes.append(f"fixed costs {fixed:.0f} ms per batch exceed {limits.max_coordination:.0%} of the interval: "
+                     f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s")
     if cores is None:
         cores = limits.max_cores
         cpu_bound = math.isfinite(profile.cpus) and not sustains(cores)
@@ -202,9 +210,17 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         "target_rate": target,
         "batch_ms_planned": profile.batch_ms_for(target * max(interval, 1.0), knobs),
         "utilization_planned": target / max(profile.capacity(knobs), 1e-9) if math.isfinite(profile.capacity(knobs)) else 0.0,
-        "coordination_share": fixed / (interval * 1000.0) if interval > 0 else 0.0,
+        "coordination_share": profile.fixed_ms_for(knobs) / (interval * 1000.0) if interval > 0 else 0.0,
     }
     return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)
+
+
+def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
+    """``interval``, or the shortest longer one (in half seconds) in which ``fixed_ms`` takes at most ``max_coordination``."""
+    if interval <= 0 or fixed_ms <= limits.max_coordination * limits.utilization * interval * 1000.0:
+        return interval
+    wanted = fixed_ms / (limits.max_coordination * limits.utilization * 1000.0)
+    return min(limits.max_trigger_interval_s, max(interval, math.ceil(wanted * 2) / 2))
 
 
 def _events_cap(profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float) -> int | None:
@@ -259,7 +275,7 @@ def _budget(profile: StreamProfile, knobs: Knobs) -> float:
     """Share of the trigger interval left for work after a batch's fixed costs."""
     if knobs.trigger_interval_s <= 0:
         return 1.0
-    return max(0.0, knobs.trigger_interval_s * 1000.0 - profile.fixed_ms) / (knobs.trigger_interval_s * 1000.0)
+    return max(0.0, knobs.trigger_interval_s * 1000.0 - profile.fixed_ms_for(knobs)) / (knobs.trigger_interval_s * 1000.0)
 
 
 def plan_summary(plan: MicroBatchPlan) -> dict[str, Any]:

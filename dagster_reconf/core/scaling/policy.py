@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -139,6 +139,7 @@ class Decision:
     observation: Observation
     plan: ScalingPlan | None = None
     recommend_only: bool = False
+    profile: StreamProfile | None = None  # what a plan was made from (scores its prediction once the plan ran)
 
     @property
     def requests_run(self) -> bool:
@@ -179,7 +180,8 @@ class ScalingPolicy(ABC):
         # The backlog grows through the restart and then through the warm-up that stabilization waits out
         # (a new SparkContext starts its Python workers in its first batches): the catch-up counts both.
         restart = (cfg.default_restart_s if restart_s is None else restart_s) + cfg.stabilization_s
-        return self._plan(stream, current, obs, profile() if callable(profile) else profile, direction, epoch, restart)
+        measured = profile() if callable(profile) else profile
+        return replace(self._plan(stream, current, obs, measured, direction, epoch, restart), profile=measured)
 
     def _direction(self, obs: Observation, current: Knobs) -> Action | None:
         """Which way the signal points, or None in band. High utilization while a backlog clears in time is fine."""

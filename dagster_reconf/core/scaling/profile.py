@@ -31,11 +31,18 @@ see ``core.python_workers``); per event it is added to the CPU part of the stage
 whose plan nodes run Python, in proportion to their waiting time (measured: a
 self-join's Python scans spent 0.7-0.9 ms of CPU per event that the metrics called
 waiting, so at 11 tasks on 2 CPUs they ran 40 % slower than a linear model said).
+
+Some CPU is paid per task, not per event: a Python task's worker round trip, task
+deserialization. One configuration cannot tell the two apart, so a profile charges all
+CPU per event; once the stream has run under two configurations whose tasks per event
+differ, :func:`fit_task_costs` separates them, and the per-task part (``task_cpu_ms``,
+``t``) becomes a fixed cost of the stage that grows with its ``n`` tasks:
+``n * t * max(1/q, 1/P)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -43,12 +50,13 @@ import pandas as pd
 from ..errors import ReconfError
 from .knobs import Knobs
 
-__all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "profile_stream"]
+__all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "fit_task_costs", "profile_stream"]
 
 USEFUL_ACTIVITIES = ("deserialization", "processing", "serialization")
 OPERATOR_COLUMNS = [
     "operator", "kind", "depth", "tasks", "work_ms_per_event", "cpu_ms_per_event", "wait_ms_per_event",
     "records_in_per_event", "selectivity", "true_processing_rate", "true_output_rate", "overhead_ms", "skew",
+    "task_cpu_ms",
 ]
 
 
@@ -74,11 +82,15 @@ class StreamProfile:
         """Core-milliseconds all operators spend per source event (DS2's useful time, summed)."""
         return float(self.operators["work_ms_per_event"].sum())
 
+    def tasks(self, knobs: Knobs) -> np.ndarray:
+        """Tasks each operator runs per batch under ``knobs`` (its partitions)."""
+        return np.where(self.operators["kind"] == "source", knobs.source_partitions,
+                        np.where(self.operators["kind"] == "shuffle", knobs.state_partitions, self.operators["tasks"])
+                        ).astype(np.float64)
+
     def parallelism(self, knobs: Knobs) -> np.ndarray:
         """Tasks of each operator that can run at once under ``knobs``."""
-        partitions = np.where(self.operators["kind"] == "source", knobs.source_partitions,
-                              np.where(self.operators["kind"] == "shuffle", knobs.state_partitions, self.operators["tasks"]))
-        return np.minimum(partitions, knobs.cores).astype(np.float64)
+        return np.minimum(self.tasks(knobs), knobs.cores)
 
     def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
         """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``c * max(1/q, 1/P) + s / q``."""
@@ -86,16 +98,31 @@ class StreamProfile:
         ops = self.operators
         return ops["cpu_ms_per_event"].to_numpy() * np.maximum(1.0 / q, 1.0 / self.cpus) + ops["wait_ms_per_event"].to_numpy() / q
 
+    def stage_fixed_ms(self, knobs: Knobs) -> np.ndarray:
+        """What each stage costs per batch whatever the batch's size: ``o + n * t * max(1/q, 1/P)``.
+
+        ``o`` is the stage's measured overhead, ``t`` the CPU each of its ``n`` tasks
+        spends whatever its data (see :func:`fit_task_costs`), spread over the ``q``
+        tasks running at once, and no faster than the CPUs allow.
+        """
+        q = self.parallelism(knobs)
+        per_task = self.operators["task_cpu_ms"].to_numpy() * self.tasks(knobs) * np.maximum(1.0 / q, 1.0 / self.cpus)
+        return self.operators["overhead_ms"].to_numpy() + per_task
+
+    def fixed_ms_for(self, knobs: Knobs) -> float:
+        """What a batch costs under ``knobs`` whatever its size: coordination plus every stage's fixed costs."""
+        return self.coordination_ms + float(self.stage_fixed_ms(knobs).sum())
+
     def batch_ms_for(self, events: float, knobs: Knobs) -> float:
         """Predicted duration of a batch of ``events`` under ``knobs`` (stages one after another on shared cores)."""
-        stage_ms = events * self.stage_ms_per_event(knobs) + self.operators["overhead_ms"].to_numpy()
-        return self.coordination_ms + float(stage_ms.sum())
+        return self.fixed_ms_for(knobs) + events * float(self.stage_ms_per_event(knobs).sum())
 
     def capacity(self, knobs: Knobs, utilization: float = 1.0) -> float:
         """Source events per second the stream sustains under ``knobs`` at ``utilization`` of the trigger interval.
 
         A batch of ``e`` events lasts ``C + sum_i(e * a_i / q_i + o_i)`` (C coordination,
-        a_i work per event, q_i parallel tasks, o_i stage overhead) and must end within
+        a_i work per event, q_i parallel tasks, o_i the stage's fixed costs under ``knobs``,
+        see :meth:`stage_fixed_ms`) and must end within
         ``u * T``. Solving for ``e`` gives the rate ``e / T``; it is 0 when the fixed costs
         alone exceed ``u * T`` (the trigger interval is too short: see the batch sizing).
         With T = 0 batches run back to back and grow with the backlog, so only the work
@@ -106,13 +133,13 @@ class StreamProfile:
             return float("inf")
         if knobs.trigger_interval_s == 0:
             return utilization * 1000.0 / per_event
-        budget = utilization * knobs.trigger_interval_s * 1000.0 - self.fixed_ms
+        budget = utilization * knobs.trigger_interval_s * 1000.0 - self.fixed_ms_for(knobs)
         return max(0.0, budget) / per_event / knobs.trigger_interval_s
 
     @property
     def fixed_ms(self) -> float:
-        """What a batch costs whatever its size: coordination plus every stage's overhead."""
-        return self.coordination_ms + float(self.operators["overhead_ms"].sum())
+        """What a batch costs whatever its size, at the knobs it was measured with."""
+        return self.fixed_ms_for(self.knobs)
 
 
 def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knobs, *, warmup_batches: int = 1,
@@ -184,6 +211,7 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)
     ops["true_output_rate"] = np.where(seconds > 0, ops["records_out"] / seconds.where(seconds > 0, 1), np.nan)
     ops["skew"] = np.where(ops["median_task"] > 0, ops["skew"] / ops["median_task"].where(ops["median_task"] > 0, 1), 1.0)
+    ops["task_cpu_ms"] = 0.0  # one configuration cannot tell CPU per task from CPU per event: see fit_task_costs
     ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
     return StreamProfile(
         operators=ops[OPERATOR_COLUMNS],
@@ -195,6 +223,48 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
         cpus=cpus,
         python_cpu_ms_per_event=python_ms,
     )
+
+
+_DISTINCT_TASK_DENSITY = 1.5  # tasks per event must differ this much between two configurations to separate the costs
+
+
+def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProfile:
+    """``current`` with each operator's CPU split into CPU per event and CPU per task, from two configurations.
+
+    Some CPU is paid per task whatever its data: a Python task's worker round trip
+    (measured: 80-90 ms per Python plan node per task, warm workers), task
+    deserialization, a state store's commit. One configuration cannot tell it from CPU
+    per event (every batch has the same tasks and about the same events), so a profile
+    charges it per event, and predicts it to grow with a larger batch and to shrink
+    when more tasks share it, where it really grows with the tasks (measured: a
+    self-join's Python scans used 0.33 s of CPU per batch at 2 tasks and 4.3 s at 24,
+    whether a batch had 1,700 or 6,900 events). Two configurations whose tasks per
+    event differ give two equations per operator, CPU per batch ``y = c * e + t * n``,
+    solved for ``c`` (per event) and ``t`` (per task). The fit is anchored at
+    ``current``: where a solution is negative, the cost stays all per event (``t < 0``)
+    or becomes all per task (``c < 0``) so that ``current``'s own batches are predicted
+    as measured. Operators not in both, or whose tasks per event differ less than
+    1.5x, keep their profile.
+    """
+    ops = current.operators.copy()
+    before = earlier.operators.set_index("operator")
+    for i, row in ops.iterrows():
+        if row["operator"] not in before.index:
+            continue
+        old = before.loc[row["operator"]]
+        e1, n1, y1 = earlier.events_per_batch, float(old["tasks"]), float(old["cpu_ms_per_event"]) * earlier.events_per_batch
+        e2, n2, y2 = current.events_per_batch, float(row["tasks"]), float(row["cpu_ms_per_event"]) * current.events_per_batch
+        densities = sorted((n1 / e1, n2 / e2)) if min(e1, e2) > 0 and min(n1, n2) > 0 else None
+        if densities is None or densities[1] < _DISTINCT_TASK_DENSITY * densities[0]:
+            continue
+        det = e1 * n2 - e2 * n1
+        per_event, per_task = (y1 * n2 - y2 * n1) / det, (e1 * y2 - e2 * y1) / det
+        if per_task < 0:
+            per_event, per_task = y2 / e2, 0.0
+        elif per_event < 0:
+            per_event, per_task = 0.0, y2 / n2
+        ops.loc[i, ["cpu_ms_per_event", "task_cpu_ms"]] = [per_event, per_task]
+    return replace(current, operators=ops)
 
 
 _PYTHON_PLAN_NODES = r"Python|InPandas|InArrow"  # MapInArrow, BatchEvalPython, FlatMapGroupsInPandas, ...

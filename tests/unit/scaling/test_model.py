@@ -8,7 +8,7 @@ import pytest
 
 from dagster_reconf.core.scaling.knobs import Knobs
 from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, skewed_operators
-from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile, profile_stream
+from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile, fit_task_costs, profile_stream
 
 
 def test_ds2_worked_example_source_op1_op2():
@@ -34,17 +34,17 @@ def test_ds2_sums_target_rates_of_every_upstream_operator():
 
 
 def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, state_partitions=8, trigger=1.0,
-            skew=(1.0, 1.0), tasks=None, cpu=(0.0, 0.0), cpus=float("inf")) -> StreamProfile:
+            skew=(1.0, 1.0), tasks=None, cpu=(0.0, 0.0), cpus=float("inf"), task_cpu=(0.0, 0.0), events=1000) -> StreamProfile:
     tasks = tasks or (cores, state_partitions)
     ops = pd.DataFrame({
         "operator": ["j0.d1:scan#a", "j0.d0:agg#b"], "kind": ["source", "shuffle"], "depth": [1, 0], "tasks": list(tasks),
         "work_ms_per_event": list(work), "cpu_ms_per_event": list(cpu),
         "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)], "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
         "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
-        "skew": list(skew),
+        "skew": list(skew), "task_cpu_ms": list(task_cpu),
     })[OPERATOR_COLUMNS]
     knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=trigger)
-    return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=1000, batch_ms=900,
+    return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=events, batch_ms=900,
                          knobs=knobs, cpus=cpus)
 
 
@@ -105,6 +105,62 @@ def test_short_trigger_interval_grows_when_fixed_costs_dominate():
     plan = plan_micro_batches(profile(coordination=270.0, state_partitions=6), 200)  # fixed 300 ms > 25% of 0.7 s
     assert plan.knobs.trigger_interval_s == 2.0  # 300 / (0.25 * 0.7) = 1.71 s -> 2.0 s
     assert any("trigger interval" in n for n in plan.notes)
+
+
+def test_cpu_per_task_grows_with_the_tasks_not_with_the_events():
+    # scan: 40 ms of CPU per task; 2 CPUs: 1 task costs 40 ms, 8 tasks 8 * 40 / 2 = 160 ms, whatever the events
+    p = profile(task_cpu=(40.0, 0.0), cpus=2, state_partitions=8)
+    eight = p.knobs.model_copy(update={"cores": 8, "source_partitions": 8})
+    assert p.stage_fixed_ms(p.knobs).tolist() == pytest.approx([10 + 40, 20])
+    assert p.stage_fixed_ms(eight).tolist() == pytest.approx([10 + 160, 20])
+    assert p.fixed_ms_for(eight) == pytest.approx(70 + 170 + 20)
+    assert p.batch_ms_for(2000, eight) - p.batch_ms_for(1000, eight) == pytest.approx(1000 * p.stage_ms_per_event(eight).sum())
+
+
+def test_per_task_costs_that_grow_with_the_cores_lengthen_the_interval():
+    # scan: 100 ms of CPU per task on 2 CPUs. At 1 s, 500 events/s need 3 cores, whose fixed costs (100 + 3 * 50 ms)
+    # exceed 25 % of 0.7 s; at 1.5 s (250 / 0.175 = 1.43 s, rounded up) 2 cores suffice, at 200 ms of fixed costs.
+    p = profile(task_cpu=(100.0, 0.0), cpus=2, work=(2.0, 0.1), state_partitions=16)
+    plan = plan_micro_batches(p, 500)
+    assert (plan.knobs.trigger_interval_s, plan.knobs.cores) == (1.5, 2)
+    assert any("trigger interval 1 s -> 1.5 s" in n for n in plan.notes)
+    assert plan.predicted["coordination_share"] == pytest.approx(200 / 1500)
+
+
+def two_configurations(scan_cpu_earlier: float, scan_cpu_now: float):
+    earlier = profile(cores=1, state_partitions=8, events=750, cpu=(scan_cpu_earlier, 0.5), work=(9.0, 1.0), cpus=2)
+    current = profile(cores=12, state_partitions=8, events=1700, cpu=(scan_cpu_now, 0.5), work=(9.0, 1.0), cpus=2)
+    return earlier, current
+
+
+def test_two_configurations_separate_cpu_per_task_from_cpu_per_event():
+    # scan: 0.2 ms per event and 100 ms per task: 250 ms per batch at 1 task and 750 events, 1540 at 12 and 1700;
+    # agg: 0.5 ms per event at 8 tasks in both (its tasks per event differ 2.3x, so it is fitted too: no per-task CPU)
+    earlier, current = two_configurations(250 / 750, 1540 / 1700)
+    fitted = fit_task_costs(current, earlier)
+    assert fitted.operators["cpu_ms_per_event"].tolist() == pytest.approx([0.2, 0.5])
+    assert fitted.operators["task_cpu_ms"].tolist() == pytest.approx([100.0, 0.0], abs=1e-9)
+    knobs = current.knobs
+    assert fitted.batch_ms_for(1700, knobs) == pytest.approx(current.batch_ms_for(1700, knobs))  # anchored at its own batches
+    # four times the events: only the per-event CPU grows (12 tasks * 100 ms / 2 CPUs stays 600 ms)
+    growth = fitted.batch_ms_for(6800, knobs) - fitted.batch_ms_for(1700, knobs)
+    assert growth == pytest.approx(5100 * fitted.stage_ms_per_event(knobs).sum())
+    assert growth < current.batch_ms_for(6800, knobs) - current.batch_ms_for(1700, knobs)
+
+
+def test_a_fit_out_of_bounds_keeps_the_cost_where_the_current_batches_put_it():
+    # less CPU per batch at 12 tasks than at 1: no per-task CPU, all per event as measured now
+    earlier, current = two_configurations(2.0, 0.5)
+    assert fit_task_costs(current, earlier).operators.loc[0, ["cpu_ms_per_event", "task_cpu_ms"]].tolist() == [0.5, 0.0]
+    # CPU per batch grows 12x with 2.3x the events: all per task (the fit would make CPU per event negative)
+    earlier, current = two_configurations(100 / 750, 1500 / 1700)
+    fitted = fit_task_costs(current, earlier).operators.loc[0]
+    assert fitted["cpu_ms_per_event"] == 0.0 and fitted["task_cpu_ms"] == pytest.approx(1500 / 12)
+    # the same tasks per event in both (twice the tasks, twice the events): nothing to tell apart
+    same = profile(cores=24, state_partitions=16, events=3400, cpu=(1.0, 0.7), cpus=2)
+    unfitted = fit_task_costs(current, same).operators
+    assert unfitted["task_cpu_ms"].tolist() == [0.0, 0.0]
+    assert unfitted["cpu_ms_per_event"].tolist() == current.operators["cpu_ms_per_event"].tolist()
 
 
 def test_scaling_report_has_one_row_per_operator_with_the_evidence():

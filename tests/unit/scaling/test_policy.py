@@ -109,6 +109,9 @@ def test_window_follows_restarts_and_observes_rates():
                  "recorded_at": 50.0}
     window = ConfigurationWindow.from_json(window.to_json()).update([restarted])
     assert window.rows == [] and window.epoch == "restarted@50.000" and window.restart_s == 2.5
+    # the configuration before is kept (a second operating point separates CPU per task from CPU per event)
+    assert window.previous["spec"]["master"] == "local[1]" and len(window.previous["rows"]) == 10
+    assert ConfigurationWindow.from_json(window.to_json()).previous == window.previous
     held = decide(DS2Policy(), window, now=52.0)
     assert held.action == "hold" and "stabilizing" in held.reason
 
