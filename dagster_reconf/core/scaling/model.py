@@ -27,7 +27,10 @@ the fixed side). Then:
   it has partitions, and cores are aligned to a divisor of the state partitions (like
   Flink's key groups) so every core gets the same share of state;
 * batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
-  the interval, no core count helps; the interval grows until they do not;
+  the interval, no core count helps; the interval grows until they do not. A stage's
+  fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i * max(1/q_i, 1/P)`` (see
+  ``profile.fit_task_costs``), which grows with the cores: the share is checked at the
+  cores chosen, and the cores chosen again at a longer interval;
 * backlog: the backlog (and what accumulates while the stream restarts) spread over
   the catch-up duration is added to ``lambda`` with ``u = 1``: the headroom kept for
   the steady state clears it, and only a backlog beyond what that headroom clears in
@@ -37,6 +40,7 @@ the fixed side). Then:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +104,7 @@ class Limits:
     """Bounds and targets the model plans within."""
 
     utilization: float = 0.7  # target share of the trigger interval a batch takes
+    utilization_floor: float = 0.0  # below this share at the steady rate a plan is over-provisioned (catch-up cut back)
     max_coordination: float = 0.25  # largest share of the interval fixed costs may take
     catch_up_s: float = 60.0  # clear the backlog within this long
     min_cores: int = 1
@@ -143,45 +148,14 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
     ops = profile.operators
 
     stateful = bool((ops["kind"] == "shuffle").any())
-    interval = current.trigger_interval_s
 
-    def knobs_with(cores: int) -> Knobs:
+    def knobs_with(cores: int, interval: float) -> Knobs:
         state = current.state_partitions
         if stateful and cores > state and limits.allow_state_migration:
             state = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
         return Knobs(cores=cores, source_partitions=cores, state_partitions=state, trigger_interval_s=interval)
 
-    # The fewest cores whose predicted capacity covers the source rate at the target utilization,
-    # and the catch-up target at full utilization: the headroom kept for steady state is what
-    # clears a backlog, so catch-up only adds cores beyond it. With CPUs unbounded this is the
-    # closed form of the module docstring; past the CPUs only the waiting part of the work keeps
-    # scaling (see profile.StreamProfile.stage_ms_per_event).
-    def sustains(c: int) -> bool:
-        knobs = knobs_with(c)
-        return profile.capacity(knobs, limits.utilization) >= source_rate and profile.capacity(knobs) >= target
-
-    def fewest_cores() -> int | None:
-        return next((c for c in range(limits.min_cores, limits.max_cores + 1) if sustains(c)), None)
-
-    # Batch sizing: fixed costs (with the costs per task, which grow with the cores) may take at most
-    # max_coordination of the interval, at the cores chosen (or the current ones where none sustains the rate).
-    cores = fewest_cores()
-    for _ in range(4):
-        fixed = profile.fixed_ms_for(knobs_with(cores or current.cores))
-        longer = _interval_for(fixed, interval, limits)
-        if longer == interval:
-            break
-        interval = longer
-        cores = fewest_cores()
-    if interval != current.trigger_interval_s:
-        notes.append(f"fixed costs {fixed:.0f} ms per batch exceed {limits.max_coordination:.0%} of the interval: "
-                     f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s")
-    if cores is None:
-        cores = limits.max_cores
-        cpu_bound = math.isfinite(profile.cpus) and not sustains(cores)
-        notes.append("no core count up to the maximum sustains the rate: "
-                     + ("its CPU work needs more CPUs than this machine has (run on a cluster)" if cpu_bound else
-                        "operators that cannot be parallelized, or fixed batch costs, take the budget"))
+    cores, interval = _cores_and_interval(profile, knobs_with, source_rate, target, limits, notes)
 
     state_partitions = current.state_partitions
     if stateful and cores > state_partitions:
@@ -213,6 +187,55 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         "coordination_share": profile.fixed_ms_for(knobs) / (interval * 1000.0) if interval > 0 else 0.0,
     }
     return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)
+
+
+def _cores_and_interval(profile: StreamProfile, knobs_with: Callable[[int, float], Knobs], source_rate: float,
+                        target: float, limits: Limits, notes: list[str]) -> tuple[int, float]:
+    """The shortest trigger interval (the current one, or longer in half seconds) at which some core count
+    sustains ``source_rate``, and the core count there.
+
+    A core count *sustains* the rate when the predicted capacity covers it at the target
+    utilization and the batch's fixed costs stay within ``max_coordination`` of the
+    interval (Drizzle). Among those, the fewest that also reach ``target`` (rate plus
+    catch-up) at full utilization: the headroom kept for the steady state is what clears
+    a backlog, so catch-up only adds cores beyond it. Then catch-up is cut back where it
+    would leave the steady state below ``utilization_floor`` (the policy would scale
+    such a plan down again once caught up): the most cores that stay above it. With
+    CPUs unbounded and no costs per task this is the closed form of the module
+    docstring; past the CPUs only the waiting part of the work keeps scaling (see
+    ``profile.StreamProfile.stage_ms_per_event``), and costs per task grow with the
+    cores, so a longer interval can need fewer cores.
+    """
+    current = profile.knobs
+    core_counts = range(limits.min_cores, limits.max_cores + 1)
+    steps = int(max(0.0, limits.max_trigger_interval_s - current.trigger_interval_s) * 2) if current.trigger_interval_s > 0 else 0
+    for interval in (current.trigger_interval_s + 0.5 * k for k in range(steps + 1)):
+        knobs = {c: knobs_with(c, interval) for c in core_counts}
+        sustaining = [c for c, k in knobs.items() if profile.capacity(k, limits.utilization) >= source_rate
+                      and _interval_for(profile.fixed_ms_for(k), interval, limits) == interval]
+        if not sustaining:
+            continue
+        catching_up = [c for c in sustaining if profile.capacity(knobs[c]) >= target]
+        cores = catching_up[0] if catching_up else sustaining[-1]
+        if limits.utilization_floor > 0 and profile.capacity(knobs[cores], limits.utilization_floor) > source_rate:
+            in_band = [c for c in sustaining if c <= cores and profile.capacity(knobs[c], limits.utilization_floor) <= source_rate]
+            bounded = in_band[-1] if in_band else sustaining[0]
+            if bounded != cores:
+                notes.append(f"catch-up cut back to {bounded} cores ({cores} would leave the steady state below "
+                             f"{limits.utilization_floor:.0%} of the interval); the backlog clears more slowly")
+                cores = bounded
+        if interval != current.trigger_interval_s:
+            notes.append(f"fixed costs {profile.fixed_ms_for(knobs[cores]):.0f} ms per batch: at "
+                         f"{current.trigger_interval_s:g} s no core count sustains the rate with them under "
+                         f"{limits.max_coordination:.0%} of the interval; trigger interval {current.trigger_interval_s:g} s -> {interval:g} s")
+        return cores, interval
+    cores = limits.max_cores
+    interval = _interval_for(profile.fixed_ms_for(knobs_with(cores, current.trigger_interval_s)), current.trigger_interval_s, limits)
+    cpu_bound = math.isfinite(profile.cpus) and profile.capacity(knobs_with(cores, interval), limits.utilization) < source_rate
+    notes.append("no core count up to the maximum sustains the rate: "
+                 + ("its CPU work needs more CPUs than this machine has (run on a cluster)" if cpu_bound else
+                    "operators that cannot be parallelized, or fixed batch costs, take the budget"))
+    return cores, interval
 
 
 def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:

@@ -84,7 +84,11 @@ class PolicyConfig(BaseModel):
             raise SpecError(format_validation_error("policy config", exc, data)) from None
 
     def limits(self) -> Limits:
-        return Limits(utilization=self.utilization_target, max_coordination=self.max_coordination, catch_up_s=self.catch_up_s, min_cores=self.min_cores,
+        """The model's limits. A plan keeps its steady state halfway between the low edge and the target, a margin
+        for the model's error: below the low edge the policy would scale it down again once the backlog is gone."""
+        floor = (self.utilization_low + self.utilization_target) / 2
+        return Limits(utilization=self.utilization_target, utilization_floor=floor, max_coordination=self.max_coordination,
+                      catch_up_s=self.catch_up_s, min_cores=self.min_cores,
                       max_cores=self.max_cores, min_state_partitions=self.min_state_partitions,
                       max_state_partitions=self.max_state_partitions, max_trigger_interval_s=self.max_trigger_interval_s,
                       allow_state_migration=self.allow_state_migration)

@@ -43,6 +43,7 @@ differ, :func:`fit_task_costs` separates them, and the per-task part (``task_cpu
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -82,11 +83,20 @@ class StreamProfile:
         """Core-milliseconds all operators spend per source event (DS2's useful time, summed)."""
         return float(self.operators["work_ms_per_event"].sum())
 
+    @cached_property
+    def _columns(self) -> dict[str, np.ndarray]:
+        """The operator columns the predictions read, as numpy (a planner evaluates thousands of knobs)."""
+        ops = self.operators
+        numbers = {name: ops[name].to_numpy(dtype=np.float64)
+                   for name in ("tasks", "cpu_ms_per_event", "wait_ms_per_event", "overhead_ms", "task_cpu_ms")}
+        return {**numbers, "source": (ops["kind"] == "source").to_numpy(dtype=bool),
+                "shuffle": (ops["kind"] == "shuffle").to_numpy(dtype=bool)}
+
     def tasks(self, knobs: Knobs) -> np.ndarray:
         """Tasks each operator runs per batch under ``knobs`` (its partitions)."""
-        return np.where(self.operators["kind"] == "source", knobs.source_partitions,
-                        np.where(self.operators["kind"] == "shuffle", knobs.state_partitions, self.operators["tasks"])
-                        ).astype(np.float64)
+        col = self._columns
+        return np.where(col["source"], float(knobs.source_partitions),
+                        np.where(col["shuffle"], float(knobs.state_partitions), col["tasks"]))
 
     def parallelism(self, knobs: Knobs) -> np.ndarray:
         """Tasks of each operator that can run at once under ``knobs``."""
@@ -95,8 +105,8 @@ class StreamProfile:
     def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
         """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``c * max(1/q, 1/P) + s / q``."""
         q = self.parallelism(knobs)
-        ops = self.operators
-        return ops["cpu_ms_per_event"].to_numpy() * np.maximum(1.0 / q, 1.0 / self.cpus) + ops["wait_ms_per_event"].to_numpy() / q
+        col = self._columns
+        return col["cpu_ms_per_event"] * np.maximum(1.0 / q, 1.0 / self.cpus) + col["wait_ms_per_event"] / q
 
     def stage_fixed_ms(self, knobs: Knobs) -> np.ndarray:
         """What each stage costs per batch whatever the batch's size: ``o + n * t * max(1/q, 1/P)``.
@@ -106,8 +116,8 @@ class StreamProfile:
         tasks running at once, and no faster than the CPUs allow.
         """
         q = self.parallelism(knobs)
-        per_task = self.operators["task_cpu_ms"].to_numpy() * self.tasks(knobs) * np.maximum(1.0 / q, 1.0 / self.cpus)
-        return self.operators["overhead_ms"].to_numpy() + per_task
+        col = self._columns
+        return col["overhead_ms"] + col["task_cpu_ms"] * self.tasks(knobs) * np.maximum(1.0 / q, 1.0 / self.cpus)
 
     def fixed_ms_for(self, knobs: Knobs) -> float:
         """What a batch costs under ``knobs`` whatever its size: coordination plus every stage's fixed costs."""
