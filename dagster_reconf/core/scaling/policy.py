@@ -244,6 +244,10 @@ class DS2Policy(ScalingPolicy):
             return Decision("hold", f"utilization is low, but the model needs {target.cores} cores for "
                                     f"{planned.target_rate:,.0f} events/s", obs)
         if direction == "scale_up" and target.cores < current.cores:
+            if obs.backlog_growth < 0:  # clearing, if more slowly than catch_up_s: more cores would idle once caught up
+                return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
+                                        f"the model needs {target.cores} cores for the steady state, and more would leave "
+                                        "it over-provisioned once caught up", obs)
             target = target.model_copy(update={"cores": current.cores, "source_partitions": max(target.source_partitions, current.cores)})
         reason = (f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
                   f"needs {target.cores} cores; capacity {planned.predicted['capacity_now']:,.0f} -> "

@@ -122,3 +122,7 @@ def test_high_utilization_while_the_backlog_clears_in_time_is_catching_up_not_sc
     assert clearing.action == "hold" and "catching up" in clearing.reason and "clear in 20 s" in clearing.reason
     too_slow = policy.decide("s", KNOBS, obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile())
     assert too_slow.action == "scale_up"  # 200 s to clear > 60 s
+    # Slow, but 8 cores are more than the steady state needs (3, aligned to 4): more would idle once caught up.
+    eight = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
+    steady = policy.decide("s", eight, obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile(cores=8))
+    assert steady.action == "hold" and "needs 4 cores for the steady state" in steady.reason
