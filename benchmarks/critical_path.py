@@ -6,7 +6,8 @@
   lines with accumulables, jobs with two stages, task start events), read and normalized
   by the trace reader; ``ingest_events_per_s`` counts task events per second (median
   of 7 reads of the whole log (5 in a full run), after one small warm-up read that compiles numba code).
-  The log is a finished application's, which DuckDB reads straight from the file; the
+  The log is a finished application's, which DuckDB reads straight from the file (in a
+  thread of its own, while the parts already read are normalized); the
   same bytes named as a running application's log (``.inprogress``) take the path every
   incremental read of a live stream takes (decompressed here, parsed by Arrow), measured
   in the same run as ``ingest_running_log_events_per_s``, and the ratio is

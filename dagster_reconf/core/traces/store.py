@@ -10,6 +10,7 @@ chunks that overlap their window, so a window can be (re)materialized at any tim
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -35,15 +36,18 @@ def normalize_log(
 ) -> tuple[pd.DataFrame, TraceNormalizer, ReadResult | TableReadResult]:
     """New activities of one application's log after ``cursor``.
 
-    The whole log is parsed by Arrow where it can be (see :func:`read_event_table`);
-    a log with a line Arrow refuses is read line by line, task ends still columnar.
+    The whole log is parsed by DuckDB or Arrow where it can be, and normalized part by
+    part while the next part is read (see :func:`read_event_table`); a log with a line
+    they refuse is read line by line, task ends still columnar. Returns the rows, the
+    normalizer to continue with (a whole read works on a copy of ``normalizer``, so a
+    refused line leaves it as it was) and the read's result.
     """
     normalizer = normalizer or TraceNormalizer()
     if max_events is None:
-        fast = read_event_table(log, cursor, schema=EVENT_SCHEMA, used=USED_EVENTS)
+        working = copy.deepcopy(normalizer)  # a line refused after parts were normalized: start over from ``normalizer``
+        fast = read_event_table(log, cursor, schema=EVENT_SCHEMA, used=USED_EVENTS, on_table=working.add_table)
         if fast is not None:
-            normalizer.add_table(fast.table)
-            return normalizer.take_rows(), normalizer, fast
+            return working.take_rows(), working, fast
     result = read_events(log, cursor, max_events=max_events, only=USED_EVENTS - {TASK_END}, raw=frozenset({TASK_END}))
     normalizer.add(result.events)
     normalizer.add_task_lines(result.raw)

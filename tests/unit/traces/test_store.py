@@ -97,6 +97,67 @@ def test_a_line_arrow_refuses_falls_back_to_line_by_line_with_the_same_rows(tmp_
     pd.testing.assert_frame_equal(slow_rows, fast_rows)
 
 
+def many_tasks():
+    """Ten jobs of two stages, four tasks each: enough lines for several parts of three events."""
+    out = events()[:3]
+    for job in range(10):
+        stages = [2 * job, 2 * job + 1]
+        out.append({**JOB, "Job ID": job, "Stage IDs": stages, "Properties": {**JOB["Properties"], "streaming.sql.batchId": str(job)},
+                    "Stage Infos": [{**info, "Stage ID": s, "Parent IDs": [s - 1] if k else []}
+                                    for k, (info, s) in enumerate(zip(JOB["Stage Infos"], stages, strict=True))]})
+        t0 = 1000 + 100 * job
+        out += [task(4 * job, stages[0], t0), task(4 * job + 1, stages[0], t0), task(4 * job + 2, stages[1], t0 + 30),
+                task(4 * job + 3, stages[1], t0 + 30)]
+    return out
+
+
+def sorted_rows(frame):
+    return frame.sort_values(["start_ms", "end_ms", "activity", "worker", "src_worker", "task_id"]).reset_index(drop=True)
+
+
+def test_parts_normalized_while_duckdb_reads_the_next_make_the_rows_of_a_whole_read(tmp_path, monkeypatch):
+    from dagster_reconf.core.traces import eventlog
+
+    log = tmp_path / "app-1"  # finished: DuckDB reads it
+    write(log, many_tasks())
+    whole, _, _ = normalize_log(log)
+    parts = []
+    monkeypatch.setattr(eventlog, "_DUCKDB_PART_ROWS", 3)
+    monkeypatch.setattr(TraceNormalizer, "add_table", lambda self, table, add=TraceNormalizer.add_table: (parts.append(table.num_rows), add(self, table)))
+    streamed, _, read = normalize_log(log)
+    assert len(parts) > 5 and sum(parts) == read.events_read == 2 + 10 * 5
+    pd.testing.assert_frame_equal(sorted_rows(streamed), sorted_rows(whole))
+
+
+def test_a_part_refused_after_others_were_normalized_starts_over_line_by_line(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from dagster_reconf.core.traces import eventlog
+
+    log = tmp_path / "app-1"
+    write(log, many_tasks())
+    start = TraceNormalizer.from_state(normalize_log(log)[1].state())  # a normalizer that has read before
+    before = start.state()
+    # DuckDB refuses a corrupt line in a small file before handing on anything; in a big one it can fail in a
+    # later part: here the third part is refused.
+    monkeypatch.setattr(eventlog, "_DUCKDB_PART_ROWS", 3)
+    parts, part_table = [], eventlog._part_table
+
+    def third_part_refused(batch, schema):
+        parts.append(len(parts))
+        if len(parts) == 3:
+            raise pa.ArrowInvalid("refused in the third part")
+        return part_table(batch, schema)
+
+    monkeypatch.setattr(eventlog, "_part_table", third_part_refused)
+    rows, normalizer, read = normalize_log(log, None, start)
+    assert len(parts) == 3 and isinstance(read, ReadResult)
+    assert normalizer is start  # the two parts went to a copy, dropped: the line-by-line read went on from ``start``
+    monkeypatch.undo()
+    expected, _, _ = normalize_log(log, None, TraceNormalizer.from_state(before))
+    pd.testing.assert_frame_equal(sorted_rows(rows), sorted_rows(expected))
+
+
 def _ingest_repeatedly(root: str, logs: str, times: int) -> int:
     store = TraceStore(root)
     return sum(store.ingest(logs).activities for _ in range(times))
