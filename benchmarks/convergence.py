@@ -20,8 +20,8 @@ machine's disk and do not speed up with more tasks, so they are kept few.
 Scale-down is not delayed here (it would only add a wait to every policy alike).
 
 ``prediction_error``: after each DS2 step, the batch duration the model predicted for
-the new knobs (from the profile measured before the step, at the batch size then
-observed) against the median measured under them, as ``|capacity predicted /
+the new knobs (from the very profile the plan was made from, ``Decision.profile``, at
+the batch size then observed) against the median measured under them, as ``|capacity predicted /
 capacity measured - 1|`` (capacity = events per batch / batch duration); the median
 over steps is reported, the maximum beside it.
 """

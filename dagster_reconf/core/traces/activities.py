@@ -233,11 +233,68 @@ class TraceNormalizer:
 
     def add_table(self, table: pa.Table) -> None:
         """Normalize events parsed by Arrow with :data:`EVENT_SCHEMA` (the fast path for whole logs)."""
-        is_task = pc.equal(table.column("Event"), "SparkListenerTaskEnd")
-        others = table.filter(pc.invert(is_task)).drop_columns([n for n in TASK_END_SCHEMA.names if n != "Event"])
+        kinds = table.column("Event")
+        is_task = pc.equal(kinds, "SparkListenerTaskEnd")
+        is_job = pc.equal(kinds, "SparkListenerJobStart")
+        others = table.filter(pc.invert(pc.or_(is_task, is_job))).drop_columns([n for n in TASK_END_SCHEMA.names if n != "Event"])
         with gc_paused():
+            # Jobs first: in a log a job's start comes before its stages' submissions and tasks.
+            self._add_jobs(table.filter(is_job).select(["Job ID", "Stage Infos", "Properties"]))
             self._add(others.to_pylist())  # absent fields come as None: the handlers treat both alike
             self._add_tasks(table.select(TASK_END_SCHEMA.names), is_task.to_numpy(zero_copy_only=False))
+
+    def _add_jobs(self, jobs: pa.Table) -> None:
+        """``SparkListenerJobStart`` rows, in log order, as :meth:`_on_JobStart` handles them one by one.
+
+        Columnar: a stage's plan label is computed once per distinct list of RDD scopes,
+        and its depth below its job's final stage by relaxing parent edges over all jobs
+        at once (a job's stages are its final stage's ancestors). A job with a stage that
+        is not its final stage's ancestor goes through :meth:`_on_JobStart`.
+        """
+        if jobs.num_rows == 0:
+            return
+        job_ids = jobs.column("Job ID").to_numpy(zero_copy_only=False).astype(np.int64)
+        props = jobs.column("Properties").combine_chunks()
+        queries = pc.struct_field(props, "sql.streaming.queryId").to_pylist()  # null where Properties is
+        batches = [int(b or -1) for b in pc.struct_field(props, "streaming.sql.batchId").to_pylist()]
+        for job_id, query_id, batch_id in zip(job_ids.tolist(), queries, batches, strict=True):
+            self._job_props[job_id] = (query_id, batch_id)
+            key = (query_id, batch_id)
+            self._job_ordinal[job_id] = self._batch_jobs.get(key, 0)
+            self._batch_jobs[key] = self._job_ordinal[job_id] + 1
+
+        infos = jobs.column("Stage Infos").combine_chunks()
+        flat = pc.list_flatten(infos)
+        if len(flat) == 0:
+            return
+        job_of = pc.list_parent_indices(infos).to_numpy()
+        stage_col, parents, rdds = flat.flatten()  # _STAGE_INFO's fields, offsets and nulls applied
+        stage_ids = stage_col.to_numpy(zero_copy_only=False).astype(np.int64)
+        scopes = pa.ListArray.from_arrays(rdds.offsets, pc.fill_null(pc.struct_field(rdds.values, "Scope"), ""))
+        keys = pc.fill_null(pc.binary_join(scopes, "\x1f"), "").dictionary_encode()
+        labels = np.array([_plan_label(tuple(k.split("\x1f")) if k else ()) for k in keys.dictionary.to_pylist()], dtype=object)
+        depth, unreached = _depths(job_of, stage_ids, pc.list_parent_indices(parents).to_numpy(),
+                                   pc.list_flatten(parents).to_numpy(zero_copy_only=False).astype(np.int64))
+
+        first = np.unique(stage_ids, return_index=True)[1]  # the first job that names a stage registers it
+        first = first[~np.isin(stage_ids[first], np.fromiter(self.stages, dtype=np.int64, count=len(self.stages)))]
+        parent_lists = parents.to_pylist()
+        label_of = labels[keys.indices.to_numpy()]
+        fallback = set(job_of[unreached].tolist())
+        for row in np.sort(first).tolist():
+            job = int(job_of[row])
+            job_id = int(job_ids[job])
+            if job in fallback:
+                continue
+            query_id, batch_id = self._job_props[job_id]
+            name = f"j{self._job_ordinal[job_id]}.d{int(depth[row])}:{label_of[row]}"
+            self.stages[int(stage_ids[row])] = _Stage(int(stage_ids[row]), job_id, query_id, batch_id, name,
+                                                      [int(p) for p in parent_lists[row] or []])
+        for job in sorted(fallback):
+            event = jobs.slice(job, 1).to_pylist()[0]
+            infos_of_job = {int(i["Stage ID"]): i for i in event.get("Stage Infos") or []}
+            for info in infos_of_job.values():
+                self._register_stage(info, int(job_ids[job]), infos_of_job)
 
     def _flush_pending(self) -> None:
         if self._pending_tasks:
@@ -449,6 +506,34 @@ class TraceNormalizer:
         if not self._frames:
             return _empty_table()
         return pa.concat_tables(self._frames).to_pandas().astype(_DTYPES)
+
+
+def _depths(job_of: np.ndarray, stage_ids: np.ndarray, parent_row: np.ndarray, parent_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each stage row's distance below its job's final (highest-numbered) stage along parent edges, and the rows
+    the final stage does not reach.
+
+    ``job_of``/``stage_ids``: per stage row; ``parent_row``/``parent_ids``: per parent edge, the stage row it
+    leaves and the parent stage's id. A parent outside the job leads nowhere (as a missing stage info does).
+    """
+    lo, span = int(stage_ids.min()), int(stage_ids.max() - stage_ids.min()) + 1
+    key = job_of * span + (stage_ids - lo)  # unique per (job, stage)
+    order = np.argsort(key, kind="stable")
+    final = np.zeros(len(key), dtype=bool)
+    final[order[np.r_[job_of[order][1:] != job_of[order][:-1], True]]] = True  # each job's highest stage id
+    in_range = (parent_ids >= lo) & (parent_ids - lo < span)
+    wanted = job_of[parent_row] * span + (parent_ids - lo)
+    at = np.minimum(np.searchsorted(key[order], wanted), len(order) - 1)
+    inside = in_range & (key[order][at] == wanted)
+    child, parent = parent_row[inside], order[at[inside]]
+    depth = np.where(final, 0.0, np.inf)
+    while True:  # breadth-first from each final stage: one level per pass
+        relaxed = depth.copy()
+        np.minimum.at(relaxed, parent, depth[child] + 1)
+        if np.array_equal(relaxed, depth):
+            break
+        depth = relaxed
+    unreached = np.flatnonzero(np.isinf(depth))
+    return np.where(np.isinf(depth), -1, depth).astype(np.int64), unreached
 
 
 @numba.njit(cache=True)

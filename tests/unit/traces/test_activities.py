@@ -121,3 +121,28 @@ def test_removed_executor_keeps_its_history():
 def test_table_has_the_documented_schema():
     _, table = normalize([JOB, task(0, 0, 1000)])
     assert list(table.columns) == ACTIVITY_COLUMNS
+
+
+def test_jobs_read_as_a_table_name_their_stages_as_jobs_read_one_by_one():
+    import pyarrow as pa
+
+    from dagster_reconf.core.traces.activities import EVENT_SCHEMA
+
+    diamond = job(0, [0, 1, 2, 3], parents={1: [0], 2: [0], 3: [1, 2]})  # two paths of different length to the final
+    diamond["Stage Infos"][1]["RDD Info"] = [{"Scope": None}, {"Name": "no scope"}]
+    events = [
+        diamond,
+        job(1, [3, 4], parents={4: [3]}),  # the second job of batch 0 reuses stage 3 (skipped): the first job names it
+        job(2, [5, 6, 7], batch=1, parents={6: [5], 7: [6, 99]}),  # a parent outside the job leads nowhere
+        job(3, [8, 9, 10], batch=1, parents={10: [9]}),  # stage 8 is not an ancestor of the final stage
+        {**job(4, [11], query=None), "Properties": None},
+        {**job(5, [], batch=2), "Stage Infos": None},
+    ]
+    one_by_one = TraceNormalizer()
+    one_by_one.add(events)
+    columnar = TraceNormalizer()
+    columnar.add_table(pa.Table.from_pylist(events, schema=EVENT_SCHEMA))
+    assert columnar.stages == one_by_one.stages and len(columnar.stages) == 12
+    assert columnar._job_props == one_by_one._job_props and columnar._job_ordinal == one_by_one._job_ordinal
+    assert one_by_one.stages[3].operator.startswith("j0.d0:") and one_by_one.stages[4].operator.startswith("j1.d0:")
+    assert one_by_one.stages[0].operator.startswith("j0.d2:")  # the shorter path counts
