@@ -340,7 +340,10 @@ def read_event_table(
         nonlocal rows
         table = _used_rows(table, used, skipped)
         rows += table.num_rows
-        tables.append(table) if on_table is None else on_table(table)
+        if on_table is None:
+            tables.append(table)
+        else:
+            on_table(table)
 
     position = cursor
     for index in range(start + cursor.complete, len(files)):
