@@ -1,6 +1,6 @@
 """DS2 scaling plans and the configuration of the bundled streams."""
 
-from dagster_reconf.scaling_assets import build_scaling_assets
+from dagster_reconf import build_scaling_assets
 from resources.streams import STREAM_NAMES
 
 # Plans may move state: stream_configuration migrates it (Spark's offline repartition,

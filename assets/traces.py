@@ -1,6 +1,6 @@
 """Trace snapshots and CP summaries of the bundled streams, in 5-minute windows."""
 
-from dagster_reconf.trace_assets import build_trace_assets
+from dagster_reconf import build_trace_assets
 from resources.streams import STREAM_NAMES
 
 TRACES = build_trace_assets(streams=STREAM_NAMES, start="2026-11-01", window_minutes=5)

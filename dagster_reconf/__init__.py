@@ -1,7 +1,15 @@
 """dagster-reconf: a Dagster control plane for stateful Spark Structured Streaming jobs.
 
-``dagster_reconf.core`` knows nothing of Dagster (workloads, runtime, supervisor,
-control endpoint); the modules beside it are the Dagster building blocks over it.
+Three parts:
+
+* ``dagster_reconf.core``: the control plane, which knows nothing of Dagster (stream
+  definitions and specs, the runtime and its supervised drivers, traces and CP, the
+  scaling model and policy, execution plans and reconfigurations, the audit ledger);
+* ``dagster_reconf.dagster``: the Dagster building blocks over it (resources, asset and
+  sensor factories, the reconfiguration ops);
+* ``dagster_reconf.workloads``: the streams we ship as examples and benchmarks (Nexmark
+  and word count), written against the same public API as a user's own streams.
+
 Importing this package loads neither pyspark nor Dagster; its public names load on first use.
 """
 
@@ -11,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 # Public name -> the module that defines it. Loaded on first use (PEP 562): Spark's Python
-# workers import dagster_reconf.core.workloads for the bundled sources, and must not pay
+# workers import dagster_reconf.workloads.sources for the bundled sources, and must not pay
 # for Dagster (~2 s per worker process, much of a restarted stream's first batch).
 _EXPORTS = {
     "ReconfError": ".core.errors", "SpecError": ".core.errors", "StreamNotFoundError": ".core.errors",
@@ -20,27 +28,31 @@ _EXPORTS = {
     "ExecutionPlan": ".core.reconfig", "ReconfigurationInterrupted": ".core.reconfig",
     "ReconfigurationRefused": ".core.reconfig", "Reconfigurer": ".core.reconfig",
     "StreamSpec": ".core.spec",
+    "StreamContext": ".core.definition", "StreamDefinition": ".core.definition", "StreamOutput": ".core.definition",
+    "stream_definition": ".core.definition",
     "StreamSupervisor": ".core.supervisor",
-    "build_reconfiguration_failure_sensor": ".reconfiguration_assets", "build_stream_configuration": ".reconfiguration_assets",
-    "AuditLedgerResource": ".resources", "StreamRuntimeResource": ".resources",
-    "ScalingAssets": ".scaling_assets", "build_scaling_assets": ".scaling_assets",
-    "build_scaling_sensor": ".scaling_sensor",
-    "build_stream_progress_sensor": ".sensor_builder",
-    "TraceAssets": ".trace_assets", "build_trace_assets": ".trace_assets",
+    "build_reconfiguration_failure_sensor": ".dagster.reconfiguration_assets",
+    "build_stream_configuration": ".dagster.reconfiguration_assets",
+    "AuditLedgerResource": ".dagster.resources", "StreamRuntimeResource": ".dagster.resources",
+    "ScalingAssets": ".dagster.scaling_assets", "build_scaling_assets": ".dagster.scaling_assets",
+    "build_scaling_sensor": ".dagster.scaling_sensor",
+    "build_stream_progress_sensor": ".dagster.sensor_builder",
+    "TraceAssets": ".dagster.trace_assets", "build_trace_assets": ".dagster.trace_assets",
 }
 
 if TYPE_CHECKING:
     from .core.errors import ReconfError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
     from .core.ledger import AuditLedger
     from .core.reconfig import ExecutionPlan, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
+    from .core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
     from .core.spec import StreamSpec
     from .core.supervisor import StreamSupervisor
-    from .reconfiguration_assets import build_reconfiguration_failure_sensor, build_stream_configuration
-    from .resources import AuditLedgerResource, StreamRuntimeResource
-    from .scaling_assets import ScalingAssets, build_scaling_assets
-    from .scaling_sensor import build_scaling_sensor
-    from .sensor_builder import build_stream_progress_sensor
-    from .trace_assets import TraceAssets, build_trace_assets
+    from .dagster.reconfiguration_assets import build_reconfiguration_failure_sensor, build_stream_configuration
+    from .dagster.resources import AuditLedgerResource, StreamRuntimeResource
+    from .dagster.scaling_assets import ScalingAssets, build_scaling_assets
+    from .dagster.scaling_sensor import build_scaling_sensor
+    from .dagster.sensor_builder import build_stream_progress_sensor
+    from .dagster.trace_assets import TraceAssets, build_trace_assets
 
 
 def __getattr__(name: str) -> Any:
@@ -65,7 +77,10 @@ __all__ = [
     "Reconfigurer",
     "ScalingAssets",
     "SpecError",
+    "StreamContext",
+    "StreamDefinition",
     "StreamNotFoundError",
+    "StreamOutput",
     "StreamRuntimeResource",
     "StreamSpec",
     "StreamStartError",
@@ -79,4 +94,5 @@ __all__ = [
     "build_stream_configuration",
     "build_stream_progress_sensor",
     "build_trace_assets",
+    "stream_definition",
 ]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 
 from dagster_reconf import StreamSpec
+from dagster_reconf.workloads.streams import bundled_spec
 
 BUNDLED_STREAMS: list[StreamSpec] = [
-    StreamSpec(name="nexmark-q5", query="q5", rate=3000, source_partitions=2, state_partitions=4),
-    StreamSpec(name="wordcount", query="wordcount", rate=2000, source_partitions=2, state_partitions=4),
+    bundled_spec("nexmark-q5", "q5", rate=3000, source_partitions=2, state_partitions=4),
+    bundled_spec("wordcount", "wordcount", rate=2000, source_partitions=2, state_partitions=4),
 ]
 
 STREAM_NAMES: list[str] = [spec.name for spec in BUNDLED_STREAMS]

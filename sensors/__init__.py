@@ -3,9 +3,7 @@ sensor, and one sensor that records failed reconfiguration runs in the audit led
 
 from assets.scaling import SCALING
 from assets.traces import TRACES
-from dagster_reconf.reconfiguration_assets import build_reconfiguration_failure_sensor
-from dagster_reconf.scaling_sensor import build_scaling_sensor
-from dagster_reconf.sensor_builder import build_stream_progress_sensor
+from dagster_reconf import build_reconfiguration_failure_sensor, build_scaling_sensor, build_stream_progress_sensor
 from resources.streams import STREAM_NAMES
 
 progress_sensors = [build_stream_progress_sensor(stream=name) for name in STREAM_NAMES]

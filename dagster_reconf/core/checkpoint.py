@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ __all__ = [
     "CheckpointFacts",
     "CheckpointSnapshot",
     "checkpoint_facts",
+    "copy_offset_entry",
+    "copy_source_logs",
+    "renew_query_id",
     "free_bytes",
     "partitions_at",
     "stateful_operators",
@@ -45,23 +49,11 @@ class CheckpointFacts:
     state_partitions: int | None
     provider: str | None
     end_offsets: dict[int, Any]  # batch id -> the source offsets that batch ended at
+    stateful: bool = False  # the checkpoint holds state of a stateful operator (its state metadata says so)
 
     @property
     def committed(self) -> bool:
         return self.last_offset_batch == self.last_committed_batch
-
-    @property
-    def consumed_events(self) -> int:
-        """Events read through the last committed batch (the bundled sources' offsets are event indexes).
-
-        Needs the offsets: ``checkpoint_facts(..., with_offsets=True)``.
-        """
-        if self.last_committed_batch is None:
-            return 0
-        offsets = self.end_offsets.get(self.last_committed_batch)
-        if offsets is None:
-            raise ValueError("these checkpoint facts were read without offsets: use checkpoint_facts(..., with_offsets=True)")
-        return max(int(o["index"]) for o in offsets if isinstance(o, dict) and "index" in o)
 
     @property
     def uses_rocksdb(self) -> bool:
@@ -70,7 +62,8 @@ class CheckpointFacts:
     def summary(self) -> dict[str, Any]:
         """The facts without the per-batch offsets (for status pages)."""
         return {"last_offset_batch": self.last_offset_batch, "last_committed_batch": self.last_committed_batch,
-                "committed": self.committed, "state_partitions": self.state_partitions, "provider": self.provider}
+                "committed": self.committed, "state_partitions": self.state_partitions, "provider": self.provider,
+                "stateful": self.stateful}
 
 
 def _batch_ids(directory: Location) -> list[int]:
@@ -102,7 +95,45 @@ def checkpoint_facts(checkpoint: Location, *, with_offsets: bool = False) -> Che
         partitions = int(conf["spark.sql.shuffle.partitions"]) if "spark.sql.shuffle.partitions" in conf else None
         provider = conf.get("spark.sql.streaming.stateStore.providerClass")
     ends = {b: _offset_entry(checkpoint / "offsets" / str(b))[1] for b in offsets} if with_offsets else {}
-    return CheckpointFacts(offsets[-1] if offsets else None, commits[-1] if commits else None, partitions, provider, ends)
+    stateful = bool(stateful_operators(checkpoint))
+    return CheckpointFacts(offsets[-1] if offsets else None, commits[-1] if commits else None, partitions, provider, ends,
+                           stateful)
+
+
+def copy_offset_entry(source: Location, target: Location, batch_id: int, shuffle_partitions: int | None = None) -> None:
+    """Plan batch ``batch_id`` of checkpoint ``source`` in checkpoint ``target``: the same offsets, optionally
+    another ``spark.sql.shuffle.partitions`` (a query started on ``target`` then runs exactly that batch first)."""
+    lines = (source / "offsets" / str(batch_id)).read_text().splitlines()
+    if shuffle_partitions is not None and len(lines) > 1 and lines[1].strip():
+        metadata = json.loads(lines[1])
+        metadata.setdefault("conf", {})["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+        lines[1] = json.dumps(metadata, separators=(",", ":"))
+    entry = target / "offsets" / str(batch_id)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.write_text("\n".join(lines))
+
+
+def renew_query_id(checkpoint: Location) -> str:
+    """Give the query of ``checkpoint`` a new id (its ``metadata`` file): what ran on it before (a replay into a new
+    generation) is then told apart from what runs on it next in traces, which key activities by query id."""
+    query_id = str(uuid.uuid4())
+    (checkpoint / "metadata").write_text(json.dumps({"id": query_id}))
+    return query_id
+
+
+def copy_source_logs(source: Location, target: Location) -> int:
+    """Copy the sources' own logs (``sources/``: the file source's list of files per log offset) between checkpoints."""
+    copied = 0
+    logs = source / "sources"
+    if not logs.is_dir():
+        return 0
+    for path in logs.rglob("*"):
+        if path.is_file() and not path.name.endswith(".crc"):
+            destination = target / "sources" / path.relative_to(logs).as_posix()
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            copy_file(path, destination)
+            copied += 1
+    return copied
 
 
 def partitions_at(checkpoint: Location, batch_id: int | None = None) -> int | None:

@@ -1,9 +1,9 @@
 """``reconf``: start, watch, change and stop managed streams and a local Spark cluster.
 
-    reconf stream start NAME --query q5 [--rate 2000] [--watch 30]
+    reconf stream start NAME --entrypoint my_pkg.streams:orders [--option key=value ...] [--watch 30]
     reconf stream status NAME [--json]
     reconf stream watch NAME [--seconds 30]
-    reconf stream restart NAME --set source_partitions=4 --set rate=3000
+    reconf stream restart NAME --set trigger_interval_s=2 --set options.rate=3000
     reconf stream stop NAME
     reconf stream list
     reconf cluster start [--workers 1 --cores 2 --memory 2g] | stop | status
@@ -11,7 +11,6 @@
     reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay]
     reconf reconfigure abort NAME
     reconf audit list [--stream NAME] | show ID | verify [--expect-head HASH]
-    reconf demo [--seconds 60]
 
 The audit ledger is ``$RECONF_LEDGER_URL`` (or ``--ledger``), by default the SQLite file
 ``ledger.db`` in the runtime home.
@@ -34,7 +33,7 @@ from rich.live import Live
 from rich.table import Table
 
 from .errors import ReconfError, SpecError
-from .metrics import MetricsStore, progress_row
+from .metrics import MetricsStore, record_row
 from .paths import default_home
 from .spec import StreamSpec
 
@@ -45,11 +44,11 @@ LEDGER_ENV = "RECONF_LEDGER_URL"
 console = Console()
 
 
-def _parse_setting(text: str) -> tuple[str, Any]:
+def _parse_setting(text: str, flag: str = "--set") -> tuple[str, Any]:
     """``key=value`` with a JSON value when it parses (numbers, objects), else the string."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
-        raise SpecError(f"--set expects key=value, got {text!r}")
+        raise SpecError(f"{flag} expects key=value, got {text!r}")
     try:
         return key, json.loads(raw)
     except json.JSONDecodeError:
@@ -57,16 +56,25 @@ def _parse_setting(text: str) -> tuple[str, Any]:
 
 
 def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
+    if args.spec_file and not Path(args.spec_file).is_file():
+        raise SpecError(f"spec file {args.spec_file} not found")
     data: dict[str, Any] = json.loads(Path(args.spec_file).read_text()) if args.spec_file else {}
     data["name"] = args.name
-    for field in ("query", "master", "rate", "source_partitions", "state_partitions", "trigger_interval_s",
-                  "max_events_per_trigger", "max_events", "vocabulary", "storage"):
+    for field in ("entrypoint", "master", "source_partitions", "state_partitions", "trigger_interval_s", "max_per_trigger",
+                  "storage"):
         value = getattr(args, field)
         if value is not None:
             data[field] = value
-    if args.cost_mode is not None:
-        data["cost"] = {"mode": args.cost_mode, "micros_per_record": args.cost_us or 0.0}
-    data.update(dict(_parse_setting(s) for s in args.set or []))
+    data["options"] = {**data.get("options", {}), **dict(_parse_setting(s, "--option") for s in args.option or [])}
+    for key, value in (_parse_setting(s) for s in args.set or []):
+        field, _, sub = key.partition(".")
+        if sub and field in ("options", "knob_options", "spark_conf"):
+            data[field] = {**data.get(field, {}), sub: value}
+        else:
+            data[key] = value
+    if "entrypoint" not in data:
+        raise SpecError("stream start needs --entrypoint package.module:function (the stream definition), or a "
+                        "--spec-file that names one")
     return StreamSpec.parse(data)
 
 
@@ -80,13 +88,15 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 def status_table(status: dict[str, Any]) -> Table:
     """One stream's status as a two-column table."""
-    table = Table(title=f"stream {status.get('name')} ({status.get('query')}) - {status.get('state')}", show_header=False)
+    table = Table(title=f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}", show_header=False)
     rows = [
         ("batch id", _fmt(status.get("batch_id"))),
         ("input rate", _fmt(status.get("input_rows_per_second"), " rows/s")),
         ("processed rate", _fmt(status.get("processed_rows_per_second"), " rows/s")),
         ("batch duration", _fmt(status.get("batch_duration_ms"), " ms")),
-        ("backlog", _fmt(status.get("backlog_events"), " events")),
+        ("backlog", _fmt(status.get("backlog_events"), " events") if status.get("backlog_events") is not None
+         else f"unknown ({status.get('backlog_unknown')})" if status.get("backlog_unknown") else "-"),
+        ("sources", _fmt(status.get("source_kinds"))),
         ("watermark", _fmt(status.get("watermark"))),
         ("master", _fmt(status.get("master"))),
         ("Spark UI", _fmt(status.get("spark_ui"))),
@@ -119,7 +129,7 @@ def watch(store: MetricsStore, name: str, seconds: float) -> list[dict[str, Any]
     with Live(progress_table(name, rows), console=console, refresh_per_second=2, transient=not console.is_terminal) as live:
         while time.monotonic() < deadline:
             records, cursor = store.read(cursor)
-            rows += [progress_row(r["progress"]) for r in records if r.get("kind") == "progress"]
+            rows += [record_row(r) for r in records if r.get("kind") == "progress"]
             live.update(progress_table(name, rows))
             time.sleep(0.5)
     if not console.is_terminal:
@@ -133,7 +143,7 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
     supervisor = StreamSupervisor(home)
     if args.action == "start":
         spec = _spec_from_args(args)
-        with console.status(f"starting stream {spec.name} ({spec.query} on {spec.master})..."):
+        with console.status(f"starting stream {spec.name} ({spec.entrypoint} on {spec.master})..."):
             info = supervisor.start(spec)
         console.print(f"stream [bold]{spec.name}[/] running: pid {info['pid']}, control port {info['control_port']}, "
                       f"Spark app {info.get('app_id')}, UI {info.get('spark_ui')}")
@@ -158,10 +168,10 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
             console.print_json(data=supervisor.stop(args.name, args.timeout_s))
     elif args.action == "list":
         table = Table(title=f"streams under {home}")
-        for column in ("name", "query", "master", "driver", "pid", "control port", "app id"):
+        for column in ("name", "entrypoint", "master", "driver", "pid", "control port", "app id"):
             table.add_column(column)
         for row in supervisor.list():
-            table.add_row(row["name"], row["query"], row["master"], row["driver"], _fmt(row["pid"]),
+            table.add_row(row["name"], row["entrypoint"], row["master"], row["driver"], _fmt(row["pid"]),
                           _fmt(row["control_port"]), _fmt(row["app_id"]))
         console.print(table)
     return 0
@@ -265,12 +275,6 @@ def _when(timestamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
 
 
-def _cmd_demo(args: argparse.Namespace, home: Path) -> int:
-    from .demo import run_demo
-
-    return run_demo(home, seconds=args.seconds, console=console)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reconf", description="Control plane for Spark Structured Streaming jobs.")
     parser.add_argument("--home", type=Path, default=None, help="runtime home (default: $RECONF_HOME or ./.reconf)")
@@ -280,21 +284,20 @@ def build_parser() -> argparse.ArgumentParser:
     stream = groups.add_parser("stream", help="managed streams").add_subparsers(dest="action", required=True)
     start = stream.add_parser("start", help="start a stream's driver")
     start.add_argument("name")
-    start.add_argument("--query", help="q1, q2, q3, q5, q8, q11 or wordcount")
+    start.add_argument("--entrypoint", help="the stream definition, package.module:function "
+                                            "(the bundled ones: dagster_reconf.workloads.streams:q5, ...)")
+    start.add_argument("--option", action="append", metavar="KEY=VALUE", help="an option of the workload (its definition "
+                                                                             "validates them), e.g. --option rate=3000")
     start.add_argument("--spec-file", help="JSON stream spec; flags override its fields")
     start.add_argument("--master", help="Spark master URL (default local[2])")
     start.add_argument("--storage", help="URL for checkpoints and event logs: file:///..., hdfs://..., s3a://... "
                                          "(default: under the home)")
-    start.add_argument("--rate", type=float, help="events per second")
-    start.add_argument("--source-partitions", type=int)
+    start.add_argument("--source-partitions", type=int, help="the source-partitions knob (where the definition maps it)")
     start.add_argument("--state-partitions", type=int)
     start.add_argument("--trigger-interval-s", type=float)
-    start.add_argument("--max-events-per-trigger", type=int)
-    start.add_argument("--max-events", type=int)
-    start.add_argument("--vocabulary", type=int)
-    start.add_argument("--cost-mode", choices=["none", "cpu", "sleep"])
-    start.add_argument("--cost-us", type=float, help="cost per record in microseconds")
-    start.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other spec field")
+    start.add_argument("--max-per-trigger", type=int, help="the batch-size knob, in the source's unit")
+    start.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other spec field (options.KEY, "
+                                                                          "knob_options.KNOB, spark_conf.KEY too)")
     start.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="show live progress after starting")
     for action in ("status", "watch", "restart", "stop"):
         sub = stream.add_parser(action, help=f"{action} a stream")
@@ -304,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
         if action == "watch":
             sub.add_argument("--seconds", type=float, default=30.0)
         if action == "restart":
-            sub.add_argument("--set", action="append", metavar="KEY=VALUE", help="spec field to change")
+            sub.add_argument("--set", action="append", metavar="KEY=VALUE", help="spec field to change (options.KEY for "
+                                                                              "an option of the workload)")
         if action in ("restart", "stop"):
             sub.add_argument("--timeout-s", type=float, default=120.0)
     stream.add_parser("list", help="list streams")
@@ -336,16 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_parser("show", help="every record of one reconfiguration").add_argument("id")
     audit.add_parser("verify", help="check the hash chain").add_argument("--expect-head", help="a head hash kept elsewhere")
 
-    demo = groups.add_parser("demo", help="run a bundled stream for a while, change it live, check its output")
-    demo.add_argument("--seconds", type=float, default=60.0)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     home = (args.home or default_home()).resolve()
-    handlers = {"stream": _cmd_stream, "cluster": _cmd_cluster, "reconfigure": _cmd_reconfigure, "audit": _cmd_audit,
-                "demo": _cmd_demo}
+    handlers = {"stream": _cmd_stream, "cluster": _cmd_cluster, "reconfigure": _cmd_reconfigure, "audit": _cmd_audit}
     try:
         return handlers[args.group](args, home)
     except ReconfError as exc:

@@ -4,7 +4,8 @@ Chi's idea, on Spark: the controller talks to the running job. The endpoint live
 the driver process next to the query, so a stop or a settings change reuses the warm
 SparkContext and executors.
 
-Security and validation: the server binds to 127.0.0.1 only; every request must carry
+Security and validation: the server binds to 127.0.0.1 unless the stream's spec names
+another address (``control_bind_address``: Dagster run workers on another host); every request must carry
 ``Authorization: Bearer <token>`` where the token is the stream's secret file (mode
 0600, readable only by the user who started the stream). Bodies are validated with
 pydantic (unknown fields refused). A refused request changes nothing and answers
@@ -138,19 +139,21 @@ Handler = Callable[[Any], dict[str, Any]]
 
 
 class ControlServer:
-    """Serves the control endpoint for one driver on 127.0.0.1 (port 0: the OS picks one).
+    """Serves the control endpoint for one driver (port 0: the OS picks one).
 
     Args:
         token: the secret every request must present.
         routes: ``{(method, path): (request model or None, handler)}``; handlers get the
             validated body and return a JSON-able dict.
+        host: the address to listen on (default 127.0.0.1).
     """
 
-    def __init__(self, token: str, routes: dict[tuple[str, str], tuple[type[BaseModel] | None, Handler]], port: int = 0) -> None:
+    def __init__(self, token: str, routes: dict[tuple[str, str], tuple[type[BaseModel] | None, Handler]], port: int = 0,
+                 host: str = LOOPBACK) -> None:
         self._token = token
         self._routes = routes
         self._busy = threading.Lock()
-        self._httpd = ThreadingHTTPServer((LOOPBACK, port), self._handler_class())
+        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

@@ -1,11 +1,14 @@
 """The long-lived driver process of one managed stream.
 
 ``python -m dagster_reconf.core.driver <stream dir> [--paused]`` is what the supervisor
-starts. It reads the stream's spec and token, opens the control endpoint on 127.0.0.1,
-starts the query (not with ``--paused``: a reconfiguration that lost its driver
-continues on a new one before the query runs again), and records ``driver.json`` (pid, control port, Spark app id, UI) so any later
-process can find it. It runs until asked to shut down (control endpoint, SIGTERM or
-SIGINT), then stops the query at a batch boundary and exits.
+starts. It reads the stream's spec and token, imports the user's stream definition,
+opens the control endpoint (on 127.0.0.1 unless the spec names another address), starts
+the query and waits until it has completed a trigger or waits for data, so a definition
+that raises, returns the wrong thing or fails in its first batch fails the start (not with
+``--paused``: a reconfiguration that lost its driver continues on a new one before the
+query runs again). It records ``driver.json`` (pid, host, control address and port, Spark
+app id, UI) so any later process can find it, and runs until asked to shut down (control
+endpoint, SIGTERM or SIGINT), then stops the query at a batch boundary and exits.
 
 ``driver.json`` moves through ``starting -> running -> stopped``, or ``failed`` with
 the error, written atomically so a reader never sees half a file.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -51,12 +55,26 @@ def write_driver_info(paths: StreamPaths, info: dict[str, Any]) -> None:
     os.replace(tmp, paths.driver)
 
 
+FIRST_TRIGGER_TIMEOUT_S = 150.0
+
+
+def control_host(bind_address: str) -> str:
+    """The address clients reach the control endpoint at: the bind address, or this host's name for a wildcard."""
+    return socket.gethostname() if bind_address in ("0.0.0.0", "::", "") else bind_address
+
+
 def run(paths: StreamPaths, paused: bool = False) -> int:
-    spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
-    runtime = StreamRuntime(spec, paths)
+    info: dict[str, Any] = {"pid": os.getpid(), "name": paths.name, "host": socket.gethostname(), "status": "starting",
+                            "started_at": time.time()}
+    try:
+        spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
+        runtime = StreamRuntime(spec, paths)
+    except BaseException as exc:  # a bad definition or spec: the supervisor reads the error from driver.json
+        info.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        write_driver_info(paths, info)
+        raise
     migrator = StreamMigrator(runtime)
     shutdown = threading.Event()
-    info: dict[str, Any] = {"pid": os.getpid(), "name": spec.name, "status": "starting", "started_at": time.time()}
 
     def stop(req: StopRequest) -> dict[str, Any]:
         return asdict(runtime.stop_at_batch_boundary(req.timeout_s))
@@ -99,16 +117,18 @@ def run(paths: StreamPaths, paused: bool = False) -> int:
             ("POST", "/v1/rollback-replay"): (RollbackReplayRequest, lambda req: migrator.rollback_replay(req.generation)),
             ("POST", "/v1/resume"): (ResumeRequest, resume),
         },
+        host=spec.control_bind_address,
     )
     server.start()
-    info["control_port"] = server.port
+    info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
     write_driver_info(paths, info)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: shutdown.set())
     try:
+        runtime.spark.sparkContext.setLogLevel("WARN")
         if not paused:
             runtime.start()
-        runtime.spark.sparkContext.setLogLevel("WARN")
+            info["first_trigger"] = runtime.await_healthy(FIRST_TRIGGER_TIMEOUT_S)
         record_running()
         while not shutdown.wait(0.5):
             pass

@@ -25,17 +25,22 @@ __all__ = ["ProgressRecorder"]
 
 
 class ProgressRecorder(StreamingQueryListener):
-    """Records the progress of the query named ``stream`` (others are ignored).
+    """Records the progress of the query named ``stream`` (others, the control plane's helper queries
+    among them, are ignored).
 
     ``cpu_probe``, if given, is sampled with every progress event and recorded as
     ``python_cpu_s`` (a counter: the Python workers' CPU seconds so far, see
-    :mod:`.python_workers`; None where it cannot be measured).
+    :mod:`.python_workers`; None where it cannot be measured). ``source_probe``, if given,
+    measures what the progress does not say about each source (a file source's unread
+    files, see :class:`~.sources.FileBacklogProbe`), recorded as ``sources``.
     """
 
-    def __init__(self, store: MetricsStore, stream: str, cpu_probe: Callable[[], float | None] | None = None) -> None:
+    def __init__(self, store: MetricsStore, stream: str, cpu_probe: Callable[[], float | None] | None = None,
+                 source_probe: Callable[[dict], list[dict]] | None = None) -> None:
         self.store = store
         self.stream = stream
         self.cpu_probe = cpu_probe
+        self.source_probe = source_probe
         self.last_progress: dict | None = None
         self.failure: str | None = None
         self._run_ids: set[str] = set()
@@ -44,7 +49,8 @@ class ProgressRecorder(StreamingQueryListener):
         if event.name == self.stream:
             self._run_ids.add(str(event.runId))
             self.failure = None
-            self.store.append({"kind": "lifecycle", "stream": self.stream, "event": "query_started", "run_id": str(event.runId)})
+            self.store.append({"kind": "lifecycle", "stream": self.stream, "event": "query_started", "run_id": str(event.runId),
+                               "query_id": str(event.id)})
 
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         progress = json.loads(event.progress.json)
@@ -54,6 +60,11 @@ class ProgressRecorder(StreamingQueryListener):
         record = {"kind": "progress", "stream": self.stream, "progress": progress}
         if self.cpu_probe is not None:
             record["python_cpu_s"] = self.cpu_probe()
+        if self.source_probe is not None:
+            try:
+                record["sources"] = self.source_probe(progress)
+            except Exception as exc:  # a figure missing is better than a progress record lost
+                record["sources_error"] = f"{type(exc).__name__}: {exc}"
         self.store.append(record)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:

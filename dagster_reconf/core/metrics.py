@@ -25,11 +25,14 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["MetricsStore", "progress_frame", "progress_row", "status_figures"]
+from .sources import source_figures
+
+__all__ = ["MetricsStore", "progress_frame", "progress_row", "record_row", "status_figures"]
 
 _TAIL_CHUNK_BYTES = 64 * 1024
 STATUS_FIGURES = (
-    "batch_id", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms", "backlog_events", "watermark",
+    "batch_id", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms", "backlog_events",
+    "backlog_unknown", "source_kinds", "watermark",
 )
 
 
@@ -86,11 +89,11 @@ class MetricsStore:
         return self.path.stat().st_size if self.path.exists() else 0
 
     def progress(self, cursor: int = 0) -> list[dict[str, Any]]:
-        """Spark progress events (dicts) after ``cursor``."""
-        return [r["progress"] for r in self.read(cursor)[0] if r.get("kind") == "progress"]
+        """Progress records (Spark's progress event under ``progress``, and what the driver measured) after ``cursor``."""
+        return [r for r in self.read(cursor)[0] if r.get("kind") == "progress"]
 
     def last_progress(self) -> dict[str, Any] | None:
-        """The newest progress event, found from the end of the file (the store grows all day).
+        """The newest progress record, found from the end of the file (the store grows all day).
 
         Reads a growing window from the end until it holds a complete progress line;
         progress lines come every batch, so the first 64 KiB almost always suffice.
@@ -110,7 +113,7 @@ class MetricsStore:
                     if raw.strip():
                         record = json.loads(raw)
                         if record.get("kind") == "progress":
-                            return record["progress"]
+                            return record
                 if start == 0:
                     return None
                 window *= 4
@@ -124,44 +127,41 @@ def _lines(data: bytes, base: int) -> Iterable[tuple[int, bytes]]:
         offset += len(raw)
 
 
-def _index(offset: Any) -> int | None:
-    """Event index from a source offset (a dict or its JSON text), None if absent."""
-    if isinstance(offset, str):
-        try:
-            offset = json.loads(offset)
-        except json.JSONDecodeError:
-            return None
-    if isinstance(offset, dict) and "index" in offset:
-        return int(offset["index"])
-    return None
-
-
-def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
+def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Flatten one ``StreamingQueryProgress`` into the figures the control plane uses.
 
-    ``backlog_events`` is the source's offered events minus the batch's end offset:
-    how far behind the stream is when the batch ended. ``events`` is how many source
-    events the batch consumed (end minus start offset); Spark's ``num_input_rows``
-    counts a source once per scan, so a self-join (Q3, Q8) reports twice the events.
+    Events and backlog come from each source's adapter (:mod:`.sources`), so they are in
+    events whatever the source's offsets are: ``events`` is how many source events the
+    batch consumed (Spark's ``num_input_rows`` counts a source once per scan, so a
+    self-join reports twice its events), ``backlog_events`` how many waited behind it when
+    it was planned (None when a source's backlog is unknown, with the reason in
+    ``backlog_unknown``), ``end_offset``/``latest_offset`` the positions where the offsets
+    count events. ``sources`` is what the driver measured besides the progress (a file
+    source's unread files), one dict per source.
     """
-    sources = progress.get("sources") or [{}]
-    end = sum(i for i in (_index(s.get("endOffset")) for s in sources) if i is not None)
-    start = sum(i for i in (_index(s.get("startOffset")) for s in sources) if i is not None)
-    latest_known = [_index(s.get("latestOffset")) for s in sources]
-    latest = sum(i for i in latest_known if i is not None)
+    entries = progress.get("sources") or []
+    figures = [source_figures(s, (sources or [])[i] if i < len(sources or []) else None) for i, s in enumerate(entries)]
+    known = bool(figures) and all(f.backlog is not None for f in figures)
+    positions = bool(figures) and all(f.end is not None for f in figures)
+    end = sum(f.end for f in figures if f.end is not None) if positions else None
+    backlog = sum(f.backlog for f in figures if f.backlog is not None) if known else None
     durations = progress.get("durationMs") or {}
     row = {
         "batch_id": int(progress.get("batchId", -1)),
+        "query_id": progress.get("id"),
         "timestamp": pd.Timestamp(progress.get("timestamp")) if progress.get("timestamp") else pd.NaT,
         "num_input_rows": int(progress.get("numInputRows", 0)),
-        "events": end - start,
+        "events": sum(f.events for f in figures),
         "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
         "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
         "batch_duration_ms": int(durations.get("triggerExecution", 0)),
         "add_batch_ms": int(durations.get("addBatch", 0)),
         "end_offset": end,
-        "latest_offset": latest if any(i is not None for i in latest_known) else None,
-        "backlog_events": max(0, latest - end) if any(i is not None for i in latest_known) else None,
+        "latest_offset": end + backlog if end is not None and backlog is not None else None,
+        "backlog_events": backlog,
+        "backlog_unknown": None if known else "; ".join(
+            f.detail.get("reason", f"{f.kind} source backlog unknown") for f in figures if f.backlog is None) or "no source",
+        "source_kinds": ",".join(f.kind for f in figures),
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         "state_rows": sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators") or []),
     }
@@ -170,17 +170,22 @@ def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def status_figures(progress: dict[str, Any] | None) -> dict[str, Any]:
-    """What a status shows of the last batch: the figures and state rows per operator."""
-    row = progress_row(progress) if progress else {}
+def record_row(record: dict[str, Any]) -> dict[str, Any]:
+    """:func:`progress_row` of one metrics-store progress record (with what the driver measured besides)."""
+    return progress_row(record["progress"], record.get("sources"))
+
+
+def status_figures(record: dict[str, Any] | None) -> dict[str, Any]:
+    """What a status shows of the last batch (a progress record): the figures and state rows per operator."""
+    row = record_row(record) if record else {}
     figures = {k: row.get(k) for k in STATUS_FIGURES}
     figures["state_rows"] = {k.split(".", 1)[1]: v for k, v in row.items() if k.startswith("state_rows.")}
     return figures
 
 
-def progress_frame(progress: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per progress event (see :func:`progress_row`), ordered by batch."""
-    rows = [progress_row(p) for p in progress]
+def progress_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per progress record of the metrics store (see :func:`progress_row`), ordered by batch."""
+    rows = [record_row(r) for r in records if r.get("kind") == "progress"]
     if not rows:
         return pd.DataFrame(columns=["batch_id", "timestamp", "num_input_rows", "backlog_events"])
     return pd.DataFrame(rows).sort_values(["batch_id", "timestamp"]).reset_index(drop=True)

@@ -61,11 +61,6 @@ class StreamPaths:
         return self.root / "driver.log"
 
     @property
-    def pacing(self) -> Path:
-        """The source's pacing anchor, kept across restarts so backlog survives them."""
-        return self.root / "pacing.json"
-
-    @property
     def metrics(self) -> Path:
         """Append-only JSON lines: every progress event and lifecycle event."""
         return self.root / "metrics.jsonl"
@@ -118,13 +113,29 @@ class StreamPaths:
         return self.checkpoint_of(self.generation)
 
     @property
-    def output(self) -> Path:
-        """Committed output of every generation (see :mod:`dagster_reconf.core.sink`)."""
-        return self.root / "output"
+    def query_ids_file(self) -> Path:
+        """Every query id the stream has run under (a new checkpoint generation brings a new one)."""
+        return self.root / "queries.json"
 
-    def output_of(self, generation: int) -> Path:
-        """Where generation ``generation`` writes its batches (batch ids restart with a new checkpoint)."""
-        return self.output if generation == 0 else self.output / f"gen{generation}"
+    @property
+    def query_ids(self) -> list[str]:
+        """The stream's query ids, oldest first (traces key activities by them; helper queries have others)."""
+        try:
+            return list(json.loads(self.query_ids_file.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return []
+
+    def add_query_id(self, query_id: str) -> None:
+        ids = self.query_ids
+        if query_id not in ids:
+            tmp = self.query_ids_file.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps([*ids, query_id]))
+            os.replace(tmp, self.query_ids_file)
+
+    @property
+    def work(self) -> Path:
+        """A local directory of the stream's own code (``StreamContext.work_dir``): files it keeps between starts."""
+        return self.root / "work"
 
     @property
     def reconfigurations(self) -> Path:
@@ -141,13 +152,8 @@ class StreamPaths:
         """The trace store: ingested activities and the event-log cursors."""
         return self.root / "traces"
 
-    @property
-    def gate(self) -> Path:
-        """While this file exists the source offers no new data (stop at a batch boundary)."""
-        return self.root / "gate"
-
     def create(self) -> None:
-        for directory in (self.root, self.output):
+        for directory in (self.root, self.work):
             directory.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
 

@@ -1,15 +1,19 @@
 """Run one managed stream inside this process: start, stop at a batch boundary, restart.
 
 :class:`StreamRuntime` is what the driver process runs, and what in-process tests and
-benchmarks use directly. Its contract:
+benchmarks use directly. It builds the query with the user's stream definition
+(:mod:`.definition`) and owns only what the control plane owns: the checkpoint location,
+the query name, the trigger and the knobs. Its contract:
 
 * ``start()`` starts the query from the stream's checkpoint (new or existing).
 * ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its
   checkpoint's last batch is committed (the precondition of Spark's offline state
-  repartition). It engages the source gate so no new data batch starts, waits for the
-  running batch to commit, stops, and checks the checkpoint; if the stop raced a
-  starting batch, it re-runs that batch to completion (still gated) and tries again.
-  On timeout it lifts the gate and leaves the query running: nothing half-done.
+  repartition), for any source: it waits (briefly) for the query to sit between two
+  triggers and stops it there; if batches run back to back, or the stop raced a starting
+  batch, it stops anyway and then finishes exactly the interrupted batch from the offset
+  log (a once-trigger run re-runs the planned, uncommitted batch with its logged offsets,
+  into the stream's own sink, and nothing after it). On timeout the query is left
+  running: nothing half-done.
 * ``restart(changes)`` applies new settings: a query restart, or a new SparkContext in
   the same process (the JVM stays warm) for session settings. If the new settings fail
   to start, the old ones are restored and started again.
@@ -17,44 +21,49 @@ benchmarks use directly. Its contract:
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from .checkpoint import checkpoint_facts
-from .errors import SpecError, StreamStateError
+from .definition import StreamContext, StreamOutput
+from .errors import SpecError, StreamStartError, StreamStateError
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
 from .python_workers import python_worker_cpu_s
 from .session import build_spark_session
-from .sink import BatchFileSink
-from .spec import RestartScope, StreamSpec, restart_scope
+from .sources import FileBacklogProbe
+from .spec import RestartScope, StreamSpec, restart_scope, validate_spec
 from .storage import spark_uri
-from .workloads.queries import RecordCost, get_query
-from .workloads.options import SourceOptions
-from .workloads.source import register_sources
 
 __all__ = ["StopReport", "StreamRuntime"]
 
-POLL_INTERVAL_S = 0.05
-STOP_ATTEMPTS = 3
+POLL_INTERVAL_S = 0.02
+HEALTHY_MESSAGES = ("Waiting for data to arrive", "Waiting for next trigger")
 
 
 @dataclass(frozen=True)
 class StopReport:
-    """How a stop at a batch boundary went."""
+    """How a stop at a batch boundary went.
+
+    Attributes:
+        last_committed_batch: the batch the checkpoint ends at.
+        seconds: from the request to the stopped, committed checkpoint.
+        attempts: 1 when the query was stopped between triggers; 2 when a batch was
+            interrupted and then finished from the offset log.
+        finished_batch: the interrupted batch that was finished, if any.
+    """
 
     last_committed_batch: int | None
     seconds: float
     attempts: int
+    finished_batch: int | None = None
 
 
 class StreamRuntime:
@@ -62,7 +71,7 @@ class StreamRuntime:
 
     Args:
         spec: the stream to run.
-        paths: where its checkpoint, output, event log and metrics live.
+        paths: where its checkpoint, event log, metrics and work files live.
         spark: an existing session to use (tests share one per module); if given, the
             runtime never stops it and cannot apply session-scope settings.
 
@@ -70,13 +79,14 @@ class StreamRuntime:
     """
 
     def __init__(self, spec: StreamSpec, paths: StreamPaths, *, spark: SparkSession | None = None) -> None:
+        self.definition = validate_spec(spec)
         self.spec = spec
         self.paths = paths
         self.store = MetricsStore(paths.metrics)
         self._spark = spark
         self._owns_session = spark is None
         self._recorder: ProgressRecorder | None = None
-        self._sources_registered = False
+        self._file_probes: dict[str, FileBacklogProbe] = {}
         self.query: StreamingQuery | None = None
         self.lock = threading.RLock()
         paths.create()
@@ -93,57 +103,95 @@ class StreamRuntime:
         """The session the stream runs in, built on first use."""
         if self._spark is None:
             self._spark = build_spark_session(self.spec, self.paths.event_log)
-            self._sources_registered = False
-        if not self._sources_registered:
-            register_sources(self._spark)
-            self._sources_registered = True
-            if self.spec.instrumentation:
-                self._recorder = ProgressRecorder(self.store, self.spec.name, self._python_cpu_s)
-                self._spark.streams.addListener(self._recorder)
+            self._recorder = None
+        if self._recorder is None and self.spec.instrumentation:
+            self._recorder = ProgressRecorder(self.store, self.spec.name, self._python_cpu_s, self._measure_sources)
+            self._spark.streams.addListener(self._recorder)
         return self._spark
 
     def _python_cpu_s(self) -> float | None:
         """The Python task workers' CPU counter, where they run under this driver (local mode)."""
         return python_worker_cpu_s() if self.spec.master.startswith("local") else None
 
+    def _measure_sources(self, progress: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the progress does not say about each source (a file source's unread files)."""
+        checkpoint = self.paths.checkpoint
+        probe = self._file_probes.setdefault(str(checkpoint), FileBacklogProbe(checkpoint))
+        return [probe.measure(source) for source in progress.get("sources") or []]
+
     def _drop_session(self) -> None:
         """Stop the owned session; the next use of :attr:`spark` builds a new one (same JVM)."""
         if self._spark is not None:
             self._spark.stop()
-        self._spark, self._recorder, self._sources_registered = None, None, False
+        self._spark, self._recorder = None, None
 
-    # -- pacing ------------------------------------------------------------------------------
+    # -- building the query --------------------------------------------------------------
 
-    def _pacing(self) -> dict[str, float]:
-        """The source's pacing anchor: kept on disk so backlog survives restarts."""
-        if self.paths.pacing.exists():
-            return json.loads(self.paths.pacing.read_text())
-        anchor = {"start_time": time.time(), "start_index": 0}
-        self.paths.pacing.write_text(json.dumps(anchor))
-        return anchor
-
-    def source_options(self, spec: StreamSpec | None = None) -> SourceOptions:
-        """The spec's data options plus pacing: rate, per-trigger cap, the anchor and the gate."""
+    def context(self, spec: StreamSpec | None = None, purpose: str = "stream") -> StreamContext:
+        """What the stream definition gets: the knobs, the source options they map to, the workload's options."""
         spec = spec or self.spec
-        anchor = self._pacing()
-        return SourceOptions.model_validate(
-            {
-                **spec.data_options().model_dump(),
-                "rate": spec.rate,
-                "max_events_per_trigger": spec.max_events_per_trigger,
-                "start_time": anchor["start_time"],
-                "start_index": int(anchor["start_index"]),
-                "gate_file": str(self.paths.gate),
-            }
+        mapping = {**self.definition.knob_options, **spec.knob_options}
+        source_options = {option: str(getattr(spec, knob)) for knob, option in mapping.items() if getattr(spec, knob) is not None}
+        work_dir = self.paths.work
+        work_dir.mkdir(parents=True, exist_ok=True)
+        return StreamContext(
+            name=spec.name, code_version=spec.code_version, options=self.definition.parse_options(spec.options),
+            state_partitions=spec.state_partitions, source_partitions=spec.source_partitions,
+            max_per_trigger=spec.max_per_trigger, trigger_interval_s=spec.trigger_interval_s,
+            source_options=source_options, work_dir=work_dir, purpose=purpose,
         )
 
-    def _reanchor(self, old: StreamSpec, new: StreamSpec) -> None:
-        """Keep the events offered so far when the rate changes (no jump, no gap)."""
-        if old.rate == new.rate:
-            return
-        now = time.time()
-        offered = self.source_options(old).offered(now, now)
-        self.paths.pacing.write_text(json.dumps({"start_time": now, "start_index": offered}))
+    def writer(self, spec: StreamSpec | None = None, purpose: str = "stream") -> DataStreamWriter:
+        """The user's query for ``spec``, as the definition returns it (checkpoint, name and trigger not set yet).
+
+        Raises:
+            StreamStartError: the definition raised, or returned something else than a writer.
+        """
+        spec = spec or self.spec
+        # A new checkpoint takes its state partitions from the session (an existing one keeps its own).
+        self.spark.conf.set("spark.sql.shuffle.partitions", str(spec.state_partitions))
+        try:
+            result = self.definition(self.spark, self.context(spec, purpose))
+        except (SpecError, StreamStartError):
+            raise
+        except Exception as exc:
+            raise StreamStartError(f"stream definition {self.definition.name} raised {type(exc).__name__}: "
+                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+        if isinstance(result, StreamOutput):
+            result = result.writer()
+        if not isinstance(result, DataStreamWriter):
+            raise StreamStartError(
+                f"stream definition {self.definition.name} returned {type(result).__name__}; it must return a "
+                "DataStreamWriter (df.writeStream...., without .start()) or a StreamOutput(frame, format=..., ...)")
+        return result
+
+    def start_query(self, spec: StreamSpec | None = None, *, checkpoint: Path | Any | None = None, purpose: str = "stream",
+                    once: bool = False) -> StreamingQuery:
+        """Start ``spec``'s query (default: the stream itself, into its checkpoint).
+
+        Args:
+            checkpoint: another checkpoint (a replay's new generation, a probe's scratch one).
+            purpose: ``stream``; ``replay`` and ``probe`` discard the output (noop sink) and run
+                under another query name, so their batches never count as the stream's.
+            once: run one trigger and stop (a pending batch, or one new batch).
+        """
+        spec = spec or self.spec
+        writer = self.writer(spec, purpose)
+        name = spec.name if purpose == "stream" else f"{spec.name}__{purpose}"
+        writer = writer.queryName(name).option("checkpointLocation", spark_uri(checkpoint or self.paths.checkpoint))
+        if purpose != "stream":
+            writer = writer.format("noop")
+        if once:
+            writer = writer.trigger(once=True)
+        elif spec.trigger_interval_s > 0:
+            writer = writer.trigger(processingTime=f"{round(spec.trigger_interval_s * 1000)} milliseconds")
+        else:
+            writer = writer.trigger(processingTime="0 seconds")
+        try:
+            return writer.start()
+        except Exception as exc:
+            raise StreamStartError(f"stream {spec.name!r} ({self.definition.name}) could not start: "
+                                   f"{type(exc).__name__}: {_first_line(exc)}") from exc
 
     # -- query lifecycle ---------------------------------------------------------------------
 
@@ -151,102 +199,138 @@ class StreamRuntime:
     def is_active(self) -> bool:
         return self.query is not None and self.query.isActive
 
+    @property
+    def stateful(self) -> bool:
+        """Whether the stream keeps state, from its checkpoint's state metadata (unknown before the first batch: False)."""
+        return checkpoint_facts(self.paths.checkpoint).stateful
+
     def start(self) -> StreamingQuery:
-        """Start the query from its checkpoint; a no-op if it is already running."""
+        """Start the query from its checkpoint; a no-op if it is already running.
+
+        A checkpoint that ends with a planned but uncommitted batch (a driver died
+        mid-batch) simply resumes with that batch.
+        """
         with self.lock:
             if self.is_active:
                 assert self.query is not None
                 return self.query
             self._check_checkpoint_matches(self.spec)
-            self.paths.gate.unlink(missing_ok=True)
             self.query = self.start_query()
+            self.paths.add_query_id(str(self.query.id))
             self.paths.write_spec(self.spec.model_dump_json(indent=2))
             self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "started", "spec": self.spec.model_dump()})
             return self.query
 
+    def await_healthy(self, timeout_s: float) -> dict[str, Any]:
+        """Wait until the query has completed a trigger or is waiting for data; raise if it failed first.
+
+        Raises:
+            StreamStartError: the query failed (its first batch, typically) or did not get going in time.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            query = self.query
+            if query is None:
+                raise StreamStartError(f"stream {self.spec.name!r} has no query")
+            exception = query.exception()
+            if exception is not None or not query.isActive:
+                detail = _first_line(exception) if exception is not None else "it stopped"
+                raise StreamStartError(f"stream {self.spec.name!r} ({self.definition.name}) failed in its first batch: {detail}")
+            status = query.status
+            if query.recentProgress or status.get("message") in HEALTHY_MESSAGES:
+                return {"message": status.get("message"), "batches": len(query.recentProgress)}
+            if time.monotonic() > deadline:
+                raise StreamStartError(f"stream {self.spec.name!r} did not complete a trigger within {timeout_s:g} s "
+                                       f"(status: {status.get('message')!r})")
+            time.sleep(0.1)
+
     def _check_checkpoint_matches(self, spec: StreamSpec) -> None:
         info = checkpoint_facts(self.paths.checkpoint)
-        if get_query(spec.query).stateful and info.state_partitions not in (None, spec.state_partitions):
+        if info.stateful and info.state_partitions not in (None, spec.state_partitions):
             raise StreamStateError(
                 f"checkpoint {self.paths.checkpoint} has {info.state_partitions} state partitions but the spec asks "
                 f"for {spec.state_partitions}; state partitions change only through a state migration, so set "
                 f"state_partitions={info.state_partitions} or run a reconfiguration"
             )
 
-    def start_query(self, spec: StreamSpec | None = None, *, checkpoint: Path | None = None,
-                     sink: Callable[[DataFrame, int], None] | None = None, name: str | None = None,
-                     source_overrides: dict[str, str] | None = None) -> StreamingQuery:
-        """Start ``spec``'s query (default: the stream itself, into its checkpoint and sink)."""
-        spec = spec or self.spec
-        query = get_query(spec.query)
-        # A new checkpoint takes its state partitions from the session (an existing one keeps its own).
-        self.spark.conf.set("spark.sql.shuffle.partitions", str(spec.state_partitions))
-        options = {**self.source_options(spec).to_spark(), **(source_overrides or {})}
-        source = self.spark.readStream.format(query.source).options(**options)
-        events = RecordCost(spec.cost.mode, spec.cost.micros_per_record).apply(source.load())
-        output = self.paths.output_of(self.paths.generation).resolve().as_uri()
-        writer = (
-            query.builder(spec.code_version)(events)
-            .writeStream.queryName(name or spec.name)
-            .outputMode(query.output_mode)
-            .foreachBatch(sink or BatchFileSink(output))
-            .option("checkpointLocation", spark_uri(checkpoint or self.paths.checkpoint))
-        )
-        if spec.trigger_interval_s > 0:
-            writer = writer.trigger(processingTime=f"{round(spec.trigger_interval_s * 1000)} milliseconds")
-        return writer.start()
-
     def stop_at_batch_boundary(self, timeout_s: float = 120.0) -> StopReport:
-        """Stop once the running batch has committed (see module docstring)."""
+        """Stop with the checkpoint's last batch committed (see module docstring)."""
         with self.lock:
             started = time.monotonic()
+            deadline = started + timeout_s
             if not self.is_active:
                 info = checkpoint_facts(self.paths.checkpoint)
                 if info.committed:
                     return StopReport(info.last_committed_batch, 0.0, 0)
-                # Stopped with a planned batch uncommitted (its driver died mid-batch): finish it, gated.
-                self.paths.gate.touch()
-                self._check_checkpoint_matches(self.spec)
-                self.query = self.start_query()
+                finished = self._finish_pending(deadline, timeout_s)  # a driver died mid-batch
+                return self._stopped(started, 1, finished)
             assert self.query is not None
-            deadline = started + timeout_s
-            self.paths.gate.touch()
-            try:
-                for attempt in range(1, STOP_ATTEMPTS + 1):
-                    self._await_idle(deadline, timeout_s)
-                    self.query.stop()
-                    info = checkpoint_facts(self.paths.checkpoint)
-                    if info.committed:
-                        report = StopReport(info.last_committed_batch, time.monotonic() - started, attempt)
-                        self.store.append(
-                            {"kind": "lifecycle", "stream": self.spec.name, "event": "stopped", **asdict(report)}
-                        )
-                        return report
-                    # The stop raced a batch that had just started: finish it, still gated.
-                    self.query = self.start_query()
-                raise StreamStateError(
-                    f"stream {self.spec.name!r}: batch {info.last_offset_batch} did not commit in {STOP_ATTEMPTS} "
-                    "attempts; the query was restarted and keeps running"
-                )
-            finally:
-                self.paths.gate.unlink(missing_ok=True)
+            self._await_between_triggers(min(deadline, started + self._boundary_wait_s()))
+            self.query.stop()
+            if checkpoint_facts(self.paths.checkpoint).committed:
+                return self._stopped(started, 1, None)
+            # Batches ran back to back, or a trigger began between the check and the stop.
+            return self._stopped(started, 2, self._finish_pending(deadline, timeout_s))
 
-    def _await_idle(self, deadline: float, timeout_s: float) -> None:
-        """Wait until no trigger runs and every planned batch is committed (twice in a row)."""
+    def _boundary_wait_s(self) -> float:
+        """How long to wait for a gap between triggers: about two trigger intervals or batches."""
+        last = self.query.lastProgress if self.query is not None else None
+        batch_s = ((last or {}).get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
+        return max(1.0, 2.0 * max(self.spec.trigger_interval_s, batch_s))
+
+    def _await_between_triggers(self, until: float) -> bool:
+        """Wait until no trigger runs and every planned batch is committed (twice in a row), until ``until``."""
         assert self.query is not None
         quiet_polls = 0
         while quiet_polls < 2:
-            if time.monotonic() > deadline:
-                raise StreamStateError(
-                    f"stream {self.spec.name!r}: the running micro-batch did not commit within {timeout_s:g} s; "
-                    "the stream keeps running; retry with a longer timeout"
-                )
             exception = self.query.exception()
             if exception is not None:
-                raise StreamStateError(f"stream {self.spec.name!r} failed: {exception}")
+                raise StreamStateError(f"stream {self.spec.name!r} failed: {_first_line(exception)}")
+            if time.monotonic() > until:
+                return False
             idle = not self.query.status["isTriggerActive"] and checkpoint_facts(self.paths.checkpoint).committed
             quiet_polls = quiet_polls + 1 if idle else 0
             time.sleep(POLL_INTERVAL_S)
+        return True
+
+    def _finish_pending(self, deadline: float, timeout_s: float) -> int | None:
+        """Re-run exactly the checkpoint's planned, uncommitted batch into the stream's sink, then stop."""
+        info = checkpoint_facts(self.paths.checkpoint)
+        if info.committed:
+            return None
+        self._check_checkpoint_matches(self.spec)
+        query = self.start_query(once=True)
+        self.query = query
+        self.paths.add_query_id(str(query.id))
+        if not query.awaitTermination(max(1.0, deadline - time.monotonic())):
+            query.stop()
+            raise StreamStateError(f"stream {self.spec.name!r}: the interrupted batch {info.last_offset_batch} did not "
+                                   f"finish within {timeout_s:g} s; it is finished when the stream starts again")
+        if query.exception() is not None:
+            raise StreamStateError(f"stream {self.spec.name!r}: finishing batch {info.last_offset_batch} failed: "
+                                   f"{_first_line(query.exception())}")
+        after = checkpoint_facts(self.paths.checkpoint)
+        if not after.committed:
+            raise StreamStateError(f"stream {self.spec.name!r}: batch {after.last_offset_batch} is still not committed")
+        return info.last_offset_batch
+
+    def _stopped(self, started: float, attempts: int, finished: int | None) -> StopReport:
+        info = checkpoint_facts(self.paths.checkpoint)
+        report = StopReport(info.last_committed_batch, time.monotonic() - started, attempts, finished)
+        self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "stopped", **asdict(report)})
+        return report
+
+    def changed_spec(self, changes: dict[str, Any]) -> tuple[StreamSpec, RestartScope]:
+        """The spec with ``changes``, validated against the definition, and what applying it costs.
+
+        Raises:
+            SpecError: invalid changes, or changes to the stream's identity or data.
+        """
+        old = self.spec
+        new = old.with_changes(changes)
+        validate_spec(new, self.definition)
+        scope = restart_scope(old, new, stateful=self.stateful, frozen_options=self.definition.frozen_options)
+        return new, scope
 
     def restart(self, changes: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
         """Apply ``changes`` to the spec and restart with them (see module docstring).
@@ -261,22 +345,19 @@ class StreamRuntime:
         with self.lock:
             started = time.monotonic()
             old = self.spec
-            new = old.with_changes(changes)
-            scope = restart_scope(old, new)
+            new, scope = self.changed_spec(changes)
             if scope is RestartScope.STATE:
                 raise StreamStateError(
-                    f"changing state_partitions {old.state_partitions} -> {new.state_partitions} of stateful query "
-                    f"{old.query!r} moves state; run a reconfiguration with a state migration instead of a restart"
+                    f"changing state_partitions {old.state_partitions} -> {new.state_partitions} of stateful stream "
+                    f"{old.name!r} moves state; run a reconfiguration with a state migration instead of a restart"
                 )
             self._check_scope_allowed(scope, sorted(changes))  # before stopping: a refused change leaves it running
             if scope is RestartScope.NONE:
                 return {"scope": scope.value, "stop": None, "seconds": 0.0}
             stop = self.stop_at_batch_boundary(timeout_s)
-            self._reanchor(old, new)
             try:
                 self.apply(new, scope)
             except Exception:
-                self._reanchor(new, old)
                 self.apply(old, scope)
                 raise
             seconds = time.monotonic() - started
@@ -303,23 +384,22 @@ class StreamRuntime:
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""
         with self.lock:
-            progress = (self._recorder.last_progress if self._recorder else None) or (
-                self.query.lastProgress if self.query is not None else None
-            )
+            record = self.store.last_progress()
             failure = self._recorder.failure if self._recorder else None
             state = "running" if self.is_active else ("failed" if failure else "stopped")
             checkpoint = checkpoint_facts(self.paths.checkpoint)
             spark = self._spark
             return {
                 "name": self.spec.name,
-                "query": self.spec.query,
+                "entrypoint": self.spec.entrypoint,
                 "state": state,
                 "failure": failure,
                 "app_id": spark.sparkContext.applicationId if spark is not None else None,
                 "spark_ui": spark.sparkContext.uiWebUrl if spark is not None else None,
                 "master": self.spec.master,
                 "run_id": str(self.query.runId) if self.query is not None else None,
-                **status_figures(dict(progress) if progress else None),
+                "query_id": str(self.query.id) if self.query is not None else None,
+                **status_figures(record),
                 "checkpoint": checkpoint.summary(),
                 "spec": self.spec.model_dump(),
             }
@@ -336,3 +416,9 @@ class StreamRuntime:
                 if self._owns_session and self._spark is not None:
                     self._drop_session()
             return report
+
+
+def _first_line(exc: Any) -> str:
+    """The first line of an error: Spark's messages run on with the plan and a JVM stack."""
+    text = str(getattr(exc, "desc", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

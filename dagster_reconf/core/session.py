@@ -3,7 +3,8 @@
 The settings that matter for control and that people forget: RocksDB as the state
 store (the only provider Spark's state repartition supports), event logging into the
 stream's own directory (the trace source for critical-path analysis), UTC session time
-(so event-time windows mean the same everywhere), the driver bound to 127.0.0.1, and
+(so event-time windows mean the same everywhere), the driver bound to 127.0.0.1 unless the
+spec names a cluster-reachable host and bind address, and
 Python workers started with this interpreter (so they import this venv's packages).
 """
 
@@ -33,8 +34,8 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None) -> dict[str
         "spark.sql.shuffle.partitions": str(spec.state_partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.host": LOOPBACK,
-        "spark.driver.bindAddress": LOOPBACK,
+        "spark.driver.host": spec.driver_host,
+        "spark.driver.bindAddress": spec.driver_bind_address,
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.ui.showConsoleProgress": "false",
@@ -83,7 +84,8 @@ def _new_session(conf: dict[str, str]) -> SparkSession:
 
 def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
     """A plain local session for helper jobs (the oracle, tests): same settings, no event log, no UI."""
-    spec = StreamSpec(name="helper", query="q1", master=master, state_partitions=shuffle_partitions, instrumentation=False)
+    spec = StreamSpec(name="helper", entrypoint="helper:none", master=master, state_partitions=shuffle_partitions,
+                      instrumentation=False)
     conf = spark_conf_for(spec, None)
     conf.update({"spark.app.name": app_name, "spark.ui.enabled": "false"})
     return _new_session(conf)

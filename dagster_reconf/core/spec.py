@@ -1,26 +1,31 @@
 """What a managed stream is: :class:`StreamSpec`, validated at the boundary.
 
-A spec names the bundled query, where it runs (Spark master) and every knob the
-control plane may turn later. Settings differ in what changing them costs, and
-:func:`restart_scope` says which: some only restart the query, some need a fresh
-SparkContext (same driver process, same JVM), the state partitions need a state
-migration, and some would change the data itself and are never changed in place.
+A spec is the control plane's part of a stream: its name, the user's code that builds it
+(``entrypoint``, an import path, see :mod:`.definition`) with its version and the
+workload's own ``options``, where it runs (Spark master, resources, driver and control
+addresses), the knobs the control plane turns (state and source partitions, trigger,
+batch size) and where its checkpoints and event logs live. The workload's options are
+the definition's to validate; a spec only keeps them.
+
+Settings differ in what changing them costs, and :func:`restart_scope` says which: some
+only restart the query, some need a fresh SparkContext (same driver process, same JVM),
+the state partitions of a stateful stream need a state migration, and some define the
+stream's data or identity and are never changed in place.
 """
 
 from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .definition import KNOBS, StreamDefinition, load_definition
 from .errors import SpecError
 from .storage import validate_storage_url
-from .workloads.options import SourceOptions
-from .workloads.queries import QUERIES
 
-__all__ = ["RestartScope", "StreamSpec", "format_validation_error", "restart_scope", "validate_master"]
+__all__ = ["RestartScope", "StreamSpec", "format_validation_error", "restart_scope", "validate_master", "validate_spec"]
 
 _MASTER_PATTERNS = [
     re.compile(r"^local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?$"),
@@ -29,6 +34,8 @@ _MASTER_PATTERNS = [
     re.compile(r"^yarn$"),
 ]
 _NAME_PATTERN = r"^[a-z][a-z0-9_\-]{0,62}$"
+_HOST_PATTERN = r"^[A-Za-z0-9.\-:]+$"
+LOOPBACK = "127.0.0.1"
 
 
 def validate_master(master: str) -> str:
@@ -41,49 +48,37 @@ def validate_master(master: str) -> str:
     )
 
 
-class CostSpec(BaseModel):
-    """Per-record cost knob (see :class:`~dagster_reconf.core.workloads.queries.RecordCost`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mode: Literal["none", "cpu", "sleep"] = Field("none", description="none, cpu (busy spin) or sleep (wait).")
-    micros_per_record: float = Field(0.0, ge=0, le=1_000_000, description="Cost per record in microseconds.")
-
-
 class StreamSpec(BaseModel):
-    """A managed stream: bundled query, placement and parallelism knobs."""
+    """A managed stream: the user's code, where it runs, and the knobs the control plane turns."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Stream name: lowercase letters, digits, - and _.")
-    query: str = Field(..., description="Bundled query: q1, q2, q3, q5, q8, q11 or wordcount.")
-    code_version: str = Field("1", description="Version of the query's logic (see QueryDefinition.code_versions).")
+    entrypoint: str = Field(..., min_length=3, description="The stream definition's import path, 'package.module:function'.")
+    code_version: str = Field("1", min_length=1, max_length=64, description="Version of the logic the definition builds.")
+    options: dict[str, Any] = Field(default_factory=dict, description="The workload's own options (validated by its definition).")
     master: str = Field("local[2]", description="Spark master URL.")
-    rate: float = Field(1000.0, gt=0, description="Source rate in events per wall-clock second.")
-    source_partitions: int = Field(2, ge=1, le=10_000, description="Source partitions per micro-batch.")
-    state_partitions: int = Field(4, ge=1, le=10_000, description="spark.sql.shuffle.partitions (fixed by the checkpoint for stateful queries).")
-    trigger_interval_s: float = Field(1.0, ge=0, le=3600, description="Processing-time trigger interval in seconds.")
-    max_events_per_trigger: int | None = Field(None, ge=1, description="Cap on events per micro-batch.")
-    max_events: int | None = Field(None, ge=1, description="Total events (bounded stream); None is unbounded.")
-    seed: int = Field(42, description="Generator seed.")
-    event_time_rate: int = Field(1000, ge=1, description="Events per second of event time.")
-    vocabulary: int = Field(10_000, ge=1, description="wordcount only: distinct words.")
-    words_per_sentence: int = Field(8, ge=1, le=1000, description="wordcount only: words per sentence.")
-    cost: CostSpec = Field(default_factory=CostSpec, description="Per-record cost knob.")
     executor_cores: int | None = Field(None, ge=1, description="Cores per executor (cluster masters).")
     max_cores: int | None = Field(None, ge=1, description="spark.cores.max: total cores of the application (cluster masters).")
     executor_memory: str | None = Field(None, pattern=r"^\d+[kmgt]?$", description="Executor memory, e.g. 1g.")
+    driver_host: str = Field(LOOPBACK, pattern=_HOST_PATTERN, description="Address executors use to reach the driver "
+                             "(spark.driver.host): loopback for local masters, a routable address on a cluster.")
+    driver_bind_address: str = Field(LOOPBACK, pattern=_HOST_PATTERN, description="Address the driver listens on "
+                                     "(spark.driver.bindAddress), e.g. 0.0.0.0 on a cluster.")
+    control_bind_address: str = Field(LOOPBACK, pattern=_HOST_PATTERN, description="Address the control endpoint listens "
+                                      "on (token-authenticated); another host's Dagster run workers need a routable one.")
+    source_partitions: int | None = Field(None, ge=1, le=10_000, description="Source partitions per micro-batch, where the "
+                                          "definition maps this knob onto a source option (knob_options).")
+    state_partitions: int = Field(4, ge=1, le=10_000, description="spark.sql.shuffle.partitions (fixed by the checkpoint for stateful queries).")
+    trigger_interval_s: float = Field(1.0, ge=0, le=3600, description="Processing-time trigger interval in seconds.")
+    max_per_trigger: int | None = Field(None, ge=1, description="Cap per micro-batch in the source's own unit (records, "
+                                        "offsets, files), where the definition maps this knob (knob_options).")
+    knob_options: dict[str, str] = Field(default_factory=dict, description="Knob -> source option name, overriding the "
+                                         "definition's (e.g. {'source_partitions': 'minPartitions'}).")
     instrumentation: bool = Field(True, description="Event log and progress listener on (off only for overhead benchmarks).")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
     storage: str | None = Field(None, description="URL where checkpoints and event logs live (any Hadoop-compatible "
                                 "filesystem: file:///, hdfs://, s3a://, ...); None keeps them under the runtime home.")
-
-    @field_validator("query")
-    @classmethod
-    def _known_query(cls, value: str) -> str:
-        if value not in QUERIES:
-            raise ValueError(f"unknown query {value!r}; bundled queries: {', '.join(QUERIES)}")
-        return value
 
     @field_validator("storage")
     @classmethod
@@ -98,19 +93,29 @@ class StreamSpec(BaseModel):
         except SpecError as exc:
             raise ValueError(str(exc)) from None
 
-    @model_validator(mode="after")
-    def _known_code_version(self) -> "StreamSpec":
-        query = QUERIES.get(self.query)
-        if query is not None and self.code_version not in query.versions:
-            raise ValueError(f"query {self.query!r} has no code version {self.code_version!r}; versions: {', '.join(query.versions)}")
-        return self
+    @field_validator("entrypoint")
+    @classmethod
+    def _import_path(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$", value):
+            raise ValueError(f"entrypoint {value!r} is not an import path; use 'package.module:function'")
+        return value
+
+    @field_validator("knob_options")
+    @classmethod
+    def _known_knobs(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(KNOBS))
+        if unknown:
+            raise ValueError(f"unknown knob(s) {unknown}; knobs that map onto source options: {list(KNOBS)}")
+        return value
 
     @model_validator(mode="after")
     def _conf_not_shadowing(self) -> "StreamSpec":
-        owned = {"spark.master", "spark.sql.shuffle.partitions", "spark.eventLog.enabled", "spark.eventLog.dir"}
+        owned = {"spark.master", "spark.sql.shuffle.partitions", "spark.eventLog.enabled", "spark.eventLog.dir",
+                 "spark.driver.host", "spark.driver.bindAddress"}
         clash = sorted(owned & set(self.spark_conf))
         if clash:
-            raise ValueError(f"spark_conf must not set {clash}: use the spec fields master/state_partitions instead")
+            raise ValueError(f"spark_conf must not set {clash}: use the spec fields master, state_partitions, "
+                             "driver_host and driver_bind_address instead")
         return self
 
     @classmethod
@@ -121,27 +126,19 @@ class StreamSpec(BaseModel):
         except ValidationError as exc:
             raise SpecError(format_validation_error("stream spec", exc, data)) from None
 
-    def data_options(self, max_events: int | None = None) -> SourceOptions:
-        """Source options that define which events exist (for the oracle; the runtime adds pacing).
-
-        Args:
-            max_events: bound the events to ``[0, max_events)`` (default: the spec's own bound).
-        """
-        return SourceOptions(
-            seed=self.seed,
-            partitions=self.source_partitions,
-            max_events=max_events if max_events is not None else self.max_events,
-            event_time_rate=self.event_time_rate,
-            vocabulary=self.vocabulary,
-            words_per_sentence=self.words_per_sentence,
-        )
-
     def with_changes(self, changes: dict[str, Any]) -> "StreamSpec":
-        """A copy with ``changes`` applied and validated."""
+        """A copy with ``changes`` applied and validated.
+
+        ``options`` and ``knob_options`` merge key by key (``{"options": {"rate": 5}}`` keeps the
+        other options); a dotted key sets one option (``{"options.rate": 5}``).
+        """
         merged = self.model_dump()
         for key, value in changes.items():
-            if key == "cost" and isinstance(value, dict):
-                merged["cost"] = {**merged["cost"], **value}
+            field, _, sub = key.partition(".")
+            if field in ("options", "knob_options") and sub:
+                merged[field] = {**merged[field], sub: value}
+            elif field in ("options", "knob_options") and isinstance(value, dict):
+                merged[field] = {**merged[field], **value}
             else:
                 merged[key] = value
         return StreamSpec.parse(merged)
@@ -170,23 +167,56 @@ class RestartScope(str, Enum):
     STATE = "state"  # state partitions change: needs a state migration
 
 
-QUERY_FIELDS = {"rate", "source_partitions", "trigger_interval_s", "max_events_per_trigger", "cost", "code_version"}
-SESSION_FIELDS = {"master", "executor_cores", "max_cores", "executor_memory", "spark_conf", "instrumentation"}
-DATA_FIELDS = {"name", "query", "seed", "event_time_rate", "vocabulary", "words_per_sentence", "max_events", "storage"}
+QUERY_FIELDS = {"source_partitions", "trigger_interval_s", "max_per_trigger", "code_version", "options", "knob_options"}
+SESSION_FIELDS = {"master", "executor_cores", "max_cores", "executor_memory", "spark_conf", "instrumentation",
+                  "driver_host", "driver_bind_address"}
+IDENTITY_FIELDS = {"name", "entrypoint", "storage", "control_bind_address"}
 
 
-def restart_scope(old: StreamSpec, new: StreamSpec) -> RestartScope:
-    """Classify the change from ``old`` to ``new``; refuse changes that alter the data."""
+def restart_scope(old: StreamSpec, new: StreamSpec, *, stateful: bool = True,
+                  frozen_options: frozenset[str] | set[str] = frozenset()) -> RestartScope:
+    """Classify the change from ``old`` to ``new``; refuse changes that alter the stream's identity or data.
+
+    Args:
+        stateful: whether the stream keeps state (its checkpoint's state metadata says so);
+            only then do state partitions need a migration.
+        frozen_options: the definition's options that define the data.
+    """
     changed = {k for k in StreamSpec.model_fields if getattr(old, k) != getattr(new, k)}
-    frozen = sorted(changed & DATA_FIELDS)
+    identity = sorted(changed & IDENTITY_FIELDS)
+    if identity:
+        fix = ("stop the stream and start it again with the new address" if identity == ["control_bind_address"]
+               else "start a new stream with another name")
+        raise SpecError(f"{identity} cannot change in place: they define the stream's identity, code or storage; {fix}")
+    frozen = sorted(k for k in frozen_options if old.options.get(k) != new.options.get(k))
     if frozen:
-        raise SpecError(
-            f"{frozen} define the stream's data and cannot change in place; start a new stream with another name"
-        )
+        raise SpecError(f"options {frozen} define the stream's data and cannot change in place; start a new stream "
+                        "with another name")
     if not changed:
         return RestartScope.NONE
-    if "state_partitions" in changed and QUERIES[old.query].stateful:
+    if "state_partitions" in changed and stateful:
         return RestartScope.STATE
     if changed & SESSION_FIELDS:
         return RestartScope.SESSION
     return RestartScope.QUERY
+
+
+def validate_spec(spec: StreamSpec, definition: StreamDefinition | None = None) -> StreamDefinition:
+    """Check ``spec`` against its stream definition: options, code version, knob mapping.
+
+    Imports the user's module (no Spark is started). Returns the definition.
+
+    Raises:
+        SpecError: an invalid option, an unknown code version, or a knob set that no source option takes.
+        StreamStartError: the user's module raised while it was imported.
+    """
+    definition = definition or load_definition(spec.entrypoint)
+    definition.parse_options(spec.options)
+    definition.check_code_version(spec.code_version)
+    mapping = {**definition.knob_options, **spec.knob_options}
+    for knob in ("source_partitions", "max_per_trigger"):
+        if getattr(spec, knob) is not None and knob not in mapping:
+            raise SpecError(f"{knob}={getattr(spec, knob)} is set, but stream definition {definition.name} maps no source "
+                            f"option to it; set knob_options={{'{knob}': '<the source option>'}} in the spec (e.g. "
+                            f"{'minPartitions' if knob == 'source_partitions' else 'maxOffsetsPerTrigger'}), or leave {knob} unset")
+    return definition

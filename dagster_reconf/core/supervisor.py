@@ -26,11 +26,13 @@ from typing import Any
 
 import psutil
 
-from .control import ControlClient, new_token, read_token
+from .checkpoint import checkpoint_facts
+from .control import LOOPBACK, ControlClient, new_token, read_token
+from .definition import entrypoint_root
 from .errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths, default_home
-from .spec import StreamSpec, restart_scope
+from .spec import StreamSpec, restart_scope, validate_spec
 from .storage import Location
 
 __all__ = ["StreamSupervisor"]
@@ -57,6 +59,18 @@ def _check_master_reachable(master: str) -> None:
         f"no Spark master reachable at {master} ({'; '.join(errors)}); start one with `reconf cluster start` "
         "or fix the master URL"
     )
+
+
+def driver_environment(spec: StreamSpec) -> dict[str, str]:
+    """The driver's environment: this interpreter for Python workers, the entrypoint's import root on the path."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    if spec.driver_bind_address not in ("0.0.0.0", "::"):
+        env["SPARK_LOCAL_IP"] = spec.driver_bind_address
+    root = entrypoint_root(spec.entrypoint)
+    paths = [str(root)] if root is not None else []
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
 
 
 def _check_writable(directory: Location, what: str) -> None:
@@ -132,6 +146,8 @@ class StreamSupervisor:
             info = json.loads(paths.driver.read_text())
         except (OSError, json.JSONDecodeError):
             return None
+        if info.get("host", socket.gethostname()) != socket.gethostname():  # a driver on another host: trust its record
+            return info if info.get("status") in ("starting", "running") else None
         pid = int(info.get("pid", 0))
         try:
             cmdline = psutil.Process(pid).cmdline()
@@ -146,10 +162,10 @@ class StreamSupervisor:
         info = self.driver_info(name)
         if info is None or "control_port" not in info:
             raise StreamStateError(f"stream {name!r} has no running driver; start it with `reconf stream start`")
-        return ControlClient(int(info["control_port"]), read_token(paths.token))
+        return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK)
 
     def list(self) -> list[dict[str, Any]]:
-        """Every stream under the home with its query, master and whether its driver runs."""
+        """Every stream under the home with its entrypoint, master and whether its driver runs."""
         rows = []
         for paths in StreamPaths.all(self.home):
             spec = json.loads(paths.spec.read_text())
@@ -157,7 +173,7 @@ class StreamSupervisor:
             rows.append(
                 {
                     "name": paths.name,
-                    "query": spec.get("query"),
+                    "entrypoint": spec.get("entrypoint"),
                     "master": spec.get("master"),
                     "driver": "running" if info else "not running",
                     "status": info.get("status") if info else None,
@@ -181,19 +197,22 @@ class StreamSupervisor:
         paths = self.paths(spec.name)
         if self.driver_info(spec.name) is not None:
             raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
-        if paths.spec.is_file():
-            restart_scope(StreamSpec.parse(json.loads(paths.spec.read_text())), spec)  # refuses data changes
+        definition = validate_spec(spec)  # imports the user's module: a missing one fails here, before any process
+        if paths.spec.is_file() and checkpoint_facts(paths.checkpoint).last_offset_batch is not None:
+            old = StreamSpec.parse(json.loads(paths.spec.read_text()))  # a stream with data: refuse changes to its identity
+            restart_scope(old, spec, stateful=checkpoint_facts(paths.checkpoint).stateful,
+                          frozen_options=definition.frozen_options)
         _check_master_reachable(spec.master)
         _check_writable(self.home, "runtime home")
         paths.create()
         data_root = paths.data_root_for(spec.storage)  # the new spec is not written yet: it must pass first
-        for directory, what in ((data_root / paths.checkpoint.name, "checkpoint"), (paths.output, "output"),
+        for directory, what in ((data_root / paths.checkpoint.name, "checkpoint"), (paths.work, "work"),
                                 (data_root / paths.event_log.name, "event log")):
             _check_writable(directory, what)
         new_token(paths.token)
         paths.write_spec(spec.model_dump_json(indent=2))
         paths.driver.unlink(missing_ok=True)
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = driver_environment(spec)
         with open(paths.driver_log, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", DRIVER_MODULE, str(paths.root), *(["--paused"] if paused else [])],
@@ -242,7 +261,7 @@ class StreamSupervisor:
         spec = json.loads(paths.spec.read_text())
         return {
             "name": name,
-            "query": spec.get("query"),
+            "entrypoint": spec.get("entrypoint"),
             "state": "not running",
             "master": spec.get("master"),
             **status_figures(MetricsStore(paths.metrics).last_progress()),

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .metrics import progress_row  # noqa: E402
+from .metrics import record_row  # noqa: E402
 from .scaling.knobs import known_cores  # noqa: E402
 from .spec import StreamSpec  # noqa: E402
 
@@ -39,14 +39,19 @@ def timeline_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
             cores = known_cores(StreamSpec.parse(record["spec"]))
         elif record.get("kind") == "progress":
-            row = progress_row(record["progress"])
-            if row["latest_offset"] is not None:
-                # The batch's trigger time: when Spark read the source's latest offset.
-                rows.append({"at": row["timestamp"].timestamp(), "batch_id": row["batch_id"], "latest": row["latest_offset"],
-                             "end": row["end_offset"], "backlog_events": row["backlog_events"], "cores": cores})
+            row = record_row(record)
+            # The batch's trigger time: when Spark read the source's latest offset.
+            rows.append({"at": row["timestamp"].timestamp(), "batch_id": row["batch_id"], "events": row["events"],
+                         "end": row["end_offset"], "backlog_events": row["backlog_events"], "cores": cores})
     if not rows:
         return pd.DataFrame(columns=TIMELINE_COLUMNS)
     frame = pd.DataFrame(rows).sort_values("at", ignore_index=True)
+    if frame["end"].isna().any():  # offsets that do not count events: positions from the events consumed
+        frame["end"] = frame["events"].astype(float).cumsum()
+    frame["latest"] = frame["end"].astype(float) + frame["backlog_events"].astype(float)
+    frame = frame.dropna(subset=["latest"]).reset_index(drop=True)
+    if frame.empty:
+        return pd.DataFrame(columns=TIMELINE_COLUMNS)
     # Over a trailing window, not batch to batch: records a few ms apart (a stop, a restart) would spike.
     at = frame["at"].to_numpy()
     earlier = np.searchsorted(at, at - RATE_WINDOW_S, side="right") - 1

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from dagster_reconf.closed_loop import run_closed_loop
+from dagster_reconf.workloads.closed_loop import run_closed_loop
 from dagster_reconf.core.supervisor import terminate_process_tree
 
 pytestmark = pytest.mark.spark

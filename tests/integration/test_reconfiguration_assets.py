@@ -18,7 +18,7 @@ from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
-from dagster_reconf.reconfiguration_assets import RECONFIGURATION_TAG
+from dagster_reconf.dagster.reconfiguration_assets import RECONFIGURATION_TAG
 
 from .conftest import wait_until
 

@@ -1,6 +1,6 @@
 """Reconfigurations: execution plans, their diff, and the steps that carry a plan out safely.
 
-No Dagster here; :mod:`dagster_reconf.reconfiguration_assets` builds the Dagster ops over it.
+No Dagster here; :mod:`dagster_reconf.dagster.reconfiguration_assets` builds the Dagster ops over it.
 """
 
 from .handles import DriverStream, LocalStream, StreamHandle

@@ -14,9 +14,10 @@ import json
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from ..definition import StreamDefinition, load_definition
 from ..errors import StreamStateError
 from ..paths import StreamPaths
-from ..spec import StreamSpec
+from ..spec import StreamSpec, validate_spec
 
 if TYPE_CHECKING:
     from ..runtime import StreamRuntime
@@ -74,12 +75,13 @@ class StreamHandle(ABC):
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         """Start the paused query with ``settings``."""
 
-    def pacing(self) -> dict[str, float]:
-        """The source's pacing anchor (when event indexes were offered)."""
-        try:
-            return json.loads(self.paths.pacing.read_text())
-        except FileNotFoundError:
-            return {"start_time": 0.0, "start_index": 0}
+    @abstractmethod
+    def definition(self) -> StreamDefinition:
+        """The user's stream definition (its options model, code versions, capabilities)."""
+
+    def validate(self, spec: StreamSpec) -> None:
+        """Raise :class:`~dagster_reconf.core.errors.SpecError` if the definition cannot run ``spec``."""
+        validate_spec(spec, self.definition())
 
 
 class LocalStream(StreamHandle):
@@ -126,6 +128,9 @@ class LocalStream(StreamHandle):
 
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         return self.migrator.resume(settings)
+
+    def definition(self) -> StreamDefinition:
+        return self.runtime.definition
 
 
 class DriverStream(StreamHandle):
@@ -177,3 +182,6 @@ class DriverStream(StreamHandle):
         if self.supervisor.driver_info(self.name) is None:
             raise StreamStateError(f"stream {self.name!r} has no driver to resume in")
         return self._client().resume(settings)
+
+    def definition(self) -> StreamDefinition:
+        return load_definition(self.spec().entrypoint)

@@ -10,10 +10,15 @@ Two ways to change a stateful stream's state partitions:
   PySpark 4.2+, RocksDB state only) rewrites the state of the last committed batch into
   a new batch N+1 of the same checkpoint. Cost grows with the state's size.
 * ``replay``: a new checkpoint (the next *generation*) is built by re-running every
-  batch of the old one, with the same batch boundaries, from the source's retained
-  offsets (the bundled sources retain everything), into a sink that discards output
-  already delivered. Works for any state store provider; cost grows with the stream's
-  whole history. It is also the naive baseline the benchmark compares against.
+  batch of the old one from the source's retained data, with the same batch ids and
+  offsets: each batch's offset-log entry is copied into the new checkpoint (with the new
+  state partitions) and a once-trigger run executes exactly that planned batch, output
+  discarded (the live stream delivered it). Batch ids stay, so sinks that deduplicate by
+  batch id (Spark's file sink, idempotent ``foreachBatch`` writers) keep working. It needs
+  every batch from 0 in the offset log and a source that still holds their data (files,
+  Kafka within retention, the bundled generators); it works for any state store
+  provider, and its cost grows with the stream's whole history (about a query start per
+  batch). It is also the naive baseline the benchmark compares against.
 """
 
 from __future__ import annotations
@@ -23,23 +28,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..checkpoint import checkpoint_facts
-from ..storage import remove_tree, spark_uri
+from ..checkpoint import checkpoint_facts, copy_offset_entry, copy_source_logs, renew_query_id
 from ..errors import SpecError, StreamStateError
-from ..spec import SESSION_FIELDS, RestartScope, StreamSpec, restart_scope
-from ..workloads.queries import get_query
+from ..spec import SESSION_FIELDS, RestartScope, StreamSpec
+from ..storage import Location, remove_tree, spark_uri
 from .state import schema_problems, state_schemas, state_summary
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from ..runtime import StreamRuntime
 
-__all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_available"]
+__all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_available", "replay_batches"]
 
 Strategy = Literal["native", "replay"]
 STRATEGIES: tuple[str, ...] = ("native", "replay")
-PROBE_EVENTS = 500  # events the code-version probe runs through a scratch checkpoint
+BATCH_TIMEOUT_S = 600.0
 
 
 def native_repartition_available() -> tuple[bool, str]:
@@ -50,16 +52,56 @@ def native_repartition_available() -> tuple[bool, str]:
     return hasattr(SparkSession, "_streamingCheckpointManager"), pyspark.__version__
 
 
-def _discard(batch: DataFrame, batch_id: int) -> None:
-    """A replay's sink: run the whole plan (so state is written), keep nothing."""
-    batch.write.format("noop").mode("overwrite").save()
+def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_ids: list[int], spec: StreamSpec,
+                   purpose: str = "replay") -> int:
+    """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint ``new``.
+
+    Each batch's offset entry is copied (with ``spec``'s state partitions) and a once-trigger
+    query, output discarded, runs exactly that planned batch. Returns the batches run.
+
+    Raises:
+        StreamStateError: a batch failed or did not commit.
+    """
+    copy_source_logs(old, new)
+    for batch_id in batch_ids:
+        if batch_id in _committed(new):
+            continue  # an earlier attempt got this far
+        copy_offset_entry(old, new, batch_id, spec.state_partitions)
+        query = runtime.start_query(spec, checkpoint=new, purpose=purpose, once=True)
+        try:
+            if not query.awaitTermination(BATCH_TIMEOUT_S):
+                raise StreamStateError(f"{purpose} of batch {batch_id} into {new} did not finish in {BATCH_TIMEOUT_S:g} s")
+            if query.exception() is not None:
+                raise StreamStateError(f"{purpose} of batch {batch_id} into {new} failed: "
+                                       f"{str(query.exception()).strip().splitlines()[0]}")
+        finally:
+            query.stop()
+        if batch_id not in _committed(new):
+            raise StreamStateError(f"{purpose} of batch {batch_id} into {new} ran but did not commit")
+    return len(batch_ids)
 
 
-def _end_index(offsets: list[Any]) -> int | None:
-    indexes = {int(o["index"]) for o in offsets if isinstance(o, dict) and "index" in o}
-    if len(indexes) > 1:
-        raise StreamStateError(f"batch ended at different offsets in its sources {sorted(indexes)}: cannot replay it")
-    return indexes.pop() if indexes else None
+def _committed(checkpoint: Location) -> set[int]:
+    commits = checkpoint / "commits"
+    return {int(p.name) for p in commits.iterdir() if p.name.isdigit()} if commits.is_dir() else set()
+
+
+def _retained_batches(checkpoint: Location, upto: int) -> list[int]:
+    offsets = checkpoint / "offsets"
+    return sorted(b for p in offsets.iterdir() if p.name.isdigit() and (b := int(p.name)) <= upto) if offsets.is_dir() else []
+
+
+def replay_problem(checkpoint: Location) -> str | None:
+    """Why checkpoint ``checkpoint`` cannot be replayed (None: it can): its offset log must still start at batch 0."""
+    facts = checkpoint_facts(checkpoint)
+    if facts.last_committed_batch is None:
+        return None
+    batches = _retained_batches(checkpoint, facts.last_committed_batch)
+    if batches and batches[0] != 0:
+        return (f"the offset log of {checkpoint} starts at batch {batches[0]}: Spark purged older entries "
+                "(spark.sql.streaming.minBatchesToRetain), so state cannot be rebuilt from the start; use the native "
+                "strategy, or raise minBatchesToRetain in spark_conf for streams that must stay replayable")
+    return None
 
 
 class StreamMigrator:
@@ -87,25 +129,36 @@ class StreamMigrator:
     def check_code_version(self, code_version: str) -> dict[str, Any]:
         """Whether code version ``code_version`` can run on the checkpoint's state.
 
-        Runs the new code over a few events into a scratch checkpoint, reads the state
-        schemas it writes, and compares them with the stream's (as Spark does on restart).
+        Runs the new code over the stream's first batch (its logged offsets) into a scratch
+        checkpoint, output discarded, reads the state schemas it writes, and compares them
+        with the stream's (as Spark does on restart).
         """
         spec = self.runtime.spec
         new_spec = spec.with_changes({"code_version": code_version})
-        if not get_query(spec.query).stateful or not self.paths.checkpoint.is_dir():
+        self.runtime.definition.check_code_version(code_version)
+        facts = checkpoint_facts(self.paths.checkpoint)
+        if not facts.stateful:
             return {"compatible": True, "problems": [], "note": "no state to check"}
+        first = _retained_batches(self.paths.checkpoint, facts.last_offset_batch or 0)
+        if not first:
+            return {"compatible": True, "problems": [], "note": "no batch to probe with"}
         started = time.monotonic()
         with self.runtime.lock, tempfile.TemporaryDirectory(prefix="reconf-probe-") as scratch:
-            probe_spec = new_spec.with_changes({"trigger_interval_s": 0})
-            query = self.runtime.start_query(
-                probe_spec, checkpoint=Path(scratch) / "checkpoint", sink=_discard, name=f"{spec.name}__code_probe",
-                source_overrides={"replay_ends": str(PROBE_EVENTS), "max_events_per_trigger": str(PROBE_EVENTS)},
-            )
+            probe = Path(scratch) / "checkpoint"
+            copy_source_logs(self.paths.checkpoint, probe)
+            copy_offset_entry(self.paths.checkpoint, probe, first[0], spec.state_partitions)
+            if first[0] != 0:  # older entries purged: probe the earliest retained one as the scratch checkpoint's first
+                (probe / "offsets" / str(first[0])).rename(probe / "offsets" / "0")
+            query = self.runtime.start_query(new_spec, checkpoint=probe, purpose="probe", once=True)
             try:
-                query.processAllAvailable()
+                query.awaitTermination(BATCH_TIMEOUT_S)
             finally:
                 query.stop()
-            new = state_schemas(self.runtime.spark, Path(scratch) / "checkpoint")
+            if query.exception() is not None:
+                return {"compatible": False, "seconds": round(time.monotonic() - started, 3),
+                        "problems": [f"the new code failed on the stream's first batch: "
+                                     f"{str(query.exception()).strip().splitlines()[0]}"]}
+            new = state_schemas(self.runtime.spark, probe)
             stored = state_schemas(self.runtime.spark, self.paths.checkpoint)
         problems = schema_problems(stored, new)
         return {"compatible": not problems, "problems": problems, "seconds": round(time.monotonic() - started, 3)}
@@ -154,31 +207,22 @@ class StreamMigrator:
 
     def _replay(self, partitions: int) -> dict[str, Any]:
         old = self.paths.checkpoint
-        facts = checkpoint_facts(old, with_offsets=True)
-        committed = facts.last_committed_batch if facts.last_committed_batch is not None else -1
-        ends = sorted({e for b, offsets in facts.end_offsets.items() if b <= committed and (e := _end_index(offsets))})
+        problem = replay_problem(old)
+        if problem:
+            raise StreamStateError(problem)
+        facts = checkpoint_facts(old)
+        batches = _retained_batches(old, facts.last_committed_batch) if facts.last_committed_batch is not None else []
         generation = self.paths.generation + 1
         new = self.paths.checkpoint_of(generation)
         remove_tree(new)  # what a crashed earlier attempt left
-        remove_tree(self.paths.output_of(generation))
-        if ends:
-            replay_spec = self.runtime.spec.with_changes({"trigger_interval_s": 0, "state_partitions": partitions})
-            query = self.runtime.start_query(
-                replay_spec, checkpoint=new, sink=_discard, name=f"{self.runtime.spec.name}__replay",
-                source_overrides={"replay_ends": ",".join(map(str, ends))},
-            )
-            try:
-                query.processAllAvailable()
-                if query.exception() is not None:
-                    raise StreamStateError(f"replay failed: {query.exception()}")
-            finally:
-                query.stop()
-        replayed = checkpoint_facts(new, with_offsets=True)
-        last = replayed.end_offsets.get(replayed.last_committed_batch) if replayed.last_committed_batch is not None else None
-        if ends and (not replayed.committed or _end_index(last or []) != ends[-1]):
-            raise StreamStateError(f"replay into {new} stopped at {_end_index(last or [])} before offset {ends[-1]}")
+        replay_spec = self.runtime.spec.with_changes({"state_partitions": partitions})
+        replay_batches(self.runtime, old, new, batches, replay_spec)
+        replayed = checkpoint_facts(new)
+        if batches and (not replayed.committed or replayed.last_committed_batch != batches[-1]):
+            raise StreamStateError(f"replay into {new} stopped at batch {replayed.last_committed_batch} before {batches[-1]}")
+        renew_query_id(new)  # the replay's batches keep their own query id: traces never mix them into the stream's
         self.paths.set_generation(generation)  # the switch: from here on the stream runs on the new checkpoint
-        return {"replayed_batches": len(ends), "replayed_events": ends[-1] if ends else 0, "from_generation": generation - 1}
+        return {"replayed_batches": len(batches), "from_generation": generation - 1}
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         """Return to checkpoint generation ``generation`` and remove the newer ones (query must be paused)."""
@@ -188,10 +232,10 @@ class StreamMigrator:
             current = self.paths.generation
             self.paths.set_generation(generation)
             for g in range(generation + 1, max(current, generation + 1) + 1):
-                for path in (self.paths.checkpoint_of(g), self.paths.output_of(g)):
-                    if path.exists():
-                        remove_tree(path)
-                        removed.append(str(path))
+                path = self.paths.checkpoint_of(g)
+                if path.exists():
+                    remove_tree(path)
+                    removed.append(str(path))
             return {"generation": generation, "removed": removed}
 
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
@@ -202,7 +246,7 @@ class StreamMigrator:
         runtime = self.runtime
         with runtime.lock:
             old = runtime.spec
-            new = old.with_changes(settings)
+            new, _ = runtime.changed_spec(settings) if settings else (old, None)
             if runtime.is_active:
                 if new == old:
                     return {"resumed": False, "reason": "already running with these settings", "spec": new.model_dump()}
@@ -211,8 +255,6 @@ class StreamMigrator:
             started = time.monotonic()
             new_session = bool({k for k in StreamSpec.model_fields if getattr(old, k) != getattr(new, k)} & SESSION_FIELDS)
             scope = RestartScope.SESSION if new_session else RestartScope.QUERY
-            if restart_scope(old, new) is RestartScope.NONE:
-                scope = RestartScope.QUERY
             runtime.apply(new, scope)
             return {"resumed": True, "scope": scope.value, "seconds": round(time.monotonic() - started, 3),
                     "spec": new.model_dump()}

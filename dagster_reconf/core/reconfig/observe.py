@@ -7,8 +7,14 @@ Figures (seconds):
 * ``catch_up_s``: resume to the first batch whose backlog is back to normal (the
   backlog of the batches before the pause, at least one trigger's worth of events);
 * ``max_event_latency_s``: over the batches from the pause on, the longest time an
-  event waited between being offered by the source (known exactly: the bundled
-  sources are paced by a wall-clock anchor) and its batch being committed.
+  event waited between being offered by the source and its batch being committed.
+
+When was an event offered? The source says, at every batch it plans, how far it has
+offered (its latest position: the batch's end plus the backlog, in events, see
+:mod:`dagster_reconf.core.sources`). Those samples make a curve from time to position;
+an event at position ``p`` was offered when the curve reached ``p``, interpolated between
+samples (through a pause, where there are none, the source is taken to offer at an even
+rate). So the figures come from the source's own backlog, whatever the source is.
 
 Pure functions over progress records, so they are unit-tested without Spark.
 """
@@ -19,11 +25,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from ..metrics import progress_row
+from ..metrics import record_row
 
-__all__ = ["Observation", "committed_batches", "normal_backlog", "observe_change"]
+__all__ = ["Observation", "committed_batches", "normal_backlog", "observe_change", "offered_rate"]
+
+_COLUMNS = ["batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "offered", "latency_s"]
 
 
 @dataclass(frozen=True)
@@ -42,32 +51,53 @@ class Observation:
         return asdict(self)
 
 
-def committed_batches(records: Iterable[dict[str, Any]], anchor: dict[str, float], rate: float) -> pd.DataFrame:
-    """One row per progress record: commit time, backlog, and the oldest event's wait (``latency_s``).
-
-    Args:
-        anchor: the source's pacing anchor (``start_time``, ``start_index``).
-        rate: events offered per second since the anchor.
-    """
+def committed_batches(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per progress record: start and commit time, backlog, the source's offered position, and the
+    oldest event's wait (``latency_s``; NaN where the source's backlog is unknown)."""
     rows = []
     for record in records:
         if record.get("kind") != "progress":
             continue
         progress = record["progress"]
-        row = progress_row(progress)
+        row = record_row(record)
         started = pd.Timestamp(progress["timestamp"]).timestamp() if progress.get("timestamp") else record["recorded_at"]
-        committed = started + row["batch_duration_ms"] / 1000.0
-        first_event = row["end_offset"] - row["events"]  # index of the batch's oldest event
-        offered = anchor["start_time"] + (first_event + 1 - anchor["start_index"]) / rate
-        rows.append({"batch_id": row["batch_id"], "run_id": progress.get("runId"), "committed_at": committed,
-                     "events": row["events"], "backlog_events": row["backlog_events"],
-                     "latency_s": max(0.0, committed - offered) if row["events"] > 0 else 0.0})
-    return pd.DataFrame(rows, columns=["batch_id", "run_id", "committed_at", "events", "backlog_events", "latency_s"])
+        rows.append({"batch_id": row["batch_id"], "run_id": progress.get("runId"), "started_at": started,
+                     "committed_at": started + row["batch_duration_ms"] / 1000.0, "events": row["events"],
+                     "backlog_events": row["backlog_events"], "end": row["end_offset"]})
+    frame = pd.DataFrame(rows, columns=["batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "end"])
+    if frame.empty:
+        return frame.drop(columns="end").assign(offered=pd.Series(dtype=float), latency_s=pd.Series(dtype=float))[_COLUMNS]
+    events = frame["events"].astype(float)
+    # Positions where the offsets count events; otherwise events consumed since the first record.
+    end = frame["end"].astype(float) if frame["end"].notna().all() else events.cumsum()
+    backlog = frame["backlog_events"].astype(float)
+    frame["offered"] = end + backlog
+    first = (end - events).to_numpy()  # the position of each batch's oldest event
+    known = frame["offered"].notna().to_numpy()
+    times, offered = frame["started_at"].to_numpy(dtype=float)[known], frame["offered"].to_numpy(dtype=float)[known]
+    order = np.argsort(times, kind="stable")
+    times, offered = times[order], np.maximum.accumulate(offered[order]) if len(order) else offered
+    latency = np.full(len(frame), np.nan)
+    if len(times):
+        when = np.interp(first + 1, offered, times, left=times[0])
+        latency = np.where(events.to_numpy() > 0, np.maximum(0.0, frame["committed_at"].to_numpy() - when), 0.0)
+        latency[~known & (events.to_numpy() > 0)] = np.nan
+    frame["latency_s"] = latency
+    return frame[_COLUMNS]
 
 
-def normal_backlog(before: pd.DataFrame, rate: float, trigger_interval_s: float) -> float:
+def offered_rate(batches: pd.DataFrame) -> float | None:
+    """Events per second the source offered over ``batches`` (None where its backlog is unknown)."""
+    known = batches.dropna(subset=["offered"])
+    if len(known) < 2:
+        return None
+    span = float(known["started_at"].iloc[-1] - known["started_at"].iloc[0])
+    return max(0.0, float(known["offered"].iloc[-1] - known["offered"].iloc[0]) / span) if span > 0 else None
+
+
+def normal_backlog(before: pd.DataFrame, rate: float | None, trigger_interval_s: float) -> float:
     """The backlog a healthy batch ends with: the median of the batches before the pause, at least a trigger's events."""
-    floor = rate * max(trigger_interval_s, 1.0)
+    floor = (rate or 0.0) * max(trigger_interval_s, 1.0)
     backlog = before["backlog_events"].dropna()
     return float(max(floor, 1.5 * backlog.median())) if len(backlog) else floor
 
@@ -77,12 +107,13 @@ def observe_change(batches: pd.DataFrame, *, paused_at: float, resumed_at: float
     during = batches[batches["committed_at"] >= paused_at]
     after = during[during["committed_at"] >= resumed_at]
     first = after.iloc[0] if len(after) else None
-    settled = after[after["backlog_events"].fillna(float("inf")) <= normal]
+    settled = after[after["backlog_events"].astype(float).fillna(float("inf")) <= normal]
+    latency = during["latency_s"].dropna()
     return Observation(
         pause_s=round(resumed_at - paused_at, 3),
         downtime_s=round(float(first["committed_at"]) - paused_at, 3) if first is not None else None,
         catch_up_s=round(float(settled.iloc[0]["committed_at"]) - resumed_at, 3) if len(settled) else None,
-        max_event_latency_s=round(float(during["latency_s"].max()), 3) if len(during) else None,
+        max_event_latency_s=round(float(latency.max()), 3) if len(latency) else None,
         batches_observed=int(len(after)),
         caught_up=bool(len(settled)),
         normal_backlog_events=round(normal, 1),

@@ -32,7 +32,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import SpecError
 from ..spec import RestartScope, StreamSpec, format_validation_error, restart_scope, validate_master
-from ..workloads.queries import get_query
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
 
@@ -67,9 +66,10 @@ class Partitioning(BaseModel):
     state_partitions: int | dict[str, int] = Field(
         ..., description="State partitions of every stateful operator, or per operator id (one count for all: Spark's rule)."
     )
-    source_partitions: int = Field(..., ge=1, le=10_000, description="Partitions the source splits a micro-batch into.")
+    source_partitions: int | None = Field(None, ge=1, le=10_000, description="Partitions the source splits a micro-batch "
+                                          "into (None: the source has no such knob).")
     trigger_interval_s: float = Field(..., ge=0, le=3600, description="Processing-time trigger interval in seconds.")
-    max_events_per_trigger: int | None = Field(None, ge=1, description="Cap on events per micro-batch (None: no cap).")
+    max_per_trigger: int | None = Field(None, ge=1, description="Cap per micro-batch in the source's own unit (None: no cap).")
 
     @model_validator(mode="before")
     @classmethod
@@ -154,7 +154,7 @@ class ExecutionPlan(BaseModel):
                                 executor_memory=spec.executor_memory),
             partitioning=Partitioning(state_partitions=spec.state_partitions, source_partitions=spec.source_partitions,
                                       trigger_interval_s=spec.trigger_interval_s,
-                                      max_events_per_trigger=spec.max_events_per_trigger),
+                                      max_per_trigger=spec.max_per_trigger),
             logic=ExecutionLogic(code_version=spec.code_version),
         )
 
@@ -168,7 +168,7 @@ class ExecutionPlan(BaseModel):
             "state_partitions": self.partitioning.state_partition_count,
             "source_partitions": self.partitioning.source_partitions,
             "trigger_interval_s": self.partitioning.trigger_interval_s,
-            "max_events_per_trigger": self.partitioning.max_events_per_trigger,
+            "max_per_trigger": self.partitioning.max_per_trigger,
             "code_version": self.logic.code_version,
         }
 
@@ -204,7 +204,7 @@ class Action:
 _DIMENSION = {
     "master": "resources", "executor_cores": "resources", "max_cores": "resources", "executor_memory": "resources",
     "state_partitions": "partitioning", "source_partitions": "partitioning", "trigger_interval_s": "partitioning",
-    "max_events_per_trigger": "partitioning", "code_version": "logic",
+    "max_per_trigger": "partitioning", "code_version": "logic",
 }
 
 
@@ -250,7 +250,8 @@ def diff_plans(current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec,
     """What changes from ``current`` (in force for ``spec``) to ``target``.
 
     Args:
-        stateful_operators: the checkpoint's stateful operators, named in state migrations.
+        stateful_operators: the checkpoint's stateful operators, named in state migrations (none: the stream is
+            stateless, and its state partitions only restart the query).
 
     Raises:
         SpecError: the plans are for different streams, or the target is not valid for the stream.
@@ -259,7 +260,7 @@ def diff_plans(current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec,
         raise SpecError(f"plans are for different streams: {current.stream!r} and {target.stream!r}")
     target.apply_to(spec)  # a target the stream cannot take fails before any action is listed
     before, after = current.settings(), target.settings()
-    stateful = get_query(spec.query).stateful
+    stateful = bool(stateful_operators)
     actions = []
     for knob in before:
         if before[knob] == after[knob]:
@@ -267,7 +268,7 @@ def diff_plans(current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec,
         if knob == "state_partitions" and stateful:
             effect: Effect = "state_migration"
         else:
-            scope = restart_scope(spec, spec.with_changes({knob: after[knob]}))
+            scope = restart_scope(spec, spec.with_changes({knob: after[knob]}), stateful=stateful)
             effect = "session_restart" if scope is RestartScope.SESSION else "query_restart"
         operators = stateful_operators if effect == "state_migration" else ()
         actions.append(Action(_DIMENSION[knob], knob, before[knob], after[knob], effect, operators))  # type: ignore[arg-type]

@@ -48,7 +48,8 @@ from ..metrics import MetricsStore
 from ..storage import spark_uri
 from .handles import StreamHandle
 from .migration import STRATEGIES, native_repartition_available
-from .observe import committed_batches, normal_backlog, observe_change
+from .capabilities import stream_capabilities
+from .observe import committed_batches, normal_backlog, observe_change, offered_rate
 from .plan import ExecutionPlan, diff_plans
 from .state import StateSummary
 from .verification import verify_migration, warm_up_verification
@@ -213,6 +214,7 @@ class Reconfigurer:
         current = ExecutionPlan.of(spec)
         try:
             diff = diff_plans(current, plan, spec, tuple(stateful_operators(self.stream.paths.checkpoint)))
+            self.stream.validate(plan.apply_to(spec))  # the definition's code versions and knob mapping
         except SpecError as exc:
             self._refuse_early(stream, [str(exc)], trigger)
         reconfiguration = Reconfiguration(uuid.uuid4().hex[:16], stream, self.strategy, current, plan, diff.as_rows(),
@@ -323,6 +325,14 @@ class Reconfigurer:
         if status.get("state") != "running" and not facts.committed:
             problems.append(f"checkpoint {checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
                             "start the stream so it finishes that batch")
+        capabilities = stream_capabilities(self.stream.definition(), MetricsStore(self.stream.paths.metrics).last_progress(),
+                                           checkpoint)
+        checks["capabilities"] = capabilities.as_dict()
+        if not capabilities.pause:
+            problems.append(f"stream {r.stream!r} cannot pause at a batch boundary: {capabilities.reasons['pause']}")
+        if r.needs_migration and r.strategy == "replay" and not capabilities.replay:
+            problems.append(f"the replay strategy cannot rebuild the state of stream {r.stream!r}: "
+                            f"{capabilities.reasons.get('replay')}; use strategy 'native'")
         if r.needs_migration:
             problems += self._migration_problems(r, checkpoint, facts, checks)
         if r.target.logic.code_version != r.current.logic.code_version and status.get("state") == "running":
@@ -379,9 +389,11 @@ class Reconfigurer:
         store = MetricsStore(self.stream.paths.metrics)
         records, _ = store.read(store.tail_offset(1 << 20))
         spec = self.stream.spec()
-        batches = committed_batches(records[-4 * BACKLOG_HISTORY_BATCHES:], self.stream.pacing(), spec.rate)
+        batches = committed_batches(records[-4 * BACKLOG_HISTORY_BATCHES:])
         recent = batches.tail(BACKLOG_HISTORY_BATCHES)
-        return {"normal_backlog_events": normal_backlog(recent, spec.rate, spec.trigger_interval_s), "batches": len(recent)}
+        rate = offered_rate(recent)
+        return {"normal_backlog_events": normal_backlog(recent, rate, spec.trigger_interval_s), "batches": len(recent),
+                "offered_events_per_s": rate}
 
     def _pause(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_driver()
@@ -465,7 +477,7 @@ class Reconfigurer:
         deadline = time.monotonic() + self.observe_timeout_s
         while True:
             records, _ = store.read(offset)
-            batches = committed_batches(records, self.stream.pacing(), self.stream.spec().rate)
+            batches = committed_batches(records)
             observation = observe_change(batches, paused_at=paused_at, resumed_at=resumed_at, normal=normal)
             if observation.caught_up or time.monotonic() > deadline:
                 return {**observation.as_dict(), "restarted": started}

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..metrics import progress_row
+from ..metrics import record_row
 from ..spec import StreamSpec
 from ..traces.store import TraceStore
 from .knobs import Knobs
@@ -27,8 +27,8 @@ from .profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
 __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "shared_cpus"]
 
 KEPT_ROWS = 60
-_ROW_FIELDS = ("batch_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset", "backlog_events",
-               "python_cpu_s")
+_ROW_FIELDS = ("batch_id", "query_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset",
+               "backlog_events", "backlog_unknown", "python_cpu_s")
 
 
 @dataclass
@@ -55,7 +55,7 @@ class ConfigurationWindow:
                 if record.get("seconds") is not None:
                     self.restart_seconds = [*self.restart_seconds[-19:], float(record["seconds"])]
             elif record.get("kind") == "progress":
-                row = {**progress_row(record["progress"]), "python_cpu_s": record.get("python_cpu_s")}
+                row = {**record_row(record), "python_cpu_s": record.get("python_cpu_s")}
                 self.rows.append({k: (str(row[k]) if k == "timestamp" else row[k]) for k in _ROW_FIELDS})
         self.rows = self.rows[-keep:]
         return self

@@ -29,16 +29,17 @@ class Knobs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cores: int = Field(..., ge=1, le=4096, description="Task slots: local[N] locally, spark.cores.max on a cluster.")
-    source_partitions: int = Field(..., ge=1, le=10_000, description="Partitions the source splits a batch into.")
+    source_partitions: int | None = Field(None, ge=1, le=10_000, description="Partitions the source splits a batch "
+                                          "into; None where the stream's source has no such knob.")
     state_partitions: int = Field(..., ge=1, le=10_000, description="Shuffle/state partitions (moving state to change).")
     trigger_interval_s: float = Field(..., ge=0, le=3600, description="Processing-time trigger interval.")
-    max_events_per_trigger: int | None = Field(None, ge=1, description="Cap on events per batch.")
+    max_per_trigger: int | None = Field(None, ge=1, description="Cap per batch, in the source's own unit.")
 
     @classmethod
     def of(cls, spec: StreamSpec) -> "Knobs":
         """The knobs of a running stream's settings."""
         return cls(cores=spec_cores(spec), source_partitions=spec.source_partitions, state_partitions=spec.state_partitions,
-                   trigger_interval_s=spec.trigger_interval_s, max_events_per_trigger=spec.max_events_per_trigger)
+                   trigger_interval_s=spec.trigger_interval_s, max_per_trigger=spec.max_per_trigger)
 
     def changes_for(self, spec: StreamSpec) -> dict[str, Any]:
         """Settings changes that turn ``spec`` into these knobs (empty when nothing differs)."""
@@ -51,7 +52,7 @@ class Knobs(BaseModel):
                 changes["master"] = f"local[{self.cores}]"
             else:
                 changes["max_cores"] = self.cores
-        for field in ("source_partitions", "state_partitions", "trigger_interval_s", "max_events_per_trigger"):
+        for field in ("source_partitions", "state_partitions", "trigger_interval_s", "max_per_trigger"):
             if getattr(self, field) != getattr(spec, field):
                 changes[field] = getattr(self, field)
         return changes

@@ -153,7 +153,8 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         state = current.state_partitions
         if stateful and cores > state and limits.allow_state_migration:
             state = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
-        return Knobs(cores=cores, source_partitions=cores, state_partitions=state, trigger_interval_s=interval)
+        return Knobs(cores=cores, source_partitions=_source_partitions(current, cores), state_partitions=state,
+                     trigger_interval_s=interval)
 
     cores, interval = _cores_and_interval(profile, knobs_with, source_rate, target, limits, notes)
 
@@ -172,10 +173,10 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
 
     knobs = Knobs(
         cores=cores,
-        source_partitions=cores,
+        source_partitions=_source_partitions(current, cores),
         state_partitions=state_partitions,
         trigger_interval_s=interval,
-        max_events_per_trigger=_events_cap(profile, current, cores, state_partitions, interval),
+        max_per_trigger=_batch_cap(profile, current, cores, state_partitions, interval),
     )
     report = _report(profile, knobs, target)
     predicted = {
@@ -246,20 +247,28 @@ def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
     return min(limits.max_trigger_interval_s, max(interval, math.ceil(wanted * 2) / 2))
 
 
-def _events_cap(profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float) -> int | None:
-    """Keep a cap on events per batch (if the stream has one) at what a batch processes within the interval.
+def _source_partitions(current: Knobs, cores: int) -> int | None:
+    """A source split into as many partitions as there are cores, where the stream has that knob."""
+    return cores if current.source_partitions is not None else None
 
-    Only rescaled along with the cores or the interval: a cap alone is not worth a restart.
+
+def _batch_cap(profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float) -> int | None:
+    """Keep a cap per batch (if the stream has one) in step with what a batch can process within the interval.
+
+    The cap is in the source's own unit (records, offsets, files), so it is scaled by the
+    ratio of planned to current batch capacity rather than set in events. Only rescaled
+    along with the cores or the interval: a cap alone is not worth a restart.
     """
-    if current.max_events_per_trigger is None or interval <= 0:
-        return current.max_events_per_trigger
+    if current.max_per_trigger is None or interval <= 0 or current.trigger_interval_s <= 0:
+        return current.max_per_trigger
     if cores == current.cores and interval == current.trigger_interval_s:
-        return current.max_events_per_trigger
-    knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=interval)
-    capacity = profile.capacity(knobs, utilization=1.0)
-    if not math.isfinite(capacity) or capacity <= 0:
-        return current.max_events_per_trigger
-    return max(1, int(capacity * interval))
+        return current.max_per_trigger
+    knobs = Knobs(cores=cores, source_partitions=_source_partitions(current, cores), state_partitions=state_partitions,
+                  trigger_interval_s=interval)
+    planned, now = profile.capacity(knobs, utilization=1.0) * interval, profile.capacity(current, utilization=1.0) * current.trigger_interval_s
+    if not (math.isfinite(planned) and math.isfinite(now)) or planned <= 0 or now <= 0:
+        return current.max_per_trigger
+    return max(1, round(current.max_per_trigger * planned / now))
 
 
 def _report(profile: StreamProfile, knobs: Knobs, target_rate: float) -> pd.DataFrame:

@@ -106,27 +106,42 @@ class Observation:
     backlog_growth: float  # events/s, fitted over the window
     utilization: float  # median batch duration over the trigger interval (1 when back to back)
     batch_ms: float  # median batch duration
+    backlog_unknown: str | None = None  # why the source's backlog cannot be read (None: it can)
 
     def as_dict(self) -> dict[str, float]:
-        return {k: float(v) for k, v in asdict(self).items()}
+        return {k: float(v) for k, v in asdict(self).items() if isinstance(v, (int, float))}
 
 
 def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2) -> Observation:
-    """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out."""
+    """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out.
+
+    The source's offered position is the batch's end plus its backlog (in events, see
+    :mod:`dagster_reconf.core.sources`); where offsets do not count events, the end is the
+    events consumed since the window began. Batches whose source backlog is unknown are
+    left out, and said so in ``backlog_unknown``.
+    """
     rows = progress.sort_values("batch_id").iloc[warmup_batches:]
-    rows = rows[rows["latest_offset"].notna()] if "latest_offset" in rows else rows.iloc[0:0]
+    unknown = rows["backlog_events"].isna() if "backlog_events" in rows else pd.Series(True, index=rows.index)
+    reason = None
+    if len(rows) and unknown.all():
+        reasons = rows["backlog_unknown"].dropna() if "backlog_unknown" in rows else pd.Series(dtype=object)
+        reason = str(reasons.iloc[-1]) if len(reasons) else "the source reports no backlog"
+    events = rows["events"].astype(float) if "events" in rows else pd.Series(0.0, index=rows.index)
+    end = rows["end_offset"].astype(float) if "end_offset" in rows and rows["end_offset"].notna().all() else events.cumsum()
+    offered = (end + rows["backlog_events"].astype(float))[~unknown] if len(rows) else end
+    rows, events = rows[~unknown], events[~unknown]
     if len(rows) < 2:
-        return Observation(len(rows), config_age_s, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return Observation(len(rows), config_age_s, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, reason)
     t = (rows["timestamp"] - rows["timestamp"].iloc[0]).dt.total_seconds().to_numpy()
     span = float(t[-1]) or 1e-9
-    latest = rows["latest_offset"].astype(float).to_numpy()
+    latest = offered.to_numpy(dtype=float)
     backlog = rows["backlog_events"].astype(float).to_numpy()
     batch_ms = float(rows["batch_duration_ms"].median())
     return Observation(
         batches=len(rows),
         config_age_s=config_age_s,
         source_rate=(latest[-1] - latest[0]) / span,
-        processed_rate=float(rows["events"].iloc[1:].sum()) / span,
+        processed_rate=float(events.iloc[1:].sum()) / span,
         backlog=float(backlog[-1]),
         backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
@@ -169,6 +184,9 @@ class ScalingPolicy(ABC):
         if obs.config_age_s < cfg.stabilization_s:
             return Decision("hold", f"stabilizing: {obs.config_age_s:.0f} s since the last reconfiguration "
                                     f"(< {cfg.stabilization_s:g} s)", obs)
+        if obs.backlog_unknown is not None:
+            return Decision("hold", f"backlog unknown: {obs.backlog_unknown}; without it the policy cannot tell whether "
+                                    "the stream keeps up", obs)
         if obs.batches < cfg.window_batches:
             return Decision("hold", f"metric window not full: {obs.batches} of {cfg.window_batches} batches", obs)
         direction = self._direction(obs, current)
@@ -223,7 +241,8 @@ class ScalingPolicy(ABC):
         state = current.state_partitions
         if cores > state and cfg.allow_state_migration:
             state = min(cores, cfg.max_state_partitions)
-        return current.model_copy(update={"cores": cores, "source_partitions": max(cores, 1), "state_partitions": state})
+        source = max(cores, 1) if current.source_partitions is not None else None
+        return current.model_copy(update={"cores": cores, "source_partitions": source, "state_partitions": state})
 
 
 class DS2Policy(ScalingPolicy):
@@ -248,7 +267,8 @@ class DS2Policy(ScalingPolicy):
                 return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
                                         f"the model needs {target.cores} cores for the steady state, and more would leave "
                                         "it over-provisioned once caught up", obs)
-            target = target.model_copy(update={"cores": current.cores, "source_partitions": max(target.source_partitions, current.cores)})
+            source = max(target.source_partitions, current.cores) if target.source_partitions is not None else None
+            target = target.model_copy(update={"cores": current.cores, "source_partitions": source})
         reason = (f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
                   f"needs {target.cores} cores; capacity {planned.predicted['capacity_now']:,.0f} -> "
                   f"{planned.predicted['capacity_planned']:,.0f} events/s")

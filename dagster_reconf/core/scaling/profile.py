@@ -95,7 +95,7 @@ class StreamProfile:
     def tasks(self, knobs: Knobs) -> np.ndarray:
         """Tasks each operator runs per batch under ``knobs`` (its partitions)."""
         col = self._columns
-        return np.where(col["source"], float(knobs.source_partitions),
+        return np.where(col["source"], float(knobs.source_partitions or 1),
                         np.where(col["shuffle"], float(knobs.state_partitions), col["tasks"]))
 
     def parallelism(self, knobs: Knobs) -> np.ndarray:
@@ -167,7 +167,7 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
         ProfileError: no data batch with both progress and task traces in the window.
     """
     rows = progress[progress["events"] > 0].sort_values("batch_id").iloc[warmup_batches:]
-    timeline = activities[activities["src_worker"].isna() & activities["batch_id"].isin(rows["batch_id"])]
+    timeline = activities[activities["src_worker"].isna() & _of_batches(activities, rows)]
     timeline = timeline[timeline["status"] == "success"]
     if rows.empty or timeline.empty:
         raise ProfileError(
@@ -204,8 +204,9 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     depth = ops.index.to_series().str.extract(r"^j(?P<job>\d+)\.d(?P<depth>\d+):")
     ops["depth"] = depth["depth"].fillna(0).astype(int).to_numpy()
     ops["job"] = depth["job"].fillna(0).astype(int).to_numpy()
-    deepest = ops.groupby("job")["depth"].transform("max")
-    ops["kind"] = np.where((ops["depth"] == deepest) & (ops["tasks"] == knobs.source_partitions), "source",
+    scans = ops.index.to_series().str.contains(_SCAN_PLAN_NODES).to_numpy()
+    source_knob = knobs.source_partitions is not None
+    ops["kind"] = np.where(scans, "source" if source_knob else "fixed",
                            np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed"))
     python_ms = _python_cpu_ms_per_event(progress, rows.loc[rows["batch_id"].isin(stage_time.index)])
     if python_ms is not None:
@@ -278,6 +279,16 @@ def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProf
 
 
 _PYTHON_PLAN_NODES = r"Python|InPandas|InArrow"  # MapInArrow, BatchEvalPython, FlatMapGroupsInPandas, ...
+_SCAN_PLAN_NODES = r"Scan"  # MicroBatchScan, Scan json, Scan parquet, KafkaScan...: the stage reads the source
+
+
+def _of_batches(activities: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    """Which activities belong to the batches in ``rows``: same query id and batch id where the progress has the
+    query id (helper queries of the control plane and other queries in the driver have their own), else batch id."""
+    if "query_id" in rows and "query_id" in activities and rows["query_id"].notna().all():
+        wanted = pd.MultiIndex.from_arrays([rows["query_id"].astype(str), rows["batch_id"].astype("int64")])
+        return pd.MultiIndex.from_arrays([activities["query_id"].astype(str), activities["batch_id"]]).isin(wanted)
+    return activities["batch_id"].isin(rows["batch_id"]).to_numpy()
 
 
 def _python_cpu_ms_per_event(progress: pd.DataFrame, rows: pd.DataFrame) -> float | None:

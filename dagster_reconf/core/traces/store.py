@@ -15,6 +15,7 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,11 +172,18 @@ class TraceStore:
             return None
         return min(c["start_ms"] for c in chunks), max(c["end_ms"] for c in chunks)
 
-    def activities(self, start_ms: float, end_ms: float) -> pd.DataFrame:
-        """Activities overlapping ``[start_ms, end_ms)`` (unclipped; the snapshot clips)."""
+    def activities(self, start_ms: float, end_ms: float, query_ids: Collection[str] | None = None) -> pd.DataFrame:
+        """Activities overlapping ``[start_ms, end_ms)`` (unclipped; the snapshot clips).
+
+        Args:
+            query_ids: only the jobs of these streaming queries (one stream's; a driver may run several
+                queries, and the control plane's replays and probes run under their own ids). None: every job.
+        """
         files = [self.root / c["file"] for c in self._state()["chunks"] if c["start_ms"] < end_ms and c["end_ms"] >= start_ms]
         if not files:
             return pd.DataFrame(columns=ACTIVITY_COLUMNS)
         frame = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
-        overlapping = (frame["start_ms"] < end_ms) & (frame["end_ms"] >= start_ms)
-        return frame[overlapping].reset_index(drop=True)
+        keep = (frame["start_ms"] < end_ms) & (frame["end_ms"] >= start_ms)
+        if query_ids is not None:
+            keep &= frame["query_id"].isin(list(query_ids))
+        return frame[keep].reset_index(drop=True)

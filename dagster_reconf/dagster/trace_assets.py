@@ -134,12 +134,12 @@ def build_trace_assets(
     )
     def trace_snapshots(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
-        from .core.traces.validation import validate_activities
+        from ..core.traces.validation import validate_activities
 
         stream, lo, hi = _window_ms(context)
         store = streams.trace_store(stream)
         report = store.ingest(streams.event_log_dir(stream))
-        activities = store.activities(lo, hi)
+        activities = store.activities(lo, hi, query_ids=streams.query_ids(stream))  # only this stream's query
         context.log.info(f"{stream}: ingested {report.events} events ({report.activities} activities); window has {len(activities)}")
         timeline = activities[activities["src_worker"].isna()] if len(activities) else activities
         yield Output(
@@ -172,10 +172,10 @@ def build_trace_assets(
     )
     def cp_summaries(context: AssetExecutionContext, trace_snapshots: pd.DataFrame):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
-        from .core.traces.critical_path import snapshot
-        from .core.traces.plots import cp_plot_png
-        from .core.traces.summaries import summarize
-        from .core.traces.validation import validate_cp_sum
+        from ..core.traces.critical_path import snapshot
+        from ..core.traces.plots import cp_plot_png
+        from ..core.traces.summaries import summarize
+        from ..core.traces.validation import validate_cp_sum
 
         stream, lo, hi = _window_ms(context)
         if trace_snapshots.empty:

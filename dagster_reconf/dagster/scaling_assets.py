@@ -9,7 +9,7 @@
   ``cp_summaries`` (every window of the same stream), so the lineage shows where the
   evidence comes from.
 * ``stream_configuration``: the execution plan in force after the plan is carried out by
-  the reconfiguration ops (:mod:`dagster_reconf.reconfiguration_assets`: state
+  the reconfiguration ops (:mod:`dagster_reconf.dagster.reconfiguration_assets`: state
   migration, verification, audit record). In recommend-only mode nothing is applied.
 
 They need the resources ``streams`` (:class:`StreamRuntimeResource`) and
@@ -40,9 +40,9 @@ from dagster import (
     in_process_executor,
 )
 
-from .core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from .core.scaling.knobs import ScalingPlan
-from .core.scaling.policy import POLICIES, PolicyConfig
+from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
+from ..core.scaling.knobs import ScalingPlan
+from ..core.scaling.policy import POLICIES, PolicyConfig
 from .reconfiguration_assets import build_stream_configuration
 from .resources import StreamRuntimeResource
 
@@ -83,7 +83,7 @@ def current_window(streams: StreamRuntimeResource, stream: str) -> Configuration
 
 
 def _plan_metadata(plan: ScalingPlan | None, reason: str, observation: dict[str, float]) -> dict[str, Any]:
-    from .core.scaling.plots import capacity_plot_png
+    from ..core.scaling.plots import capacity_plot_png
 
     metadata: dict[str, Any] = {"decision": reason, "observation": MetadataValue.json(observation)}
     if plan is None:

@@ -1,4 +1,4 @@
-"""The correctness oracle: the same events, processed as a batch job.
+"""The correctness oracle of the bundled workloads: the same events, processed as a batch job.
 
 A stream is correct when what its sink committed equals what the query computes over
 the same events ``[0, n)`` in one batch job. :func:`expected_result` runs that batch
@@ -6,20 +6,29 @@ job; :func:`stream_result` turns committed sink batches into the stream's result
 multiset of appended rows, or the last value per key for update queries); and
 :func:`compare` counts lost and duplicated rows as a multiset difference, so a row
 emitted twice is caught even when every expected row is present.
+:func:`check_stream_output` does all of it for a managed bundled stream (the bundled
+definitions' ``oracle``, see :mod:`.streams`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from pyspark.sql import SparkSession
 
-from .workloads.queries import QueryDefinition
-from .workloads.options import PACING_OPTIONS, SourceOptions
-from .workloads.source import register_sources
+from ..core.checkpoint import checkpoint_facts
+from ..core.paths import StreamPaths
+from .options import PACING_OPTIONS, GeneratedOptions, SourceOptions
+from .queries import QueryDefinition
 
-__all__ = ["OutputComparison", "compare", "expected_result", "stream_result"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..core.spec import StreamSpec
+
+__all__ = ["OutputComparison", "check_stream_output", "compare", "consumed_events", "expected_result", "stream_result"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,8 @@ def expected_result(
     spark: SparkSession, query: QueryDefinition, options: SourceOptions, *, watermark: str | None = None
 ) -> pd.DataFrame:
     """Run ``query`` as a batch job over events ``[0, options.max_events)``."""
+    from .sources import register_sources
+
     if options.max_events is None:
         raise ValueError("the oracle needs a bounded input: set max_events on the source options")
     register_sources(spark)
@@ -63,8 +74,8 @@ def expected_result(
 
 
 def stream_result(committed: pd.DataFrame, query: QueryDefinition, *, watermark: str | None = None) -> pd.DataFrame:
-    """The stream's result from committed sink batches (see :func:`~dagster_reconf.core.sink.read_sink`)."""
-    order = [c for c in ("generation", "batch_id") if c in committed.columns]
+    """The stream's result from committed sink batches (see :func:`~dagster_reconf.workloads.sink.read_sink`)."""
+    order = [c for c in ("batch_id",) if c in committed.columns]
     if query.output_mode == "update" and not committed.empty:
         committed = committed.sort_values(order, kind="stable").drop_duplicates(list(query.key_columns), keep="last")
     return _final_rows(committed.drop(columns=order), query, watermark)
@@ -98,3 +109,43 @@ def compare(actual: pd.DataFrame, expected: pd.DataFrame) -> OutputComparison:
         lost=int((-diff).clip(lower=0).sum()),
         duplicated=int(diff.clip(lower=0).sum()),
     )
+
+
+def consumed_events(checkpoint: Any) -> int:
+    """Events a bundled stream read through its checkpoint's last committed batch (its offsets are event indexes)."""
+    facts = checkpoint_facts(checkpoint, with_offsets=True)
+    if facts.last_committed_batch is None:
+        return 0
+    offsets = facts.end_offsets.get(facts.last_committed_batch) or []
+    return max((int(o["index"]) for o in offsets if isinstance(o, dict) and "index" in o), default=0)
+
+
+def _last_watermark(paths: StreamPaths) -> str | None:
+    """The watermark of the last committed batch, from the metrics store."""
+    from ..core.metrics import MetricsStore
+
+    record = MetricsStore(paths.metrics).last_progress()
+    return ((record or {}).get("progress") or {}).get("eventTime", {}).get("watermark")
+
+
+def check_stream_output(spark: SparkSession, home: Path | str, spec: StreamSpec,
+                        watermark: str | None = None) -> OutputComparison:
+    """Compare a stopped bundled stream's committed output with the oracle over exactly the events it read.
+
+    Args:
+        watermark: the watermark the output is final by (default: the last recorded batch's).
+    """
+    from .sink import read_sink
+    from .streams import query_of
+
+    paths = StreamPaths(Path(home).resolve(), spec.name)
+    query = query_of(spec)
+    options = GeneratedOptions.model_validate(spec.options)
+    watermark = watermark if watermark is not None else _last_watermark(paths)
+    source = SourceOptions(seed=options.seed, max_events=max(1, consumed_events(paths.checkpoint)),
+                           event_time_rate=options.event_time_rate, vocabulary=options.vocabulary,
+                           words_per_sentence=options.words_per_sentence)
+    actual = stream_result(read_sink(paths.work / "output"), query, watermark=watermark)
+    if consumed_events(paths.checkpoint) == 0:
+        return compare(actual, actual.iloc[0:0])
+    return compare(actual, expected_result(spark, query, source, watermark=watermark))

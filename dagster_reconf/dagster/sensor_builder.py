@@ -12,6 +12,8 @@ reason on every tick.
 
 
 import json
+
+import pandas as pd
 from dataclasses import dataclass
 
 from dagster import (
@@ -107,7 +109,7 @@ def build_stream_progress_sensor(
                 "last_batch_id": int(last["batch_id"]),
                 "input_rows_per_second": float(frame["input_rows_per_second"].mean()),
                 "processed_rows_per_second": float(frame["processed_rows_per_second"].mean()),
-                "backlog_events": int(last["backlog_events"]) if last["backlog_events"] is not None else -1,
+                "backlog_events": int(last["backlog_events"]) if pd.notna(last["backlog_events"]) else -1,
                 "batch_duration_ms": int(last["batch_duration_ms"]),
                 "state_rows": int(last["state_rows"]),
             },

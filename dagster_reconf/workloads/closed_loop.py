@@ -1,6 +1,6 @@
 """The closed control loop, run through the real Dagster daemon (``make demo``).
 
-``python -m dagster_reconf.closed_loop [--timeout-s S] [--out DIR]``
+``python -m dagster_reconf.workloads.closed_loop [--timeout-s S] [--out DIR]``
 
 An under-provisioned Nexmark Q5 stream runs in its own driver at a rate it cannot
 sustain. ``dagster-daemon`` runs the code location of ``workspace.yaml`` against a fresh
@@ -35,14 +35,16 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatu
 from rich.console import Console
 from rich.table import Table
 
-from .core.demo import check_output
-from .core.ledger import AuditLedger, default_ledger_url
-from .core.metrics import MetricsStore, progress_frame
-from .core.reconfig import ExecutionPlan
-from .core.scaling.knobs import known_cores
-from .core.spec import StreamSpec
-from .core.supervisor import StreamSupervisor, terminate_process_tree
-from .core.timeline import timeline_frame, timeline_plot_png
+from ..core.ledger import AuditLedger, default_ledger_url
+from ..core.metrics import MetricsStore, progress_frame
+from ..core.reconfig import ExecutionPlan
+from ..core.scaling.knobs import known_cores
+from ..core.spec import StreamSpec
+from ..core.supervisor import StreamSupervisor, terminate_process_tree
+from ..core.timeline import timeline_frame, timeline_plot_png
+from .options import GeneratedOptions
+from .oracle import check_stream_output
+from .streams import bundled_spec
 
 __all__ = ["LoopReport", "demo_spec", "run_closed_loop"]
 
@@ -51,7 +53,7 @@ DEMO_SENSOR = "nexmark_q5_scaling_sensor"
 POLL_S = 3.0
 SETTLED_TICKS = 2  # consecutive sensor holds, on full windows without backlog growth, that count as converged
 DAGSTER_YAML = """\
-# Written by dagster_reconf.closed_loop for one demo run (SQLite storage under this folder).
+# Written by dagster_reconf.workloads.closed_loop for one demo run (SQLite storage under this folder).
 telemetry:
   enabled: false
 run_queue:
@@ -69,8 +71,8 @@ def demo_spec(name: str = DEMO_STREAM) -> StreamSpec:
     """Q5 on one core at 250 events/s, each event paying 8 ms of simulated I/O: about 2
     core-seconds of work a second, so it falls behind, and capacity grows with task slots
     beyond this machine's cores (the work waits rather than computes)."""
-    return StreamSpec(name=name, query="q5", master="local[1]", rate=250, source_partitions=1, state_partitions=2,
-                      trigger_interval_s=2.0, max_events_per_trigger=750, cost={"mode": "sleep", "micros_per_record": 8000})
+    return bundled_spec(name, "q5", master="local[1]", rate=250, source_partitions=1, state_partitions=2,
+                        trigger_interval_s=2.0, max_per_trigger=750, cost={"mode": "sleep", "micros_per_record": 8000})
 
 
 @dataclass
@@ -209,7 +211,8 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec 
     started = time.time()
     report = LoopReport(stream=spec.name, converged=False, seconds=0.0, seconds_to_converge=None, dagster_home=str(dagster_home))
 
-    console.rule(f"closed loop: {spec.query} at {spec.rate:g} events/s on {spec.master}, at most {timeout_s:g} s")
+    rate = GeneratedOptions.model_validate(spec.options).rate
+    console.rule(f"closed loop: {spec.entrypoint} at {rate:g} events/s on {spec.master}, at most {timeout_s:g} s")
     with console.status("starting the stream's driver..."):
         supervisor.start(spec)
     try:
@@ -227,21 +230,32 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec 
     report.seconds = round(time.time() - started, 1)
     report.reconfigurations = reconfigurations(ledger, spec, started)
     records, _ = MetricsStore(paths.metrics).read(0)
-    frame = progress_frame(r["progress"] for r in records if r.get("kind") == "progress")
+    frame = progress_frame(records)
     if len(frame):
         with console.status("checking the output against the batch oracle..."):
             final_spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
-            comparison = check_output(paths.output, frame, final_spec)
+            comparison = check_output(home, final_spec)
         report.lost, report.duplicated = comparison.lost, comparison.duplicated
     out.mkdir(parents=True, exist_ok=True)
     changes = [(r["paused_at"], r["paused_at"] + (r["downtime_s"] or 0.0), f"{r['cores']} cores")
                for r in report.reconfigurations if r.get("paused_at")]
     png = out / "timeline.png"
-    png.write_bytes(timeline_plot_png(timeline_frame(records), changes, f"{spec.name}: closed loop ({spec.rate:g} events/s offered)"))
+    png.write_bytes(timeline_plot_png(timeline_frame(records), changes, f"{spec.name}: closed loop ({rate:g} events/s offered)"))
     report.timeline_png = str(png)
     (out / "report.json").write_text(json.dumps(report.as_json(), indent=2, default=str))
     _print_report(report, console)
     return report
+
+
+def check_output(home: Path, spec: StreamSpec) -> Any:
+    """The stopped stream's output against the batch oracle, in a helper SparkSession of this process."""
+    from ..core.session import helper_session
+
+    spark = helper_session("reconf-oracle")
+    try:
+        return check_stream_output(spark, home, spec)
+    finally:
+        spark.stop()
 
 
 def _utc(seconds: float):
@@ -266,8 +280,8 @@ def _watch(report: LoopReport, instance: DagsterInstance, supervisor: StreamSupe
         finished = [r for r in reconfigurations(ledger, spec, started) if r["outcome"] == "succeeded"]
         last_change = max([started] + [r["resumed_at"] or 0.0 for r in finished])
         tick = latest_sensor_observation(instance, spec.name, after=last_change)
-        progress = store.last_progress() or {}
-        figures = progress_frame([progress]).iloc[0] if progress else None
+        record = store.last_progress()
+        figures = progress_frame([record]).iloc[0] if record else None
         master = StreamSpec.parse(status["spec"]).master if status.get("spec") else spec.master
         runs = ", ".join(r.job_name for r in in_flight) or "-"
         line = (f"batch {status.get('batch_id', '-')}  "
@@ -333,7 +347,7 @@ def _print_report(report: LoopReport, console: Console) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dagster_reconf.closed_loop", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dagster_reconf.workloads.closed_loop", description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=Path(os.environ.get("RECONF_HOME", ".reconf")), help="runtime home (default .reconf)")
     parser.add_argument("--workspace", type=Path, default=Path("workspace.yaml"), help="Dagster workspace (default workspace.yaml)")
     parser.add_argument("--out", type=Path, default=None, help="report and timeline folder (default HOME/closed-loop)")

@@ -1,7 +1,12 @@
-"""Options of the ``nexmark`` and ``words`` sources, validated (pure: no Spark needed).
+"""Options of the bundled workloads, validated (pure: no Spark needed).
 
-Kept apart from the Spark data sources so specs, the supervisor and the CLI can build
-and check options without importing pyspark.
+* :class:`GeneratedOptions`: a bundled stream's own options (``StreamSpec.options``): the
+  events it generates (seed, event-time rate, bound, vocabulary), how fast (``rate``) and
+  what each event costs to process (``cost``).
+* :class:`SourceOptions`: the options of the ``nexmark`` and ``words`` Spark sources.
+
+Kept apart from the Spark data sources so specs and the oracle can build and check
+options without importing pyspark.
 """
 
 from __future__ import annotations
@@ -10,14 +15,41 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import SpecError
+from ..core.errors import SpecError
 
-__all__ = ["PACING_OPTIONS", "SourceOptions"]
+__all__ = ["DATA_OPTIONS", "PACING_OPTIONS", "CostSpec", "GeneratedOptions", "SourceOptions"]
 
-# Options that only shape when events are offered, never which events exist.
-PACING_OPTIONS = frozenset({"rate", "max_events_per_trigger", "start_time", "start_index", "gate_file", "replay_ends"})
+# Source options that only shape when events are offered, never which events exist.
+PACING_OPTIONS = frozenset({"rate", "max_events_per_trigger", "start_time", "start_index"})
+# Workload options that define which events exist: never changed in place.
+DATA_OPTIONS = frozenset({"seed", "event_time_rate", "max_events", "vocabulary", "words_per_sentence"})
+
+
+class CostSpec(BaseModel):
+    """Per-record cost knob (see :class:`~dagster_reconf.workloads.queries.RecordCost`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["none", "cpu", "sleep"] = Field("none", description="none, cpu (busy spin) or sleep (wait).")
+    micros_per_record: float = Field(0.0, ge=0, le=1_000_000, description="Cost per record in microseconds.")
+
+
+class GeneratedOptions(BaseModel):
+    """A bundled stream's options (``StreamSpec.options``): which events, how fast, at what cost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rate: float = Field(1000.0, gt=0, description="Events offered per wall-clock second.")
+    seed: int = Field(42, description="Generator seed; same seed, same events.")
+    event_time_rate: int = Field(1000, ge=1, description="Events per second of event time.")
+    max_events: int | None = Field(None, ge=1, description="Total events (a bounded stream); None is unbounded.")
+    vocabulary: int = Field(10_000, ge=1, description="Word count only: distinct words.")
+    words_per_sentence: int = Field(8, ge=1, le=1000, description="Word count only: words per sentence.")
+    cost: CostSpec = Field(default_factory=CostSpec, description="Extra work per event (real CPU or simulated I/O).")
 
 
 class SourceOptions(BaseModel):
@@ -33,20 +65,8 @@ class SourceOptions(BaseModel):
     start_time: float | None = Field(None, ge=0, description="Epoch seconds when pacing starts; default: now.")
     start_index: int = Field(0, ge=0, description="Events already offered at start_time (for rate changes).")
     event_time_rate: int = Field(1000, ge=1, description="Events per second of event time.")
-    gate_file: str | None = Field(None, description="While this file exists, no new data is offered.")
     vocabulary: int = Field(10_000, ge=1, description="words only: distinct words.")
     words_per_sentence: int = Field(8, ge=1, le=1000, description="words only: words per sentence.")
-    replay_ends: str | None = Field(
-        None, pattern=r"^\d+(,\d+)*$",
-        description="Replay: comma-separated end offsets of the batches to re-run (ascending); the stream offers exactly "
-        "those batches, ignoring pacing, then no more.",
-    )
-
-    @property
-    def replay_boundaries(self) -> list[int]:
-        """The replay's batch end offsets (empty when not replaying)."""
-        return [int(v) for v in self.replay_ends.split(",")] if self.replay_ends else []
-
     @model_validator(mode="after")
     def _start_fits_bound(self) -> "SourceOptions":
         if self.max_events is not None and self.start_index > self.max_events:

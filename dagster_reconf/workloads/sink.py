@@ -8,11 +8,8 @@ Spark writes ``_SUCCESS`` last, and readers ignore directories without it, so:
   overwrites its earlier attempt with identical rows.
 
 Together with the checkpoint that is exactly-once output, and it works on any
-Hadoop-compatible path because the write is Spark's own.
-
-A replay migration starts a new checkpoint whose batch ids start again at 0; its
-batches go under ``<output>/gen<g>/`` and :func:`read_sink` orders rows by
-(generation, batch id).
+Hadoop-compatible path because the write is Spark's own. (A replay migration keeps the
+batch ids, so a new checkpoint generation writes on where the old one stopped.)
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ from pyspark.sql import DataFrame
 __all__ = ["BatchFileSink", "read_sink"]
 
 _BATCH_DIR = re.compile(r"^batch=(\d+)$")
-_GENERATION_DIR = re.compile(r"^gen(\d+)$")
 
 
 class BatchFileSink:
@@ -41,27 +37,10 @@ class BatchFileSink:
 
 
 def read_sink(output: Path | str) -> pd.DataFrame:
-    """All committed batches under a local ``output`` as one frame, in commit order.
-
-    Columns ``generation`` and ``batch_id`` say where each row came from.
-    """
+    """All committed batches under a local ``output`` as one frame, in batch order (column ``batch_id``)."""
     frames = []
     root = Path(output)
-    generations = [(0, root)]
-    if root.is_dir():
-        generations += sorted((int(m.group(1)), d) for d in root.iterdir() if (m := _GENERATION_DIR.match(d.name)))
-    for generation, directory in generations:
-        frames += _read_batches(directory, generation)
-    if not frames:
-        return pd.DataFrame({"generation": pd.Series(dtype="int64"), "batch_id": pd.Series(dtype="int64")})
-    return pd.concat(frames, ignore_index=True)
-
-
-def _read_batches(root: Path, generation: int) -> list[pd.DataFrame]:
-    frames = []
-    if not root.is_dir():
-        return frames
-    for directory in sorted(root.iterdir()):
+    for directory in sorted(root.iterdir()) if root.is_dir() else []:
         match = _BATCH_DIR.match(directory.name)
         if not match or not (directory / "_SUCCESS").exists():
             continue
@@ -69,7 +48,8 @@ def _read_batches(root: Path, generation: int) -> list[pd.DataFrame]:
         if not files:
             continue
         frame = pq.ParquetDataset(files, partitioning=None).read().to_pandas()
-        frame["generation"] = generation
         frame["batch_id"] = int(match.group(1))
         frames.append(frame)
-    return frames
+    if not frames:
+        return pd.DataFrame({"batch_id": pd.Series(dtype="int64")})
+    return pd.concat(frames, ignore_index=True)

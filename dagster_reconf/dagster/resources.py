@@ -16,12 +16,12 @@ import pandas as pd
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from .core.ledger import AuditLedger, default_ledger_url
-from .core.metrics import MetricsStore, progress_frame
-from .core.paths import StreamPaths, default_home
-from .core.supervisor import StreamSupervisor
-from .core.storage import Location
-from .core.traces.store import TraceStore
+from ..core.ledger import AuditLedger, default_ledger_url
+from ..core.metrics import MetricsStore, progress_frame
+from ..core.paths import StreamPaths, default_home
+from ..core.supervisor import StreamSupervisor
+from ..core.storage import Location
+from ..core.traces.store import TraceStore
 
 __all__ = ["AuditLedgerResource", "StreamRuntimeResource"]
 
@@ -56,7 +56,7 @@ class StreamRuntimeResource(ConfigurableResource):
     def progress(self, stream: str, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Per-batch figures of ``stream`` recorded after byte ``cursor``, and the next cursor."""
         records, next_cursor = self.metrics(stream).read(cursor)
-        return progress_frame(r["progress"] for r in records if r.get("kind") == "progress"), next_cursor
+        return progress_frame(records), next_cursor
 
     def event_log_dir(self, stream: str) -> Location:
         """Where the stream's drivers write Spark event logs."""
@@ -65,6 +65,10 @@ class StreamRuntimeResource(ConfigurableResource):
     def trace_store(self, stream: str) -> TraceStore:
         """The stream's trace store (incrementally ingested activities)."""
         return TraceStore(StreamPaths(self.home_path, stream).traces)
+
+    def query_ids(self, stream: str) -> list[str] | None:
+        """The query ids the stream ran under (its activities in the trace store); None before it first ran."""
+        return StreamPaths(self.home_path, stream).query_ids or None
 
     def status(self, stream: str) -> dict[str, Any]:
         """Live status from the driver, or the last recorded figures when it is not running."""

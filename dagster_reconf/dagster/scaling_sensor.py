@@ -36,8 +36,8 @@ from dagster import (
     sensor,
 )
 
-from .core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from .core.scaling.policy import POLICIES
+from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
+from ..core.scaling.policy import POLICIES
 from .resources import AuditLedgerResource, StreamRuntimeResource
 from .scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
 from .trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets

@@ -6,13 +6,8 @@ source offers ``start_index + (t - start_time) * rate`` events (capped by
 ``max_events``), so a job that falls behind builds a real backlog, and the backlog
 keeps growing while the job is down, as it would with Kafka.
 
-A *replay* (option ``replay_ends``) offers the batches of an earlier run again, with the
-same boundaries, so stateful operators evict by watermark exactly as they did: that is
-how a replay migration rebuilds state in a new checkpoint.
-
-The *gate* is how the runtime stops a query at a micro-batch boundary: while the
-file named by ``gate_file`` exists, ``latestOffset`` returns ``start`` (no new data),
-so the running batch commits and no new data batch starts.
+A planned batch re-run from a checkpoint's offset log (a restart after a crash, a replay
+migration) asks only for its logged range: events are regenerated from their indexes.
 
 Batch reads (``spark.read.format("nexmark").option("max_events", n)``) return events
 ``[0, n)``: that is how the correctness oracle replays a stream as a batch job.
@@ -20,8 +15,6 @@ Batch reads (``spark.read.format("nexmark").option("max_events", n)``) return ev
 
 from __future__ import annotations
 
-import bisect
-import os
 import time
 from abc import abstractmethod
 from collections.abc import Iterator
@@ -32,7 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from ..errors import SpecError
+from ..core.errors import SpecError
 from .generator import EventGenerator, NexmarkGenerator, WordsGenerator
 from .options import SourceOptions
 
@@ -83,13 +76,12 @@ def _partitions(start: int, end: int, parts: int) -> list[IndexRange]:
 
 
 class GeneratedStreamReader(DataSourceStreamReader):
-    """Paced, gated, replayable stream reader over an :class:`EventGenerator`."""
+    """Paced, replayable stream reader over an :class:`EventGenerator`."""
 
     def __init__(self, options: SourceOptions, generator: EventGenerator) -> None:
         self.options = options
         self.generator = generator
         self.pacing_start = time.time()
-        self.replay = options.replay_boundaries
 
     def initialOffset(self) -> dict:
         return {"index": 0}
@@ -100,20 +92,12 @@ class GeneratedStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = int(start["index"])
-        gate = self.options.gate_file
-        if gate and os.path.exists(gate):
-            return {"index": begin}
-        if self.replay:
-            following = bisect.bisect_right(self.replay, begin)
-            return {"index": self.replay[following] if following < len(self.replay) else begin}
         end = max(begin, self.options.offered(time.time(), self.pacing_start))
         if isinstance(limit, ReadMaxRows):
             end = min(end, begin + int(limit.max_rows))
         return {"index": end}
 
     def reportLatestOffset(self) -> dict:
-        if self.replay:
-            return {"index": self.replay[-1]}
         return {"index": self.options.offered(time.time(), self.pacing_start)}
 
     def partitions(self, start: dict, end: dict) -> list[IndexRange]:

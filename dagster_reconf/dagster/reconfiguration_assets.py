@@ -41,9 +41,9 @@ from dagster import (
 )
 from pydantic import Field
 
-from .core.errors import SpecError
-from .core.ledger import AuditLedger
-from .core.reconfig import (
+from ..core.errors import SpecError
+from ..core.ledger import AuditLedger
+from ..core.reconfig import (
     STRATEGIES,
     DriverStream,
     ExecutionPlan,
@@ -52,8 +52,8 @@ from .core.reconfig import (
     ReconfigurationRefused,
     Reconfigurer,
 )
-from .core.scaling.knobs import ScalingPlan
-from .core.spec import StreamSpec
+from ..core.scaling.knobs import ScalingPlan
+from ..core.spec import StreamSpec
 from .resources import AuditLedgerResource, StreamRuntimeResource
 
 __all__ = ["RECONFIGURATION_TAG", "ReconfigureConfig", "build_reconfiguration_failure_sensor", "build_stream_configuration"]

@@ -1,0 +1,73 @@
+"""What a stream can do, checked at preflight rather than assumed.
+
+* ``pause``: stop at a micro-batch boundary and start again from the checkpoint. Every
+  micro-batch query can, except into Spark's ``memory`` sink, which cannot restart from a
+  checkpoint.
+* ``replay``: rebuild state from the source's retained data (the replay strategy). The
+  sources must replay from logged offsets (files, Kafka, the rate sources, Python sources
+  whose offsets are counters), unless the definition says otherwise, and the offset log
+  must still start at batch 0.
+* ``oracle``: the definition can compare the output with a batch job over the same input.
+
+Read from the last progress record (the sources and the sink Spark reports) and the
+checkpoint, so it holds for a stream the control plane has only seen run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..definition import StreamDefinition
+from ..sources import source_figures
+from ..storage import Location
+from .migration import replay_problem
+
+__all__ = ["REPLAYABLE_KINDS", "Capabilities", "stream_capabilities"]
+
+REPLAYABLE_KINDS = frozenset({"file", "kafka", "rate", "python"})
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Each capability, and why not where it is missing."""
+
+    pause: bool
+    replay: bool
+    oracle: bool
+    reasons: dict[str, str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def stream_capabilities(definition: StreamDefinition, last_progress: dict[str, Any] | None,
+                        checkpoint: Location) -> Capabilities:
+    """The capabilities of a stream from its definition, its last progress record and its checkpoint."""
+    reasons: dict[str, str] = {}
+    progress = (last_progress or {}).get("progress") or {}
+    sink = str((progress.get("sink") or {}).get("description") or "")
+    pause = "MemorySink" not in sink
+    if not pause:
+        reasons["pause"] = (f"sink {sink} is Spark's memory sink, which cannot restart from a checkpoint; write to a "
+                            "sink that recovers (files, Kafka, an idempotent foreachBatch)")
+    if definition.replayable is not None:
+        replay = definition.replayable
+        if not replay:
+            reasons["replay"] = f"stream definition {definition.name} declares its sources not replayable"
+    else:
+        kinds = [source_figures(s) for s in progress.get("sources") or []]
+        odd = [f"{f.kind} source {f.description!r}" for f in kinds if f.kind not in REPLAYABLE_KINDS or f.end is None and f.kind != "file"]
+        replay = bool(kinds) and not odd
+        if odd:
+            reasons["replay"] = (f"{', '.join(odd)} cannot replay from logged offsets; declare replayable=True on the "
+                                 "definition if it can")
+        elif not kinds:
+            reasons["replay"] = "no batch has run yet, so its sources are not known"
+    problem = replay_problem(checkpoint) if replay else None
+    if problem:
+        replay, reasons["replay"] = False, problem
+    oracle = definition.oracle is not None
+    if not oracle:
+        reasons["oracle"] = f"stream definition {definition.name} has no oracle to compare its output with"
+    return Capabilities(pause, replay, oracle, reasons)

@@ -1,1 +1,0 @@
-"""Bundled workloads: deterministic generators, their Spark sources, and the queries over them."""

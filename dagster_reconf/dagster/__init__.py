@@ -1,0 +1,11 @@
+"""The Dagster building blocks over the core: resources, asset and sensor factories, the reconfiguration ops.
+
+* ``resources``: :class:`StreamRuntimeResource`, :class:`AuditLedgerResource`.
+* ``trace_assets``: trace snapshots and CP summaries (``build_trace_assets``).
+* ``scaling_assets``, ``scaling_sensor``: DS2 plans, the stream configuration and the sensor that acts on them.
+* ``reconfiguration_assets``: the reconfiguration's steps as ops of a graph-backed asset; the run-failure sensor.
+* ``sensor_builder``: a sensor that observes a stream's progress.
+
+Nothing here knows the bundled workloads: wire your own streams the way ``assets/``,
+``sensors/`` and ``resources/`` of the reference code location wire ours.
+"""

@@ -1,0 +1,90 @@
+"""A user's stream over Spark's own file source and file sink: order events dropped as JSON files.
+
+Per 10-second window and region: the orders (deduplicated by order id within the watermark)
+and their total amount, appended once the watermark closes the window. Spark's file sink
+writes exactly once through its metadata log; the output is compared with a batch job over
+the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from dagster_reconf import StreamContext, stream_definition
+
+SCHEMA = "order_id long, region string, amount double, ts timestamp"
+WATERMARK = "5 seconds"
+
+
+class OrdersOptions(BaseModel):
+    """Where the orders arrive, where the totals go, and what each order costs to process."""
+
+    input_dir: str = Field(..., description="Directory the JSON order files are dropped into.")
+    output_dir: str = Field(..., description="Directory of the parquet output (Spark's file sink).")
+    sleep_ms_per_order: float = Field(0.0, ge=0, description="Simulated I/O per order (a slow enrichment call).")
+
+
+def totals(orders: DataFrame) -> DataFrame:
+    """The query's logic, shared by the stream and the batch check."""
+    unique = orders.withWatermark("ts", WATERMARK).dropDuplicatesWithinWatermark(["order_id"])
+    return (unique.groupBy(F.window("ts", "10 seconds"), "region")
+            .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("amount"))
+            .select(F.col("window.start").alias("window_start"), "region", "orders", "amount"))
+
+
+def _slow(sleep_ms: float):
+    def pay(batches):
+        for batch in batches:
+            time.sleep(batch.num_rows * sleep_ms / 1000.0)
+            yield batch
+    return pay
+
+
+@stream_definition(options=OrdersOptions, knob_options={"max_per_trigger": "maxFilesPerTrigger"})
+def orders(spark: SparkSession, ctx: StreamContext):
+    """Order totals per region and 10-second window, from JSON files."""
+    events = spark.readStream.format("json").schema(SCHEMA).options(**ctx.source_options).load(ctx.options.input_dir)
+    if ctx.options.sleep_ms_per_order > 0:
+        events = events.mapInArrow(_slow(ctx.options.sleep_ms_per_order), events.schema)
+    return totals(events).writeStream.outputMode("append").format("parquet").option("path", ctx.options.output_dir)
+
+
+def expected_totals(spark: SparkSession, input_dir: str, watermark: str | None) -> DataFrame:
+    """The batch job over every file: the windows the final watermark closed."""
+    frame = totals(spark.read.format("json").schema(SCHEMA).load(input_dir))
+    if watermark is None:
+        return frame.limit(0)
+    return frame.where(F.col("window_start") + F.expr("INTERVAL 10 SECONDS") <= F.lit(watermark).cast("timestamp"))
+
+
+class OrderWriter:
+    """Drops order files into a directory: ``rows`` orders per file, event time moving forward, a few duplicates."""
+
+    def __init__(self, directory: Path, rows: int = 50, start: float = 1_767_225_600.0) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.rows = rows
+        self.files = 0
+        self.start = start
+
+    def write(self, files: int = 1) -> None:
+        for _ in range(files):
+            n = self.files
+            lines = []
+            for i in range(self.rows):
+                order_id = n * self.rows + i
+                ts = self.start + n * 2 + i * 2.0 / self.rows
+                lines.append(json.dumps({"order_id": order_id, "region": ["eu", "us", "apac"][order_id % 3],
+                                         "amount": float(order_id % 97), "ts": time.strftime("%Y-%m-%dT%H:%M:%S",
+                                         time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z"}))
+            lines.append(lines[0])  # a duplicate delivery: dropped by dropDuplicatesWithinWatermark
+            tmp = self.directory / f".orders-{n:06d}.json.tmp"
+            tmp.write_text("\n".join(lines) + "\n")
+            tmp.rename(self.directory / f"orders-{n:06d}.json")
+            self.files += 1
