@@ -9,7 +9,7 @@ from dagster_reconf.core.spec import StreamSpec
 
 
 def make_stream(home, name="orders") -> StreamSpec:
-    spec = StreamSpec(name=name, query="q5", state_partitions=6, source_partitions=3)
+    spec = StreamSpec(name=name, entrypoint="my_pkg.streams:orders", state_partitions=6, source_partitions=3)
     paths = StreamPaths(home, name)
     paths.create()
     paths.spec.write_text(spec.model_dump_json())

@@ -64,13 +64,25 @@ def test_progress_row_derives_backlog_and_state():
 
 
 def test_progress_row_accepts_offsets_as_json_text():
-    text = {**PROGRESS, "sources": [{"endOffset": json.dumps({"index": 10}), "latestOffset": None}]}
+    text = {**PROGRESS, "sources": [{"description": "PythonMicroBatchStreamWithAdmissionControl@1",
+                                     "startOffset": json.dumps({"index": 4}), "endOffset": json.dumps({"index": 10}),
+                                     "latestOffset": "null"}]}
     row = progress_row(text)
-    assert row["end_offset"] == 10 and row["backlog_events"] is None
+    assert row["end_offset"] == 10 and row["events"] == 6 and row["backlog_events"] is None
+    assert row["source_kinds"] == "python" and row["latest_offset"] is None
 
 
-def test_progress_frame_orders_by_batch():
-    frame = progress_frame([{**PROGRESS, "batchId": 9}, PROGRESS])
+def test_an_unknown_source_counts_rows_and_says_why_its_backlog_is_unknown():
+    socket = {**PROGRESS, "sources": [{"description": "TextSocketV2[host: localhost, port: 9999]", "startOffset": 3,
+                                       "endOffset": 5, "numInputRows": 17}]}
+    row = progress_row(socket)
+    assert row["events"] == 17 and row["backlog_events"] is None and row["source_kinds"] == "unknown"
+    assert "TextSocketV2" in row["backlog_unknown"] and "backlog is unknown" in row["backlog_unknown"]
+
+
+def test_progress_frame_orders_by_batch_and_skips_lifecycle_records():
+    frame = progress_frame([{"kind": "progress", "progress": {**PROGRESS, "batchId": 9}}, {"kind": "lifecycle"},
+                            {"kind": "progress", "progress": PROGRESS}])
     assert frame["batch_id"].tolist() == [7, 9]
 
 
@@ -85,14 +97,14 @@ def test_last_progress_reads_from_the_end(tmp_path, monkeypatch):
     store.append({"kind": "lifecycle", "event": "stopped", "padding": "x" * 300})
     with open(store.path, "a") as fh:
         fh.write('{"kind": "progress", "progress": {"batchId": 99')  # torn: being written
-    assert store.last_progress()["batchId"] == 4
+    assert store.last_progress()["progress"]["batchId"] == 4
     only_lifecycle = MetricsStore(tmp_path / "l.jsonl")
     only_lifecycle.append({"kind": "lifecycle", "event": "started"})
     assert only_lifecycle.last_progress() is None
 
 
 def test_status_figures_project_one_batch():
-    figures = status_figures(PROGRESS)
+    figures = status_figures({"kind": "progress", "progress": PROGRESS})
     assert figures["batch_id"] == 7 and figures["backlog_events"] == 4500
     assert figures["state_rows"] == {"stateStoreSave": 1234}
     assert status_figures(None)["batch_id"] is None and status_figures(None)["state_rows"] == {}

@@ -24,27 +24,47 @@ def test_import_does_not_load_pyspark():
 
 def test_spark_workers_do_not_load_dagster():
     """Spark's Python workers import the bundled sources in every new worker process: keep that import light."""
-    code = "import sys, dagster_reconf.core.workloads.source; print('dagster' in sys.modules, 'pandas' in sys.modules)"
+    code = "import sys, dagster_reconf.workloads.sources; print('dagster' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "False False", "the source module loaded Dagster or pandas; see `python -X importtime -c 'import dagster_reconf.core.workloads.source'`"
+    assert out == "False False", "the source module loaded Dagster or pandas; see `python -X importtime -c 'import dagster_reconf.workloads.sources'`"
 
 
-def test_core_does_not_import_dagster():
-    """The core must stay usable without Dagster (DESIGN.md section 3): check its own imports."""
+def _imports(package: str) -> list[tuple[str, str]]:
+    """(file, imported module) for every import in the modules of ``package``, relative ones resolved."""
     import ast
     from importlib.util import resolve_name
     from pathlib import Path
 
     root = Path(dagster_reconf.__file__).parent.parent
-    offenders = []
-    for path in (root / "dagster_reconf" / "core").rglob("*.py"):
-        package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+    found = []
+    for path in (root / package.replace(".", "/")).rglob("*.py"):
+        module_package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom):
-                names = [resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module or ""]
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("dagster", "dagster_pyspark")]
-            offenders += [f"{path.name}: {n}" for n in names if n.startswith("dagster_reconf.") and not n.startswith("dagster_reconf.core")]
+                names = [resolve_name("." * node.level + (node.module or ""), module_package) if node.level else node.module or ""]
+            found += [(path.name, n) for n in names]
+    return found
+
+
+def test_core_imports_neither_dagster_nor_the_layers_above():
+    """The core must stay usable without Dagster and without our workloads (DESIGN.md section 3)."""
+    offenders = [f"{f}: {n}" for f, n in _imports("dagster_reconf.core")
+                 if n.split(".")[0] in ("dagster", "dagster_pyspark") or
+                 (n.startswith("dagster_reconf.") and not n.startswith("dagster_reconf.core"))]
+    assert offenders == []
+
+
+def test_dagster_blocks_do_not_import_the_bundled_workloads():
+    """The Dagster building blocks serve any stream: they know the core, never our workloads."""
+    offenders = [f"{f}: {n}" for f, n in _imports("dagster_reconf.dagster") if n.startswith("dagster_reconf.workloads")]
+    assert offenders == []
+
+
+def test_workloads_use_the_public_api_only_where_they_build_streams():
+    """The bundled streams are written like a user's: against dagster_reconf's core, never the reference location."""
+    offenders = [f"{f}: {n}" for f, n in _imports("dagster_reconf.workloads")
+                 if n.split(".")[0] in ("assets", "sensors", "resources", "definitions", "tests", "benchmarks")]
     assert offenders == []
 
 

@@ -3,20 +3,25 @@ import pytest
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.spec import RestartScope, StreamSpec, restart_scope, validate_master
 
+ENTRYPOINT = "my_pkg.streams:orders"
+
 
 def spec(**kw):
-    return StreamSpec.parse({"name": "s1", "query": "q5", **kw})
+    return StreamSpec.parse({"name": "s1", "entrypoint": ENTRYPOINT, **kw})
 
 
 @pytest.mark.parametrize(
     "fields,match",
     [
-        ({"query": "q99"}, r"query: unknown query 'q99'; bundled queries: q1, q2, q3, q5, q8, q11, wordcount"),
-        ({"rate": -1}, r"rate: Input should be greater than 0 \(got -1\)"),
+        ({"entrypoint": "my_pkg.streams"}, r"entrypoint: entrypoint 'my_pkg.streams' is not an import path; use 'package.module:function'"),
+        ({"entrypoint": "my-pkg:x"}, r"is not an import path"),
         ({"master": "spark:/oops"}, r"master 'spark:/oops' is not a Spark master URL; use local\[N\]"),
         ({"name": "Bad Name"}, r"name: String should match pattern"),
         ({"state_partitions": 0}, r"state_partitions: Input should be greater than or equal to 1 \(got 0\)"),
-        ({"spark_conf": {"spark.sql.shuffle.partitions": "8"}}, r"use the spec fields master/state_partitions"),
+        ({"spark_conf": {"spark.sql.shuffle.partitions": "8"}}, r"use the spec fields master, state_partitions"),
+        ({"spark_conf": {"spark.driver.host": "10.0.0.1"}}, r"driver_host and driver_bind_address"),
+        ({"knob_options": {"cores": "x"}}, r"unknown knob\(s\) \['cores'\]; knobs that map onto source options"),
+        ({"driver_host": "a b"}, r"driver_host: String should match pattern"),
         ({"colour": "red"}, r"colour: Extra inputs are not permitted"),
     ],
 )
@@ -25,8 +30,8 @@ def test_bad_spec_names_field_value_and_fix(fields, match):
         spec(**fields)
 
 
-def test_missing_query_is_reported():
-    with pytest.raises(SpecError, match=r"query: Field required \(missing\)"):
+def test_missing_entrypoint_is_reported():
+    with pytest.raises(SpecError, match=r"entrypoint: Field required \(missing\)"):
         StreamSpec.parse({"name": "s1"})
 
 
@@ -35,38 +40,56 @@ def test_valid_masters(master):
     assert validate_master(master) == master
 
 
+def test_addresses_default_to_loopback():
+    s = spec()
+    assert (s.driver_host, s.driver_bind_address, s.control_bind_address) == ("127.0.0.1",) * 3
+
+
 @pytest.mark.parametrize(
     "changes,scope",
     [
         ({}, RestartScope.NONE),
-        ({"rate": 5000}, RestartScope.QUERY),
+        ({"options": {"rate": 5000}}, RestartScope.QUERY),
+        ({"options.rate": 5000}, RestartScope.QUERY),
         ({"source_partitions": 4, "trigger_interval_s": 2}, RestartScope.QUERY),
-        ({"cost": {"mode": "sleep", "micros_per_record": 10}}, RestartScope.QUERY),
+        ({"code_version": "2"}, RestartScope.QUERY),
         ({"master": "local[1]"}, RestartScope.SESSION),
+        ({"driver_host": "10.0.0.7"}, RestartScope.SESSION),
         ({"spark_conf": {"spark.executor.memory": "2g"}}, RestartScope.SESSION),
         ({"state_partitions": 8}, RestartScope.STATE),
     ],
 )
 def test_restart_scope(changes, scope):
-    old = spec()
+    old = spec(options={"rate": 1000, "seed": 1})
     assert restart_scope(old, old.with_changes(changes)) is scope
 
 
-def test_state_partitions_of_stateless_query_only_restart():
-    old = StreamSpec(name="s", query="q1")
-    assert restart_scope(old, old.with_changes({"state_partitions": 8})) is RestartScope.QUERY
+def test_options_merge_key_by_key():
+    old = spec(options={"rate": 1000, "seed": 1})
+    assert old.with_changes({"options": {"rate": 5}}).options == {"rate": 5, "seed": 1}
+    assert old.with_changes({"options.seed": 2}).options == {"rate": 1000, "seed": 2}
 
 
-@pytest.mark.parametrize("field,value", [("seed", 1), ("query", "q8"), ("max_events", 10), ("vocabulary", 5)])
-def test_data_fields_cannot_change_in_place(field, value):
+def test_state_partitions_of_a_stateless_stream_only_restart():
     old = spec()
-    with pytest.raises(SpecError, match=rf"\['{field}'\] define the stream's data"):
+    assert restart_scope(old, old.with_changes({"state_partitions": 8}), stateful=False) is RestartScope.QUERY
+
+
+@pytest.mark.parametrize("field,value", [("entrypoint", "other.mod:fn"), ("storage", "file:///elsewhere")])
+def test_identity_fields_cannot_change_in_place(field, value):
+    old = spec()
+    with pytest.raises(SpecError, match=rf"\['{field}'\] cannot change in place: they define the stream's identity"):
         restart_scope(old, old.with_changes({field: value}))
 
 
-def test_data_options_carry_only_what_defines_the_events():
-    s = spec(seed=7, rate=5000, event_time_rate=50, max_events=100, max_events_per_trigger=10)
-    options = s.data_options()
-    assert (options.seed, options.event_time_rate, options.max_events) == (7, 50, 100)
-    assert options.max_events_per_trigger is None and options.gate_file is None
-    assert s.data_options(max_events=40).max_events == 40
+def test_the_control_address_changes_with_a_new_driver():
+    old = spec()
+    with pytest.raises(SpecError, match="stop the stream and start it again with the new address"):
+        restart_scope(old, old.with_changes({"control_bind_address": "0.0.0.0"}))
+
+
+def test_frozen_options_define_the_data():
+    old = spec(options={"seed": 1, "rate": 10})
+    with pytest.raises(SpecError, match=r"options \['seed'\] define the stream's data"):
+        restart_scope(old, old.with_changes({"options.seed": 2}), frozen_options={"seed"})
+    assert restart_scope(old, old.with_changes({"options.rate": 20}), frozen_options={"seed"}) is RestartScope.QUERY

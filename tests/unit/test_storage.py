@@ -39,7 +39,7 @@ def test_bad_storage_urls_are_refused_with_the_fix(url, message):
     with pytest.raises(ValueError, match=message):
         validate_storage_url(url)
     with pytest.raises(SpecError, match="storage"):
-        StreamSpec.parse({"name": "s", "query": "q5", "storage": url})
+        StreamSpec.parse({"name": "s", "entrypoint": "my_pkg.streams:orders", "storage": url})
 
 
 def test_hadoop_urls_are_accepted_and_keep_their_scheme_for_spark(tmp_path):
@@ -54,12 +54,12 @@ def test_hadoop_urls_are_accepted_and_keep_their_scheme_for_spark(tmp_path):
 def test_paths_follow_the_specs_storage_and_storage_cannot_change_in_place(tmp_path):
     local = StreamPaths(tmp_path, "s")
     assert local.checkpoint == tmp_path / "streams" / "s" / "checkpoint"
-    spec = StreamSpec(name="s", query="q5", storage=f"file://{tmp_path}/remote")
+    spec = StreamSpec(name="s", entrypoint="my_pkg.streams:orders", storage=f"file://{tmp_path}/remote")
     local.create()
     local.spec.write_text(spec.model_dump_json())
     assert spark_uri(local.checkpoint) == (tmp_path / "remote" / "streams" / "s" / "checkpoint").as_uri()
     assert spark_uri(local.event_log) == (tmp_path / "remote" / "streams" / "s" / "eventlog").as_uri()
-    assert local.output == tmp_path / "streams" / "s" / "output"  # the sink's output stays in the home
+    assert local.work == tmp_path / "streams" / "s" / "work"  # the stream's own files stay in the home
     with pytest.raises(SpecError, match="storage"):
         restart_scope(spec, spec.model_copy(update={"storage": None}))
 
@@ -80,7 +80,7 @@ def test_checkpoint_facts_and_a_snapshot_restore_work_on_a_remote_checkpoint(rem
     _write_checkpoint(checkpoint, range(2), partitions=4)
     facts = checkpoint_facts(checkpoint, with_offsets=True)
     assert (facts.last_offset_batch, facts.last_committed_batch, facts.state_partitions) == (1, 1, 4)
-    assert facts.consumed_events == 200 and facts.uses_rocksdb
+    assert facts.end_offsets[1] == [{"index": 200}] and facts.uses_rocksdb and facts.stateful
     assert stateful_operators(checkpoint) == {"0": "stateStoreSave"}
     assert tree_bytes(checkpoint / "state") > 0 and free_bytes(checkpoint) is None
 

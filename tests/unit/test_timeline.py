@@ -8,7 +8,7 @@ def progress(batch: int, start: int, end: int, latest: int, at: float) -> dict:
 
 
 def started(master: str) -> dict:
-    return {"kind": "lifecycle", "event": "started", "spec": StreamSpec(name="s", query="q5", master=master).model_dump()}
+    return {"kind": "lifecycle", "event": "started", "spec": StreamSpec(name="s", entrypoint="my_pkg.streams:orders", master=master).model_dump()}
 
 
 def test_rates_backlog_and_cores_per_batch():

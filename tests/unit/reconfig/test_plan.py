@@ -6,7 +6,8 @@ from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.reconfig import ExecutionPlan, diff_plans
 from dagster_reconf.core.spec import StreamSpec
 
-SPEC = StreamSpec(name="orders", query="wordcount", state_partitions=4, source_partitions=2)
+SPEC = StreamSpec(name="orders", entrypoint="my_pkg.streams:orders", state_partitions=4, source_partitions=2)
+STATEFUL = ("0 (stateStoreSave)",)
 
 
 def target(**changes) -> ExecutionPlan:
@@ -75,22 +76,24 @@ def test_each_knob_costs_what_it_should_and_nothing_else_is_listed():
 
 def test_the_costliest_effect_wins_and_changes_are_collected():
     diff = diff_plans(ExecutionPlan.of(SPEC), target(partitioning__state_partitions=8, resources__master="local[1]",
-                                                     partitioning__source_partitions=3), SPEC)
+                                                     partitioning__source_partitions=3), SPEC, STATEFUL)
     assert diff.effect == "state_migration" and diff.needs_migration and diff.needs_new_session
     assert diff.settings_changes() == {"master": "local[1]", "state_partitions": 8, "source_partitions": 3}
 
 
-def test_state_partitions_of_a_stateless_query_need_no_migration():
-    stateless = StreamSpec(name="filter", query="q1", state_partitions=4)
-    plan = ExecutionPlan.of(stateless).model_dump()
-    plan["partitioning"]["state_partitions"] = 8
-    diff = diff_plans(ExecutionPlan.of(stateless), ExecutionPlan.parse(plan), stateless)
+def test_state_partitions_of_a_stateless_stream_need_no_migration():
+    """Whether a stream keeps state is what its checkpoint says: no stateful operators, no migration."""
+    diff = diff_plans(ExecutionPlan.of(SPEC), target(partitioning__state_partitions=8), SPEC, stateful_operators=())
     assert not diff.needs_migration and diff.effect == "query_restart"
 
 
-def test_a_plan_for_another_stream_or_an_unknown_code_version_is_refused():
+def test_a_plan_for_another_stream_is_refused():
     other = ExecutionPlan.of(SPEC.with_changes({"name": "other"}))
     with pytest.raises(SpecError, match="plans are for different streams: 'orders' and 'other'"):
         diff_plans(ExecutionPlan.of(SPEC), other, SPEC)
-    with pytest.raises(SpecError, match="has no code version '9'"):
-        diff_plans(ExecutionPlan.of(SPEC), target(logic__code_version="9"), SPEC)
+
+
+def test_a_stream_without_a_source_partitions_knob_plans_none():
+    files = SPEC.with_changes({"source_partitions": None, "max_per_trigger": 3})
+    plan = ExecutionPlan.of(files)
+    assert plan.partitioning.source_partitions is None and plan.apply_to(files) == files

@@ -37,7 +37,7 @@ def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, 
             skew=(1.0, 1.0), tasks=None, cpu=(0.0, 0.0), cpus=float("inf"), task_cpu=(0.0, 0.0), events=1000) -> StreamProfile:
     tasks = tasks or (cores, state_partitions)
     ops = pd.DataFrame({
-        "operator": ["j0.d1:scan#a", "j0.d0:agg#b"], "kind": ["source", "shuffle"], "depth": [1, 0], "tasks": list(tasks),
+        "operator": ["j0.d1:Exchange+MicroBatchScan#a", "j0.d0:agg#b"], "kind": ["source", "shuffle"], "depth": [1, 0], "tasks": list(tasks),
         "work_ms_per_event": list(work), "cpu_ms_per_event": list(cpu),
         "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)], "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
         "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
@@ -181,7 +181,7 @@ def test_profile_from_activities_and_progress():
     for batch in range(3):
         t0 = 10_000 * batch
         for task in range(2):  # source stage: 2 tasks, 40 ms useful each, over 100 events
-            rows.append(dict(operator="j0.d1:scan#a", batch_id=batch, task_id=10 * batch + task, activity="processing",
+            rows.append(dict(operator="j0.d1:Exchange+MicroBatchScan#a", batch_id=batch, task_id=10 * batch + task, activity="processing",
                              start_ms=t0 + 10, end_ms=t0 + 50, records_in=50, records_out=25))
         rows.append(dict(operator="j0.d0:agg#b", batch_id=batch, task_id=10 * batch + 5, activity="processing",
                          start_ms=t0 + 60, end_ms=t0 + 80, records_in=50, records_out=10))
@@ -195,6 +195,13 @@ def test_profile_from_activities_and_progress():
     assert agg["kind"] == "shuffle" and agg["work_ms_per_event"] == pytest.approx(0.2)
     assert p.coordination_ms == pytest.approx(200 - 40 - 20)  # batch minus stage spans
     assert scan["overhead_ms"] == pytest.approx(0.0)
+    # The source stage is the one that scans (its plan says so), not the one whose tasks match a knob: a source
+    # without a partitions knob (a file source, say) keeps its tasks whatever the plan, and so does a stage that
+    # only happens to have as many tasks as the source.
+    unknobbed = profile_stream(acts, progress, knobs.model_copy(update={"source_partitions": None}), warmup_batches=0)
+    assert unknobbed.operators["kind"].tolist() == ["fixed", "shuffle"]
+    renamed = acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Project"))
+    assert profile_stream(renamed, progress, knobs, warmup_batches=0).operators["kind"].tolist() == ["fixed", "shuffle"]
 
 
 def _python_scan_activities(batches: int = 4) -> pd.DataFrame:

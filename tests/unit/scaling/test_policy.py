@@ -41,7 +41,7 @@ def test_ds2_scales_up_in_one_step_with_a_plan_and_report():
     # 1000 events/s + (20000 backlog + 1000 * (2 s restart + 10 s stabilization)) / 60 s -> 4 cores, a divisor of 8
     assert plan.target.cores == 4 and plan.target.source_partitions == 4
     assert plan.predicted["target_rate"] == pytest.approx(1000 + (20_000 + 1000 * 12) / 60)
-    assert [row["operator"] for row in plan.report] == ["j0.d1:scan#a", "j0.d0:agg#b"]
+    assert [row["operator"] for row in plan.report] == ["j0.d1:Exchange+MicroBatchScan#a", "j0.d0:agg#b"]
     assert plan.predicted["observed_backlog"] == 20_000 and "DS2" in plan.reason
     again = DS2Policy().decide("s", KNOBS, obs(backlog=25_000), profile(), epoch="started@1", restart_s=2.0)
     assert again.plan.plan_hash == plan.plan_hash  # same move from the same configuration: one run_key
@@ -97,7 +97,7 @@ def progress(batch, t, events, latest, duration=900):
 
 
 def test_window_follows_restarts_and_observes_rates():
-    spec = {"name": "s", "query": "q5", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
     records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
     records += [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
     window = ConfigurationWindow().update(records)

@@ -2,7 +2,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dagster_reconf.core.workloads.generator import (
+from dagster_reconf.workloads.generator import (
     AUCTION_PROPORTION,
     BID_PROPORTION,
     PERSON_PROPORTION,

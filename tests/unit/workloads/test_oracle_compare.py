@@ -1,7 +1,7 @@
 import pandas as pd
 
-from dagster_reconf.core.oracle import compare, stream_result
-from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.workloads.oracle import compare, stream_result
+from dagster_reconf.workloads.queries import get_query
 
 
 def test_identical_multisets_match_in_any_order():

@@ -1,9 +1,9 @@
 import pytest
 
 from dagster_reconf.core.errors import SpecError
-from dagster_reconf.core.workloads.generator import NEXMARK_SCHEMA
-from dagster_reconf.core.workloads.options import PACING_OPTIONS, SourceOptions
-from dagster_reconf.core.workloads.source import _index_ranges, spark_schema_ddl
+from dagster_reconf.workloads.generator import NEXMARK_SCHEMA
+from dagster_reconf.workloads.options import PACING_OPTIONS, SourceOptions
+from dagster_reconf.workloads.sources import _index_ranges, spark_schema_ddl
 
 
 def test_options_parse_spark_strings():
@@ -58,7 +58,7 @@ def test_schema_ddl_has_nested_structs():
 
 
 def test_spark_options_are_strings_without_unset_or_excluded_ones():
-    opts = SourceOptions(rate=10, max_events=5, gate_file="/tmp/g")
+    opts = SourceOptions(rate=10, max_events=5)
     assert opts.to_spark()["rate"] == "10.0" and "start_time" not in opts.to_spark()
     assert set(opts.to_spark(exclude=PACING_OPTIONS)) == {"seed", "partitions", "max_events", "event_time_rate",
                                                           "vocabulary", "words_per_sentence"}
