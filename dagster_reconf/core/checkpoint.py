@@ -110,6 +110,8 @@ def copy_offset_entry(source: Location, target: Location, batch_id: int, shuffle
         lines[1] = json.dumps(metadata, separators=(",", ":"))
     entry = target / "offsets" / str(batch_id)
     entry.parent.mkdir(parents=True, exist_ok=True)
+    if not (target / "metadata").exists():  # Spark refuses offsets without the query's metadata: a query of its own
+        renew_query_id(target)
     entry.write_text("\n".join(lines))
 
 

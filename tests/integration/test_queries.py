@@ -3,16 +3,14 @@ source parallelism from the checkpoint, and output equal to the batch oracle."""
 
 import pytest
 
-from dagster_reconf.core.metrics import progress_row
-from dagster_reconf.core.oracle import compare, expected_result, stream_result
-from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.metrics import progress_row
+from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.runtime import StreamRuntime
-from dagster_reconf.core.sink import read_sink
-from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.workloads.queries import QUERIES, get_query
+from dagster_reconf.workloads.queries import QUERIES
+from dagster_reconf.workloads.streams import bundled_spec
 
-from .conftest import wait_until
+from .conftest import assert_matches_oracle, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -25,10 +23,8 @@ QUERY_SETTINGS = {"q11": {"event_time_rate": 50}, "wordcount": {"vocabulary": 50
 def test_query_stops_restarts_and_matches_oracle(spark, tmp_path, query):
     settings = {"max_events": EVENTS, **QUERY_SETTINGS.get(query, {})}
     total = settings["max_events"]
-    spec = StreamSpec(
-        name=f"it-{query}", query=query, rate=1_000_000, max_events_per_trigger=total // 6,
-        trigger_interval_s=0.1, source_partitions=2, state_partitions=2, **settings,
-    )
+    spec = bundled_spec(f"it-{query}", query, rate=1_000_000, max_per_trigger=total // 6, trigger_interval_s=0.1,
+                        source_partitions=2, state_partitions=2, **settings)
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
@@ -38,7 +34,6 @@ def test_query_stops_restarts_and_matches_oracle(spark, tmp_path, query):
     info = checkpoint_facts(runtime.paths.checkpoint)
     assert not runtime.is_active
     assert info.committed and report.last_committed_batch == info.last_committed_batch
-    assert not runtime.paths.gate.exists()
 
     result = runtime.restart({"source_partitions": 3})
     assert result["scope"] == "query"
@@ -47,21 +42,15 @@ def test_query_stops_restarts_and_matches_oracle(spark, tmp_path, query):
     last = runtime.query.lastProgress
     assert progress_row(last)["end_offset"] == total
 
-    definition = get_query(query)
-    watermark = last["eventTime"].get("watermark")
-    expected = expected_result(spark, definition, runtime.source_options(), watermark=watermark)
-    actual = stream_result(read_sink(runtime.paths.output), definition, watermark=watermark)
-    comparison = compare(actual, expected)
-    assert comparison.ok, comparison
-    assert comparison.expected_rows > 0, "the oracle produced no rows: the test would prove nothing"
+    assert_matches_oracle(spark, tmp_path, runtime.spec, watermark=last["eventTime"].get("watermark"))
 
 
 def test_state_partitions_change_is_refused_without_migration(spark, tmp_path):
-    spec = StreamSpec(name="it-refuse", query="wordcount", rate=1_000_000, max_events=1000, trigger_interval_s=0.1, state_partitions=2)
+    spec = bundled_spec("it-refuse", "wordcount", rate=1_000_000, max_events=1000, trigger_interval_s=0.1, state_partitions=2)
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     runtime.query.processAllAvailable()
-    with pytest.raises(Exception, match=r"changing state_partitions 2 -> 4 of stateful query 'wordcount' moves state"):
+    with pytest.raises(Exception, match=r"changing state_partitions 2 -> 4 of stateful stream 'it-refuse' moves state"):
         runtime.restart({"state_partitions": 4})
     assert runtime.is_active, "a refused change must leave the stream running"
     runtime.stop_at_batch_boundary()
@@ -74,10 +63,8 @@ def test_state_partitions_change_is_refused_without_migration(spark, tmp_path):
 @pytest.mark.parametrize("mode", ["sleep", "cpu"])
 def test_record_cost_slows_processing_without_changing_output(spark, tmp_path, mode):
     """2,000 events at 500 us each is at least 1 s of task time (a lower bound, not a timing)."""
-    spec = StreamSpec(
-        name=f"it-cost-{mode}", query="q2", rate=1_000_000, max_events=2000, trigger_interval_s=0.1,
-        source_partitions=2, cost={"mode": mode, "micros_per_record": 500},
-    )
+    spec = bundled_spec(f"it-cost-{mode}", "q2", rate=1_000_000, max_events=2000, trigger_interval_s=0.1,
+                        source_partitions=2, cost={"mode": mode, "micros_per_record": 500})
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     runtime.query.processAllAvailable()
@@ -85,6 +72,4 @@ def test_record_cost_slows_processing_without_changing_output(spark, tmp_path, m
     progress = [dict(p) for p in runtime.query.recentProgress]
     busy_ms = sum(p["durationMs"].get("addBatch", 0) for p in progress)
     assert busy_ms >= 2000 * 500 / 1000 / spec.source_partitions
-    definition = get_query("q2")
-    expected = expected_result(spark, definition, runtime.source_options())
-    assert compare(stream_result(read_sink(runtime.paths.output), definition), expected).ok
+    assert_matches_oracle(spark, tmp_path, runtime.spec)

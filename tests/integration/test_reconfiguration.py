@@ -8,15 +8,12 @@ import pytest
 from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.oracle import compare, expected_result, stream_result
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
 from dagster_reconf.core.runtime import StreamRuntime
-from dagster_reconf.core.sink import read_sink
-from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.workloads.streams import bundled_spec
 
-from .conftest import wait_until
+from .conftest import assert_matches_oracle, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -25,8 +22,8 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 
 def start_stream(spark, tmp_path, query: str, **settings) -> StreamRuntime:
     """A stream that keeps receiving events while it is reconfigured, paced below its capacity."""
-    spec = StreamSpec(name=f"rc-{query}", query=query, rate=600, max_events_per_trigger=3000,
-                      trigger_interval_s=0.5, source_partitions=2, state_partitions=4, vocabulary=3000, **settings)
+    spec = bundled_spec(f"rc-{query}", query, rate=600, max_per_trigger=3000, trigger_interval_s=0.5, source_partitions=2,
+                        state_partitions=4, vocabulary=3000, **settings)
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
@@ -43,14 +40,7 @@ def assert_output_matches_oracle(spark, runtime: StreamRuntime) -> None:
     """Stop at a batch boundary; the output equals the oracle over every event the stream read."""
     wait_until(lambda: runtime.query.lastProgress is not None, what="a batch of the resumed query")
     runtime.stop_at_batch_boundary()
-    last = runtime.query.lastProgress
-    definition = get_query(runtime.spec.query)
-    watermark = last["eventTime"].get("watermark")
-    consumed = checkpoint_facts(runtime.paths.checkpoint, with_offsets=True).consumed_events
-    expected = expected_result(spark, definition, runtime.spec.data_options(max_events=consumed), watermark=watermark)
-    comparison = compare(stream_result(read_sink(runtime.paths.output), definition, watermark=watermark), expected)
-    assert comparison.ok, comparison
-    assert comparison.expected_rows > 0
+    assert_matches_oracle(spark, runtime.paths.home, runtime.spec)
 
 
 @pytest.mark.parametrize("query", ["q5", "wordcount"])
@@ -87,6 +77,8 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
     assert result.results["migrate"]["replayed_batches"] >= 2
     assert result.results["verify"]["ok"], result.results["verify"]
     assert runtime.paths.generation == 1 and runtime.paths.checkpoint.name == "checkpoint.g1"
+    # The replay's batches ran under a query id of their own: the stream's traces never see them.
+    assert len(set(runtime.paths.query_ids)) == 2 and str(runtime.query.id) == runtime.paths.query_ids[-1]
     assert_output_matches_oracle(spark, runtime)
 
 
@@ -110,7 +102,7 @@ def test_bad_plans_are_refused_and_change_nothing(spark, tmp_path):
     incompatible["logic"]["code_version"] = "3"
     with pytest.raises(ReconfigurationRefused, match=r"code version '3' cannot read the checkpoint's state: .*value schema"):
         reconfigurer.run(incompatible)
-    with pytest.raises(ReconfigurationRefused, match=r"has no code version '9'"):
+    with pytest.raises(ReconfigurationRefused, match=r"has no code version '9'; versions: 1, 2, 3"):
         reconfigurer.run({**incompatible, "logic": {"code_version": "9"}})
 
     assert runtime.is_active, "a refused plan must leave the stream running"
