@@ -41,6 +41,7 @@ from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.sink import read_sink
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.workloads.streams import bundled_spec
 
 from ._common import emit, parse_args
 
@@ -91,9 +92,9 @@ def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, part
 def run_size(keys: int, home: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
     """Load a stream with ``keys`` state keys; native 4 -> 8, then replay 8 -> 4; oracle check."""
     history = math.ceil(keys * HISTORY_WORDS_PER_KEY / WORDS_PER_SENTENCE)
-    spec = StreamSpec(name=f"bench-{keys}", query="wordcount", master="local[2]", rate=STEADY_SENTENCES_PER_S,
+    spec = bundled_spec(f"bench-{keys}", "wordcount", master="local[2]", rate=STEADY_SENTENCES_PER_S,
                       vocabulary=keys, words_per_sentence=WORDS_PER_SENTENCE, source_partitions=2, state_partitions=4,
-                      trigger_interval_s=TRIGGER_S, max_events_per_trigger=LOAD_BATCH_SENTENCES)
+                      trigger_interval_s=TRIGGER_S, max_per_trigger=LOAD_BATCH_SENTENCES)
     paths = StreamPaths(home, spec.name)
     paths.create()
     paths.pacing.write_text(json.dumps({"start_time": time.time(), "start_index": history}))  # the history is there now

@@ -29,6 +29,7 @@ from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.workloads.queries import QUERIES
+from dagster_reconf.workloads.streams import bundled_spec
 
 from ._common import emit, median, parse_args
 
@@ -71,9 +72,8 @@ def measure(spec: StreamSpec, home: Path, seconds: float) -> dict[str, Any]:
 
 def spec_for(query: str, name: str, instrumentation: bool = True) -> StreamSpec:
     extra = {"vocabulary": 100_000} if query == "wordcount" else {}
-    return StreamSpec(
-        name=name, query=query, rate=SATURATED_RATE, trigger_interval_s=0, source_partitions=2, state_partitions=4,
-        max_events_per_trigger=BATCH_EVENTS.get(query, DEFAULT_BATCH_EVENTS), instrumentation=instrumentation, **extra,
+    return bundled_spec(name, query, rate=SATURATED_RATE, trigger_interval_s=0, source_partitions=2, state_partitions=4,
+        max_per_trigger=BATCH_EVENTS.get(query, DEFAULT_BATCH_EVENTS), instrumentation=instrumentation, **extra,
     )
 
 

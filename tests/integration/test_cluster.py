@@ -16,6 +16,7 @@ from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
 
@@ -35,9 +36,8 @@ def test_stream_runs_on_standalone_cluster(tmp_path):
             start_cluster(home)
 
         supervisor = StreamSupervisor(home)
-        spec = StreamSpec(
-            name="on-cluster", query="wordcount", master=cluster.master_url, rate=1_000_000, max_events=EVENTS,
-            max_events_per_trigger=2000, trigger_interval_s=0.2, vocabulary=300, executor_memory="1g",
+        spec = bundled_spec("on-cluster", "wordcount", master=cluster.master_url, rate=1_000_000, max_events=EVENTS,
+            max_per_trigger=2000, trigger_interval_s=0.2, vocabulary=300, executor_memory="1g",
         )
         info = supervisor.start(spec)
         store = MetricsStore(supervisor.paths(spec.name).metrics)

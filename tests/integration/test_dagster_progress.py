@@ -9,7 +9,7 @@ from assets.stream_progress import stream_progress
 from dagster_reconf import StreamRuntimeResource, build_stream_progress_sensor
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.runtime import StreamRuntime
-from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.workloads.streams import bundled_spec
 
 pytestmark = pytest.mark.spark
 
@@ -20,7 +20,7 @@ STREAM = "nexmark-q5"  # a bundled stream name: the asset's partitions are the b
 def home_fixture(spark, tmp_path_factory):
     """A real Q5 stream that ran to the end of its bounded input, leaving its metrics store."""
     home = tmp_path_factory.mktemp("home")
-    spec = StreamSpec(name=STREAM, query="q5", rate=1_000_000, max_events=6000, max_events_per_trigger=2000, trigger_interval_s=0.1)
+    spec = bundled_spec(STREAM, "q5", rate=1_000_000, max_events=6000, max_per_trigger=2000, trigger_interval_s=0.1)
     runtime = StreamRuntime(spec, StreamPaths(home, STREAM), spark=spark)
     runtime.start()
     runtime.query.processAllAvailable()

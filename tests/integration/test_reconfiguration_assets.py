@@ -19,6 +19,7 @@ from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
 from dagster_reconf.dagster.reconfiguration_assets import RECONFIGURATION_TAG
+from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
 
@@ -30,7 +31,7 @@ STREAM = "wordcount"
 @pytest.fixture(name="supervisor")
 def supervisor_fixture(tmp_path):
     supervisor = StreamSupervisor(tmp_path / "home")
-    supervisor.start(StreamSpec(name=STREAM, query="wordcount", rate=500, source_partitions=1, state_partitions=4,
+    supervisor.start(bundled_spec(STREAM, "wordcount", rate=500, source_partitions=1, state_partitions=4,
                                 trigger_interval_s=0.5, vocabulary=1000))
     wait_until(lambda: (checkpoint_facts(supervisor.paths(STREAM).checkpoint).last_committed_batch or -1) >= 1,
                what="two batches")

@@ -24,6 +24,7 @@ from dagster_reconf.core.sink import read_sink
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes, signal_processes
 from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
 
@@ -35,7 +36,7 @@ OBSERVE_S = 8.0
 @pytest.fixture(name="stream")
 def stream_fixture(tmp_path):
     supervisor = StreamSupervisor(tmp_path / "home")
-    spec = StreamSpec(name="crash", query="wordcount", rate=400, source_partitions=1, state_partitions=4,
+    spec = bundled_spec("crash", "wordcount", rate=400, source_partitions=1, state_partitions=4,
                       trigger_interval_s=0.5, vocabulary=800)
     supervisor.start(spec)
     wait_until(lambda: (checkpoint_facts(supervisor.paths("crash").checkpoint).last_committed_batch or -1) >= 1,

@@ -12,6 +12,7 @@ from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
 
@@ -43,8 +44,8 @@ def batches(supervisor) -> int:
 
 def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
     # 1000 events/s at 1 ms of (simulated I/O) work each needs about 1.5 cores; it has one.
-    spec = StreamSpec(name=STREAM, query="q5", master="local[1]", rate=1000, source_partitions=1, state_partitions=4,
-                      trigger_interval_s=1.0, max_events_per_trigger=2500, cost={"mode": "sleep", "micros_per_record": 1000})
+    spec = bundled_spec(STREAM, "q5", master="local[1]", rate=1000, source_partitions=1, state_partitions=4,
+                      trigger_interval_s=1.0, max_per_trigger=2500, cost={"mode": "sleep", "micros_per_record": 1000})
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM, "wordcount"], policy_config=POLICY)
     traces = build_trace_assets(streams=[STREAM, "wordcount"], start="2026-01-01", window_minutes=5)
@@ -97,7 +98,7 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
 
 def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
     # Batches here pay ~0.8 s of fixed costs: a 4 s trigger keeps them a bounded share (a 1 s one would not).
-    spec = StreamSpec(name=STREAM, query="q5", master="local[2]", rate=300, source_partitions=2, state_partitions=2,
+    spec = bundled_spec(STREAM, "q5", master="local[2]", rate=300, source_partitions=2, state_partitions=2,
                       trigger_interval_s=4.0)
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM], policy_config={**POLICY, "scale_down_delay_s": 3600})

@@ -17,6 +17,7 @@ from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
 from dagster_reconf.core.traces.store import TraceStore
+from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
 from .test_reconfiguration import assert_output_matches_oracle, plan_with
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.spark
 
 def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path):
     storage = tmp_path / "storage"
-    spec = StreamSpec(name="remote-q5", query="q5", rate=600, max_events_per_trigger=3000, trigger_interval_s=0.5,
+    spec = bundled_spec("remote-q5", "q5", rate=600, max_per_trigger=3000, trigger_interval_s=0.5,
                       source_partitions=2, state_partitions=4, storage=storage.as_uri())
     paths = StreamPaths(tmp_path / "home", spec.name)
     runtime = StreamRuntime(spec, paths)  # its own session: the event log goes to the storage URL

@@ -15,6 +15,7 @@ from dagster_reconf.core.control import ControlClient
 from dagster_reconf.core.errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
+from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
 
@@ -42,7 +43,7 @@ def supervisor_fixture(tmp_path):
 
 
 def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
-    spec = StreamSpec(name="life", query="q5", rate=3000, source_partitions=1, trigger_interval_s=0.5)
+    spec = bundled_spec("life", "q5", rate=3000, source_partitions=1, trigger_interval_s=0.5)
     info = supervisor.start(spec)
     assert info["status"] == "running" and info["control_port"] > 0
     wait_until(lambda: (supervisor.status("life").get("batch_id") or -1) >= 1, what="two batches")
@@ -63,15 +64,18 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     assert err.value.status == 401
     with pytest.raises(ControlRequestError, match=r"source_partitions: Input should be greater than or equal to 1 \(got 0\)"):
         supervisor.restart("life", {"source_partitions": 0})
-    with pytest.raises(ControlRequestError, match=r"\['seed'\] define the stream's data"):
-        supervisor.restart("life", {"seed": 1})
+    with pytest.raises(ControlRequestError, match=r"options \['seed'\] define the stream's data"):
+        supervisor.restart("life", {"options.seed": 1})
+    with pytest.raises(ControlRequestError, match=r"options.rate: Input should be greater than 0 \(got -1\)"):
+        supervisor.restart("life", {"options.rate": -1})
     assert supervisor.status("life")["spec"]["source_partitions"] == 1
 
     # Query-scope restart: same SparkContext.
-    report = supervisor.restart("life", {"source_partitions": 2, "rate": 4000})
+    report = supervisor.restart("life", {"source_partitions": 2, "options.rate": 4000})
     assert report["scope"] == "query"
     after = supervisor.status("life")
     assert after["spec"]["source_partitions"] == 2 and after["app_id"] == status["app_id"]
+    assert after["spec"]["options"]["rate"] == 4000
 
     # Session-scope restart: a new SparkContext in the same driver process (JVM stays).
     report = supervisor.restart("life", {"master": "local[1]"})
@@ -114,7 +118,7 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
 
 
 def test_unreachable_master_fails_before_spawning(supervisor):
-    spec = StreamSpec(name="nomaster", query="q1", master="spark://127.0.0.1:1")
+    spec = bundled_spec("nomaster", "q1", master="spark://127.0.0.1:1")
     with pytest.raises(StreamStartError, match=r"no Spark master reachable at spark://127.0.0.1:1 .*reconf cluster start"):
         supervisor.start(spec)
     assert drivers_under(supervisor.home) == []
@@ -125,7 +129,7 @@ def test_unwritable_home_is_refused(tmp_path):
     blocker.write_text("not a directory")
     supervisor = StreamSupervisor(blocker / "home")
     with pytest.raises(SpecError, match=r"runtime home directory .*a-file/home is not writable"):
-        supervisor.start(StreamSpec(name="nowrite", query="q1"))
+        supervisor.start(bundled_spec("nowrite", "q1"))
     assert drivers_under(blocker) == []
 
 
@@ -134,18 +138,24 @@ def test_unwritable_checkpoint_dir_is_refused(supervisor):
     paths.root.mkdir(parents=True)
     paths.checkpoint.write_text("a file where the checkpoint directory should be")
     with pytest.raises(SpecError, match=r"checkpoint directory .*blocked/checkpoint is not writable"):
-        supervisor.start(StreamSpec(name="blocked", query="q1"))
+        supervisor.start(bundled_spec("blocked", "q1"))
     assert drivers_under(supervisor.home) == []
 
 
 def test_cli_errors_are_one_line_with_exit_2(supervisor, capsys):
-    assert reconf(["--home", str(supervisor.home), "stream", "status", "ghost"]) == 2
+    home = ["--home", str(supervisor.home)]
+    q1 = ["--entrypoint", "dagster_reconf.workloads.streams:q1"]
+    assert reconf([*home, "stream", "status", "ghost"]) == 2
     assert "error: no stream named 'ghost'" in capsys.readouterr().out
-    assert reconf(["--home", str(supervisor.home), "stream", "start", "x", "--query", "q42"]) == 2
-    assert "unknown query 'q42'" in capsys.readouterr().out
-    assert reconf(["--home", str(supervisor.home), "stream", "start", "x", "--query", "q1", "--rate", "-5"]) == 2
-    assert "rate: Input should be greater than 0 (got -5.0)" in capsys.readouterr().out
-    assert reconf(["--home", str(supervisor.home), "stream", "start", "x", "--query", "q1", "--master", "mesos://x"]) == 2
+    assert reconf([*home, "stream", "start", "x"]) == 2
+    assert "stream start needs --entrypoint package.module:function" in capsys.readouterr().out
+    assert reconf([*home, "stream", "start", "x", "--entrypoint", "nowhere.streams:q42"]) == 2
+    assert "no module 'nowhere.streams' on the import path" in " ".join(capsys.readouterr().out.split())
+    assert reconf([*home, "stream", "start", "x", *q1, "--option", "rate=-5"]) == 2
+    assert "options.rate: Input should be greater than 0 (got -5)" in " ".join(capsys.readouterr().out.split())
+    assert reconf([*home, "stream", "start", "x", *q1, "--option", "speed"]) == 2
+    assert "--option expects key=value, got 'speed'" in capsys.readouterr().out
+    assert reconf([*home, "stream", "start", "x", *q1, "--master", "mesos://x"]) == 2
     assert "is not a Spark master URL" in capsys.readouterr().out
     assert drivers_under(supervisor.home) == []
     with pytest.raises(StreamNotFoundError):

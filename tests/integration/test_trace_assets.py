@@ -10,9 +10,9 @@ from dagster import MultiPartitionKey, build_schedule_context, instance_for_test
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.runtime import StreamRuntime
-from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.traces.eventlog import decompressed, log_files
 from dagster_reconf.core.traces.store import TraceStore, application_logs
+from dagster_reconf.workloads.streams import bundled_spec
 
 pytestmark = pytest.mark.spark
 
@@ -24,7 +24,7 @@ TRACES = build_trace_assets(streams=[STREAM, BROKEN], start="2026-01-01", window
 def home_fixture(tmp_path_factory):
     """A real Q5 run with its own session (event log on), and a copy of its log with a corrupt line."""
     home = tmp_path_factory.mktemp("home")
-    spec = StreamSpec(name=STREAM, query="q5", rate=1_000_000, max_events=9000, max_events_per_trigger=3000,
+    spec = bundled_spec(STREAM, "q5", rate=1_000_000, max_events=9000, max_per_trigger=3000,
                       trigger_interval_s=0.1, state_partitions=2)
     runtime = StreamRuntime(spec, StreamPaths(home, STREAM))
     try:
