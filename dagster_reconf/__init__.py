@@ -37,6 +37,7 @@ _EXPORTS = {
     "ScalingAssets": ".dagster.scaling_assets", "build_scaling_assets": ".dagster.scaling_assets",
     "build_scaling_sensor": ".dagster.scaling_sensor",
     "build_stream_progress_sensor": ".dagster.sensor_builder",
+    "build_stream_control_job": ".dagster.stream_jobs",
     "TraceAssets": ".dagster.trace_assets", "build_trace_assets": ".dagster.trace_assets",
 }
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from .dagster.scaling_assets import ScalingAssets, build_scaling_assets
     from .dagster.scaling_sensor import build_scaling_sensor
     from .dagster.sensor_builder import build_stream_progress_sensor
+    from .dagster.stream_jobs import build_stream_control_job
     from .dagster.trace_assets import TraceAssets, build_trace_assets
 
 
@@ -92,6 +94,7 @@ __all__ = [
     "build_scaling_assets",
     "build_scaling_sensor",
     "build_stream_configuration",
+    "build_stream_control_job",
     "build_stream_progress_sensor",
     "build_trace_assets",
     "stream_definition",

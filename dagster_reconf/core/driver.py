@@ -99,9 +99,10 @@ def run(paths: StreamPaths, paused: bool = False) -> int:
         return report
 
     def shutdown_request(req: StopRequest) -> dict[str, Any]:
-        report = runtime.stop_at_batch_boundary(req.timeout_s)
-        shutdown.set()
-        return asdict(report)
+        try:
+            return asdict(runtime.stop_at_batch_boundary(req.timeout_s))
+        finally:
+            shutdown.set()  # even when the stop fails (a failed query): the driver exits, the supervisor need not kill it
 
     server = ControlServer(
         read_token(paths.token),

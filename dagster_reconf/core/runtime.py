@@ -33,6 +33,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from .checkpoint import checkpoint_facts
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
+from .file_sink import align_file_sink_log
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
@@ -45,7 +46,6 @@ from .storage import spark_uri
 __all__ = ["StopReport", "StreamRuntime"]
 
 POLL_INTERVAL_S = 0.02
-HEALTHY_MESSAGES = ("Waiting for data to arrive", "Waiting for next trigger")
 
 
 @dataclass(frozen=True)
@@ -215,14 +215,25 @@ class StreamRuntime:
                 assert self.query is not None
                 return self.query
             self._check_checkpoint_matches(self.spec)
+            self._align_sink_log()
             self.query = self.start_query()
             self.paths.add_query_id(str(self.query.id))
             self.paths.write_spec(self.spec.model_dump_json(indent=2))
             self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "started", "spec": self.spec.model_dump()})
             return self.query
 
+    def _align_sink_log(self) -> None:
+        """Batches a state migration added without running the sink get their (empty) file-sink log entries."""
+        record = self.store.last_progress()
+        sink = (((record or {}).get("progress") or {}).get("sink") or {}).get("description")
+        filled = align_file_sink_log(self.paths.checkpoint, sink)
+        if filled:
+            self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "file_sink_log_aligned",
+                               "batches": filled})
+
     def await_healthy(self, timeout_s: float) -> dict[str, Any]:
-        """Wait until the query has completed a trigger or is waiting for data; raise if it failed first.
+        """Wait until the query has processed a batch of input, or waits for input that is not there yet; raise
+        if it failed first (a user's query that fails on its first data fails its start, not an hour later).
 
         Raises:
             StreamStartError: the query failed (its first batch, typically) or did not get going in time.
@@ -237,10 +248,11 @@ class StreamRuntime:
                 detail = _first_line(exception) if exception is not None else "it stopped"
                 raise StreamStartError(f"stream {self.spec.name!r} ({self.definition.name}) failed in its first batch: {detail}")
             status = query.status
-            if query.recentProgress or status.get("message") in HEALTHY_MESSAGES:
+            processed = [p for p in query.recentProgress if p.numInputRows > 0]
+            if processed or status.get("message") == "Waiting for data to arrive":
                 return {"message": status.get("message"), "batches": len(query.recentProgress)}
             if time.monotonic() > deadline:
-                raise StreamStartError(f"stream {self.spec.name!r} did not complete a trigger within {timeout_s:g} s "
+                raise StreamStartError(f"stream {self.spec.name!r} did not process a batch within {timeout_s:g} s "
                                        f"(status: {status.get('message')!r})")
             time.sleep(0.1)
 

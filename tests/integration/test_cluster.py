@@ -7,18 +7,14 @@ import pytest
 
 from dagster_reconf.core.cluster import cluster_info, start_cluster, stop_cluster
 from dagster_reconf.core.errors import StreamStateError
-from dagster_reconf.core.metrics import MetricsStore, progress_row
-from dagster_reconf.core.oracle import compare, expected_result, stream_result
+from dagster_reconf.core.metrics import MetricsStore, record_row
 from dagster_reconf.core.session import helper_session
-from dagster_reconf.core.sink import read_sink
-from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.store import TraceStore
-from dagster_reconf.core.workloads.queries import get_query
 from dagster_reconf.workloads.streams import bundled_spec
 
-from .conftest import wait_until
+from .conftest import assert_matches_oracle, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -44,7 +40,7 @@ def test_stream_runs_on_standalone_cluster(tmp_path):
 
         def done() -> bool:
             progress = store.progress()
-            return bool(progress) and progress_row(progress[-1])["end_offset"] == EVENTS
+            return bool(progress) and record_row(progress[-1])["end_offset"] == EVENTS
 
         wait_until(done, timeout_s=180, what=f"all {EVENTS} events processed on the cluster")
         assert info["app_id"].startswith("app-"), "a standalone application, not local mode"
@@ -66,12 +62,9 @@ def test_stream_runs_on_standalone_cluster(tmp_path):
 
         spark = helper_session("reconf-cluster-oracle")
         try:
-            query = get_query("wordcount")
-            options = spec.data_options()
-            comparison = compare(stream_result(read_sink(supervisor.paths(spec.name).output), query), expected_result(spark, query, options))
+            assert assert_matches_oracle(spark, home, spec).expected_rows == 300
         finally:
             spark.stop()
-        assert comparison.ok and comparison.expected_rows == 300
     finally:
         assert stop_cluster(home)["stopped"]
     for pid in pids:

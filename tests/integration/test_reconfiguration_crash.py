@@ -16,17 +16,15 @@ import pytest
 
 from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import MetricsStore, progress_row
-from dagster_reconf.core.oracle import compare, expected_result, stream_result
+from dagster_reconf.core.metrics import MetricsStore, record_row
 from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, ReconfigurationInterrupted, Reconfigurer
 from dagster_reconf.core.reconfig.reconfigurer import KILL_AFTER_STEP_ENV
-from dagster_reconf.core.sink import read_sink
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes, signal_processes
-from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.workloads.oracle import consumed_events
 from dagster_reconf.workloads.streams import bundled_spec
 
-from .conftest import wait_until
+from .conftest import assert_matches_oracle, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -52,15 +50,9 @@ def assert_output_matches_oracle(spark, supervisor: StreamSupervisor, spec: Stre
     wait_until(lambda: supervisor.status(spec.name).get("state") == "running", what="stream running")
     supervisor.stop(spec.name, timeout_s=60)
     paths = supervisor.paths(spec.name)
-    facts = checkpoint_facts(paths.checkpoint, with_offsets=True)
-    assert facts.committed
-    consumed = facts.consumed_events
-    definition = get_query(spec.query)
-    expected = expected_result(spark, definition, spec.data_options(max_events=consumed))
-    comparison = compare(stream_result(read_sink(paths.output), definition), expected)
-    assert comparison.ok, comparison
-    assert comparison.expected_rows > 0
-    assert progress_row(MetricsStore(paths.metrics).last_progress())["end_offset"] == consumed
+    assert checkpoint_facts(paths.checkpoint).committed
+    assert_matches_oracle(spark, supervisor.home, StreamSpec.parse(json.loads(paths.spec.read_text())))
+    assert record_row(MetricsStore(paths.metrics).last_progress())["end_offset"] == consumed_events(paths.checkpoint)
 
 
 def reconf_cli(home, *args, kill_after: str | None = None) -> subprocess.CompletedProcess:

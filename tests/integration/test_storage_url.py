@@ -58,8 +58,8 @@ def test_cli_starts_a_driver_on_a_storage_url_and_refuses_moving_it(tmp_path):
     storage = (tmp_path / "storage").as_uri()
     home = tmp_path / "home"
     supervisor = StreamSupervisor(home)
-    assert reconf(["--home", str(home), "stream", "start", "cli-remote", "--query", "wordcount", "--rate", "2000",
-                   "--trigger-interval-s", "0.5", "--storage", storage]) == 0
+    assert reconf(["--home", str(home), "stream", "start", "cli-remote", "--entrypoint", "dagster_reconf.workloads.streams:wordcount",
+                   "--option", "rate=2000", "--trigger-interval-s", "0.5", "--storage", storage]) == 0
     try:
         wait_until(lambda: (supervisor.status("cli-remote").get("batch_id") or -1) >= 1, what="two batches")
         status = supervisor.status("cli-remote")

@@ -1,0 +1,73 @@
+"""Start and stop managed streams from Dagster: a job over the streams a code location declares.
+
+The specs live in code (the code location is where a team declares its streams, the way
+``resources/streams.py`` declares ours); a run names one and what to do with it. Starting
+runs the supervisor: the stream's definition is imported and its options checked before any
+process starts, then its driver is started and watched until the query completes a trigger,
+so a missing module, a definition that raises or returns the wrong thing, or a query that
+fails in its first batch fails the run with that error, and leaves no process behind.
+"""
+
+from collections.abc import Sequence
+from enum import Enum
+
+from dagster import Config, Failure, JobDefinition, MetadataValue, OpExecutionContext, job, op
+from pydantic import Field
+
+from ..core.errors import ReconfError
+from ..core.spec import StreamSpec
+from .resources import StreamRuntimeResource
+
+__all__ = ["StreamAction", "StreamControlConfig", "build_stream_control_job"]
+
+
+class StreamAction(Enum):
+    """What to do with the stream (run config names the member: ``action: start``)."""
+
+    start = "start"  # noqa: N815 - Dagster's run config spells enums by member name
+    stop = "stop"  # noqa: N815
+
+
+class StreamControlConfig(Config):
+    """Run config of the stream control job."""
+
+    stream: str = Field(description="The stream's name, one of the specs the job was built with.")
+    action: StreamAction = Field(StreamAction.start, description="start its driver, or stop it at a batch boundary.")
+
+
+def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream_control_job") -> JobDefinition:
+    """A job that starts or stops one of ``specs`` (run config: ``ops: {control_stream: {config: {stream, action}}}``).
+
+    Needs the ``streams`` resource (:class:`StreamRuntimeResource`).
+    """
+    by_name = {spec.name: spec for spec in specs}
+    if len(by_name) != len(specs):
+        raise ValueError(f"stream names must be unique, got {[s.name for s in specs]}")
+
+    @op(description="Start or stop a managed stream's driver.")
+    def control_stream(context: OpExecutionContext, config: StreamControlConfig, streams: StreamRuntimeResource) -> dict:
+        spec = by_name.get(config.stream)
+        if spec is None:
+            raise Failure(description=f"stream {config.stream!r} is not declared in this code location; declared: "
+                                      f"{', '.join(sorted(by_name)) or 'none'}")
+        supervisor = streams.supervisor()
+        try:
+            if config.action is StreamAction.start:
+                result = supervisor.start(spec)
+                context.add_output_metadata({"pid": result["pid"], "control_port": result.get("control_port"),
+                                             "app_id": str(result.get("app_id")), "entrypoint": spec.entrypoint})
+            else:
+                result = supervisor.stop(spec.name)
+                context.add_output_metadata({"stopped": bool(result.get("stopped")),
+                                             "report": MetadataValue.json(result)})
+        except ReconfError as exc:
+            raise Failure(description=f"{config.action.value} of stream {spec.name!r} failed: {exc}",
+                          metadata={"stream": spec.name, "entrypoint": spec.entrypoint}) from None
+        context.log.info(f"stream {spec.name}: {config.action.value} done")
+        return result
+
+    @job(name=name, description=f"Start or stop one of the streams {', '.join(sorted(by_name))}.")
+    def stream_control_job() -> None:
+        control_stream()
+
+    return stream_control_job

@@ -1,0 +1,205 @@
+"""Streams the control plane did not write: a user's own PySpark code over Spark's file source (and the rate
+source), started by the CLI in its own driver, paused at batch boundaries while input keeps arriving,
+migrated 4 -> 8 -> 3 state partitions and moved to other cores, with output equal to a batch job over the
+same files; and a user's bad code, refused with clear errors and no process left behind."""
+
+import json
+import threading
+
+import psutil
+import pytest
+from dagster import DagsterInstance, instance_for_test
+
+from dagster_reconf import StreamRuntimeResource, build_stream_control_job
+from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.cli import main as reconf
+from dagster_reconf.core.errors import SpecError, StreamStartError
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.workloads.oracle import compare
+from tests.user_streams.files import OrderWriter, expected_totals
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+ORDERS = "tests.user_streams.files:orders"
+BROKEN = "tests.user_streams.broken"
+
+
+def drivers_under(home) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "dagster_reconf.core.driver" in (p.info["cmdline"] or []) and any(str(home) in c for c in p.info["cmdline"])]
+
+
+class Trickle:
+    """Keeps dropping order files while a test pauses and migrates the stream."""
+
+    def __init__(self, writer: OrderWriter, every_s: float) -> None:
+        self.writer, self.every_s = writer, every_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            self.writer.write()
+
+    def __enter__(self) -> "Trickle":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.fixture(name="supervisor")
+def supervisor_fixture(tmp_path):
+    supervisor = StreamSupervisor(tmp_path / "home")
+    yield supervisor
+    for row in supervisor.list():
+        if row["driver"] == "running":
+            supervisor.stop(row["name"], timeout_s=60)
+    assert drivers_under(supervisor.home) == []
+
+
+def committed(supervisor, name) -> int:
+    return checkpoint_facts(supervisor.paths(name).checkpoint).last_committed_batch or -1
+
+
+def test_a_file_source_stream_is_paused_migrated_and_moved_without_losing_a_row(supervisor, spark, tmp_path):
+    writer = OrderWriter(tmp_path / "in")
+    writer.write(4)
+    output = tmp_path / "out"
+    home = ["--home", str(supervisor.home)]
+    assert reconf([*home, "stream", "start", "orders", "--entrypoint", ORDERS, "--option", f"input_dir={writer.directory}",
+                   "--option", f"output_dir={output}", "--state-partitions", "4", "--trigger-interval-s", "0.5",
+                   "--max-per-trigger", "5"]) == 0
+    stream = DriverStream(supervisor, "orders")
+    ledger = AuditLedger(default_ledger_url(supervisor.home))
+    reconfigurer = Reconfigurer(stream, ledger, observe_timeout_s=20)
+    with Trickle(writer, every_s=1.0):
+        wait_until(lambda: committed(supervisor, "orders") >= 2, what="two batches")
+        status = supervisor.status("orders")
+        assert status["source_kinds"] == "file" and status["backlog_events"] is not None  # the driver lists the files
+        assert status["checkpoint"]["stateful"] and status["entrypoint"] == ORDERS
+
+        for partitions in (8, 3):  # while files keep arriving
+            plan = ExecutionPlan.of(stream.spec()).model_dump()
+            plan["partitioning"]["state_partitions"] = partitions
+            result = reconfigurer.run(plan, trigger={"user": "test"})
+            assert result.outcome == "succeeded", result.results
+            checks = result.results["preflight"]["checks"]
+            assert checks["capabilities"]["pause"] and checks["capabilities"]["replay"]
+            assert not checks["capabilities"]["oracle"]  # the user's definition declares none
+            verification = result.results["verify"]
+            assert verification["ok"], verification
+            stores = {s["store"]: s for s in verification["stores"]}
+            assert len(stores) == 2  # the window aggregation and dropDuplicatesWithinWatermark
+            for store in stores.values():
+                assert store["rows_before"] == store["rows_after"] and store["checksum_before"] == store["checksum_after"]
+                assert store["max_partition_id"] < partitions
+            assert checkpoint_facts(stream.paths.checkpoint).state_partitions == partitions
+            assert result.results["observe"]["downtime_s"] is not None
+
+        # Fewer cores: a new SparkContext in the same driver, the checkpoint and its state kept.
+        plan = ExecutionPlan.of(stream.spec()).model_dump()
+        plan["resources"]["master"] = "local[1]"
+        moved = reconfigurer.run(plan)
+        assert moved.outcome == "succeeded" and supervisor.status("orders")["master"] == "local[1]"
+        before = committed(supervisor, "orders")
+        wait_until(lambda: committed(supervisor, "orders") > before + 1, what="batches on one core")
+    # The writer has stopped: let the stream take every file, then stop it at a batch boundary.
+    wait_until(lambda: supervisor.status("orders").get("backlog_events") == 0 and
+               supervisor.status("orders")["checkpoint"]["committed"], timeout_s=180, what="every file read")
+    stopped = supervisor.stop("orders")
+    assert stopped["stopped"] and "forced" not in stopped
+    assert ledger.verify().ok and ledger.lock("orders") is None
+
+    last = [json.loads(line) for line in supervisor.paths("orders").metrics.read_text().splitlines()]
+    watermark = [r for r in last if r.get("kind") == "progress"][-1]["progress"]["eventTime"]["watermark"]
+    actual = spark.read.parquet(str(output)).toPandas()  # Spark's file sink: only what its log committed
+    expected = expected_totals(spark, str(writer.directory), watermark).toPandas()
+    comparison = compare(actual, expected)
+    assert comparison.ok, comparison
+    assert comparison.expected_rows > 10, "the batch job produced few rows: the check would prove little"
+
+
+def test_the_rate_source_pauses_at_a_batch_boundary_and_resumes_with_new_settings(spark, tmp_path):
+    output = tmp_path / "out"
+    spec = StreamSpec(name="rates", entrypoint="tests.user_streams.rates:values", trigger_interval_s=0.5,
+                      options={"rows_per_second": 40, "output_dir": str(output)})
+    runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", "rates"), spark=spark)
+    runtime.start()
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 3, what="four batches")
+    first = runtime.stop_at_batch_boundary()
+    assert checkpoint_facts(runtime.paths.checkpoint).committed and not runtime.is_active
+    report = runtime.restart({"trigger_interval_s": 1.0})  # (the rate source's own rate is its data: never changed)
+    assert report["scope"] == "query" and runtime.is_active
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= first.last_committed_batch + 3,
+               what="three batches with the new settings")
+    last = runtime.stop_at_batch_boundary().last_committed_batch
+    facts = checkpoint_facts(runtime.paths.checkpoint, with_offsets=True)
+    consumed = int(facts.end_offsets[last][0]) * 40  # the rate source's offsets are seconds: 40 rows each
+    values = spark.read.parquet(str(output)).select("value").toPandas()["value"]
+    assert sorted(values) == list(range(consumed)) and consumed > 100  # nothing lost, nothing twice
+    wait_until(lambda: any(r["progress"]["batchId"] == last for r in runtime.store.progress()), what="the last progress")
+    assert {r["progress"]["sources"][0]["description"].split("[")[0] for r in runtime.store.progress()} == {"RateStreamV2"}
+
+
+@pytest.mark.parametrize(("entrypoint", "match"), [
+    (f"{BROKEN}:raises", r"stream definition tests.user_streams.broken:raises raised RuntimeError: cannot reach the "
+                         r"schema registry"),
+    (f"{BROKEN}:wrong_type", r"returned DataFrame; it must return a DataStreamWriter"),
+    (f"{BROKEN}:fails_in_first_batch", r"failed in its first batch: .*bad record in the first batch"),
+])
+def test_bad_user_code_fails_the_start_clearly_and_leaves_no_process(supervisor, entrypoint, match):
+    with pytest.raises(StreamStartError, match=match):
+        supervisor.start(StreamSpec(name="bad", entrypoint=entrypoint))
+    assert drivers_under(supervisor.home) == []
+    assert json.loads(supervisor.paths("bad").driver.read_text())["status"] == "failed"
+    if entrypoint.endswith(":raises"):  # a fixed definition starts under the same name (its first spec held no data)
+        fixed = StreamSpec(name="bad", entrypoint="tests.user_streams.rates:values", trigger_interval_s=0.5,
+                           options={"output_dir": str(supervisor.home / "out")})
+        assert supervisor.start(fixed)["status"] == "running"
+
+
+def test_bad_entrypoints_and_options_are_refused_before_any_process(supervisor):
+    with pytest.raises(SpecError, match=r"no module 'my_team.jobs' on the import path"):
+        supervisor.start(StreamSpec(name="ghost", entrypoint="my_team.jobs:orders"))
+    with pytest.raises(SpecError, match=r"options.input_dir: Field required \(missing\)"):
+        supervisor.start(StreamSpec(name="noopts", entrypoint=ORDERS))
+    with pytest.raises(SpecError, match=r"source_partitions=3 is set, but stream definition .* maps no source option"):
+        supervisor.start(StreamSpec(name="noknob", entrypoint=ORDERS, source_partitions=3,
+                                    options={"input_dir": "/in", "output_dir": "/out"}))
+    assert drivers_under(supervisor.home) == [] and not supervisor.paths("ghost").driver.exists()
+
+
+def test_a_dagster_run_starts_and_stops_a_user_stream_and_fails_clearly_on_bad_code(supervisor, tmp_path):
+    good = StreamSpec(name="values", entrypoint="tests.user_streams.rates:values", trigger_interval_s=0.5,
+                      options={"output_dir": str(tmp_path / "out")})
+    bad = StreamSpec(name="broken", entrypoint=f"{BROKEN}:raises")
+    control = build_stream_control_job([good, bad])
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
+    with instance_for_test() as instance:
+        started = run(control, instance, resources, "values", "start")
+        assert started.success and supervisor.driver_info("values") is not None
+        assert started.output_for_node("control_stream")["status"] == "running"
+        stopped = run(control, instance, resources, "values", "stop")
+        assert stopped.success and supervisor.driver_info("values") is None
+        failed = run(control, instance, resources, "broken", "start")
+        assert not failed.success
+        failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
+        assert "cannot reach the schema registry" in failure.step_failure_data.user_failure_data.description
+        unknown = run(control, instance, resources, "nope", "start")
+        assert not unknown.success
+    assert drivers_under(supervisor.home) == []
+
+
+def run(job, instance: DagsterInstance, resources, stream: str, action: str):
+    return job.execute_in_process(run_config={"ops": {"control_stream": {"config": {"stream": stream, "action": action}}}},
+                                  instance=instance, resources=resources, raise_on_error=False)
