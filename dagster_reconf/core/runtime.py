@@ -8,12 +8,13 @@ the query name, the trigger and the knobs. Its contract:
 * ``start()`` starts the query from the stream's checkpoint (new or existing).
 * ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its
   checkpoint's last batch is committed (the precondition of Spark's offline state
-  repartition), for any source: it waits (briefly) for the query to sit between two
-  triggers and stops it there; if batches run back to back, or the stop raced a starting
-  batch, it stops anyway and then finishes exactly the interrupted batch from the offset
-  log (a once-trigger run re-runs the planned, uncommitted batch with its logged offsets,
-  into the stream's own sink, and nothing after it). On timeout the query is left
-  running: nothing half-done.
+  repartition), for any source: where batches leave gaps between triggers it waits
+  (briefly) for one and stops there; where they run back to back, or the stop raced a
+  starting batch, it stops at once and then finishes exactly the interrupted batch from
+  the offset log (a once-trigger run re-runs the planned, uncommitted batch with its
+  logged offsets, into the stream's own sink, and nothing after it). Sinks that are
+  exactly-once by batch id (files, idempotent ``foreachBatch``) see no difference; an
+  at-least-once sink may see the interrupted batch's rows twice, as after any failure.
 * ``restart(changes)`` applies new settings: a query restart, or a new SparkContext in
   the same process (the JVM stays warm) for session settings. If the new settings fail
   to start, the old ones are restored and started again.
@@ -285,10 +286,15 @@ class StreamRuntime:
             return self._stopped(started, 2, self._finish_pending(deadline, timeout_s))
 
     def _boundary_wait_s(self) -> float:
-        """How long to wait for a gap between triggers: about two trigger intervals or batches."""
+        """How long to wait for a gap between triggers: two intervals where batches leave gaps, none where they run
+        back to back (a gap never comes; stopping at once and re-running the interrupted batch costs one batch, as
+        waiting for it to end would, and a new batch cannot start in between)."""
         last = self.query.lastProgress if self.query is not None else None
         batch_s = ((last or {}).get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
-        return max(1.0, 2.0 * max(self.spec.trigger_interval_s, batch_s))
+        interval = self.spec.trigger_interval_s
+        if interval <= 0 or batch_s >= 0.9 * interval:
+            return 0.0
+        return max(1.0, 2.0 * interval)
 
     def _await_between_triggers(self, until: float) -> bool:
         """Wait until no trigger runs and every planned batch is committed (twice in a row), until ``until``."""

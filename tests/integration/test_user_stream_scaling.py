@@ -1,0 +1,119 @@
+"""The scaling sensor on streams the control plane did not write, each started by a Dagster run: a file-source
+stream that cannot keep up gets a DS2 plan, a healthy one a skip with its reason, and a source whose backlog
+cannot be read a skip that says so, on every tick."""
+
+import json
+
+import pytest
+from dagster import build_sensor_context, instance_for_test
+
+from dagster_reconf import (
+    AuditLedgerResource,
+    StreamRuntimeResource,
+    build_scaling_assets,
+    build_scaling_sensor,
+    build_stream_control_job,
+)
+from dagster_reconf.core.ledger import default_ledger_url
+from dagster_reconf.core.scaling.knobs import ScalingPlan
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor
+from tests.user_streams.files import OrderWriter
+
+from .conftest import wait_until
+from .test_user_streams import Trickle
+
+pytestmark = pytest.mark.spark
+
+POLICY = {"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "scale_down_delay_s": 3600}
+
+
+@pytest.fixture(name="home")
+def home_fixture(tmp_path):
+    supervisor = StreamSupervisor(tmp_path / "home")
+    yield supervisor
+    for row in supervisor.list():
+        if row["driver"] == "running":
+            supervisor.stop(row["name"], timeout_s=60)
+
+
+def start(supervisor: StreamSupervisor, spec: StreamSpec, instance) -> None:
+    control = build_stream_control_job([spec])
+    result = control.execute_in_process(run_config={"ops": {"control_stream": {"config": {"stream": spec.name}}}},
+                                        instance=instance, resources={"streams": StreamRuntimeResource(home=str(supervisor.home))})
+    assert result.success
+
+
+def tick(sensor, supervisor: StreamSupervisor, instance, cursor=None):
+    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
+                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
+    return sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
+
+
+def batches(supervisor: StreamSupervisor, name: str) -> int:
+    return (supervisor.status(name).get("batch_id") or -1) + 1
+
+
+def orders(name: str, tmp_path, **fields) -> StreamSpec:
+    return StreamSpec(name=name, entrypoint="tests.user_streams.files:orders", trigger_interval_s=fields.pop("trigger_interval_s", 1.0),
+                      options={"input_dir": str(tmp_path / name / "in"), "output_dir": str(tmp_path / name / "out"),
+                               **fields.pop("options", {})}, **fields)
+
+
+def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(home, tmp_path):
+    # One core; each order costs 20 ms of simulated enrichment: a file of 50 is a second of work, and one arrives
+    # every half second.
+    spec = orders("behind", tmp_path, master="local[1]", state_partitions=4, max_per_trigger=3,
+                  options={"sleep_ms_per_order": 20})
+    writer = OrderWriter(tmp_path / "behind" / "in")
+    writer.write(2)
+    scaling = build_scaling_assets(streams=["behind"], policy_config=POLICY)
+    sensor = build_scaling_sensor(stream="behind", scaling=scaling, minimum_interval_seconds=1)
+    with instance_for_test() as instance, Trickle(writer, every_s=0.5):
+        start(home, spec, instance)
+        wait_until(lambda: batches(home, "behind") >= 5, timeout_s=150, what="five batches")
+        result = tick(sensor, home, instance)
+        assert result.run_requests, result.skip_reason
+        (request,) = result.run_requests
+        plan = ScalingPlan.parse(json.loads(request.run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
+        assert plan.current.cores == 1 and plan.target.cores >= 2 and plan.current.source_partitions is None
+        assert plan.current.max_per_trigger == 3
+        assert plan.target.source_partitions is None  # no source-partitions knob: the plan does not invent one
+        assert plan.predicted["observed_backlog_growth"] > 0 and plan.report
+        observation = result.asset_events[0].metadata
+        assert observation["decision"].value == "scale_up"
+
+
+def test_a_healthy_file_stream_is_left_alone_with_its_reason(home, tmp_path):
+    # Its batches pay about a second of fixed costs (two state stores committed): a 4 s trigger keeps them a bounded share.
+    spec = orders("healthy", tmp_path, master="local[2]", state_partitions=2, trigger_interval_s=4.0)
+    writer = OrderWriter(tmp_path / "healthy" / "in")
+    writer.write(2)
+    scaling = build_scaling_assets(streams=["healthy"], policy_config=POLICY)
+    sensor = build_scaling_sensor(stream="healthy", scaling=scaling, minimum_interval_seconds=1)
+    with instance_for_test() as instance, Trickle(writer, every_s=4.0):
+        start(home, spec, instance)
+        wait_until(lambda: batches(home, "healthy") >= 5, timeout_s=150, what="five batches")
+        result = tick(sensor, home, instance)
+        assert not result.run_requests
+        message = result.skip_reason.skip_message
+        assert message.startswith("healthy: ") and ("in band" in message or "scale-down waits" in message), message
+
+
+def test_an_unknown_backlog_is_said_on_every_tick(home, tmp_path):
+    spec = StreamSpec(name="opaque", entrypoint="tests.user_streams.opaque:ticks", trigger_interval_s=0.5,
+                      options={"output_dir": str(tmp_path / "opaque-out")})
+    scaling = build_scaling_assets(streams=["opaque"], policy_config=POLICY)
+    sensor = build_scaling_sensor(stream="opaque", scaling=scaling, minimum_interval_seconds=1)
+    with instance_for_test() as instance:
+        start(home, spec, instance)
+        wait_until(lambda: batches(home, "opaque") >= 5, timeout_s=150, what="five batches")
+        first = tick(sensor, home, instance)
+        before = batches(home, "opaque")
+        wait_until(lambda: batches(home, "opaque") > before, what="another batch")
+        second = tick(sensor, home, instance, first.cursor)
+    for result in (first, second):
+        assert not result.run_requests
+        message = result.skip_reason.skip_message
+        assert "backlog unknown" in message and "not counters" in message, message
+    assert home.status("opaque")["backlog_unknown"]
