@@ -44,7 +44,7 @@ from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.traces.store import TraceStore
-from dagster_reconf.core.workloads.queries import QUERIES
+from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec
 
 from ._common import emit, median, parse_args
@@ -76,8 +76,8 @@ class Run:
 
 def spec_for(query: str, cores: int) -> StreamSpec:
     return bundled_spec(f"conv-{query}", query, master=f"local[{cores}]", rate=RATE, source_partitions=cores,
-                      state_partitions=STATE_PARTITIONS, trigger_interval_s=TRIGGER_S,
-                      max_per_trigger=int(1.5 * RATE * TRIGGER_S), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
+                        state_partitions=STATE_PARTITIONS, trigger_interval_s=TRIGGER_S,
+                        max_per_trigger=int(1.5 * RATE * TRIGGER_S), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
 
 
 def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: float = RUN_TIMEOUT_S) -> Run:

@@ -57,7 +57,7 @@ def main() -> None:
     emit({
         "benchmark": "demo", "mode": "quick" if args.quick else "full", "converged": report.converged, "steps": report.steps,
         "seconds_to_converge": report.seconds_to_converge, "lost": report.lost, "duplicated": report.duplicated,
-        "rate": spec.rate, "backlog_growth_unmanaged_per_s": before, "backlog_growth_converged_per_s": after,
+        "rate": spec.options["rate"], "backlog_growth_unmanaged_per_s": before, "backlog_growth_converged_per_s": after,
         "reconfigurations": [{k: r.get(k) for k in ("outcome", "cores", "state_partitions", "downtime_s", "catch_up_s", "verified")}
                              for r in report.reconfigurations],
         "runs": [f"{r['job']}:{r['status']}" for r in report.runs],

@@ -31,16 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.metrics import progress_row
-from dagster_reconf.core.oracle import compare, expected_result, stream_result
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfigurer
 from dagster_reconf.core.runtime import StreamRuntime
-from dagster_reconf.core.sink import read_sink
-from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.workloads.queries import get_query
+from dagster_reconf.workloads.oracle import check_stream_output
+from dagster_reconf.workloads.pacing import pacing_anchor
 from dagster_reconf.workloads.streams import bundled_spec
 
 from ._common import emit, parse_args
@@ -92,12 +89,15 @@ def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, part
 def run_size(keys: int, home: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
     """Load a stream with ``keys`` state keys; native 4 -> 8, then replay 8 -> 4; oracle check."""
     history = math.ceil(keys * HISTORY_WORDS_PER_KEY / WORDS_PER_SENTENCE)
+    # The replay rebuilds state from every batch: the offset log must keep them all (Spark keeps 100 by default).
     spec = bundled_spec(f"bench-{keys}", "wordcount", master="local[2]", rate=STEADY_SENTENCES_PER_S,
-                      vocabulary=keys, words_per_sentence=WORDS_PER_SENTENCE, source_partitions=2, state_partitions=4,
-                      trigger_interval_s=TRIGGER_S, max_per_trigger=LOAD_BATCH_SENTENCES)
+                        vocabulary=keys, words_per_sentence=WORDS_PER_SENTENCE, source_partitions=2, state_partitions=4,
+                        trigger_interval_s=TRIGGER_S, max_per_trigger=LOAD_BATCH_SENTENCES,
+                        spark_conf={"spark.sql.streaming.minBatchesToRetain": "100000"})
     paths = StreamPaths(home, spec.name)
     paths.create()
-    paths.pacing.write_text(json.dumps({"start_time": time.time(), "start_index": history}))  # the history is there now
+    anchor = pacing_anchor(paths.work, STEADY_SENTENCES_PER_S)
+    (paths.work / "pacing.json").write_text(json.dumps({**anchor.__dict__, "start_index": history}))  # the history is there now
     runtime = StreamRuntime(spec, paths)
     ledger = AuditLedger(default_ledger_url(home))
     try:
@@ -112,11 +112,7 @@ def run_size(keys: int, home: Path) -> tuple[dict[str, Any], dict[str, Any], dic
         print(f"  replay: {replay}", flush=True)
         time.sleep(3 * TRIGGER_S)
         runtime.stop_at_batch_boundary()
-        facts = checkpoint_facts(paths.checkpoint, with_offsets=True)
-        consumed = facts.consumed_events
-        definition = get_query(spec.query)
-        expected = expected_result(runtime.spark, definition, spec.data_options(max_events=consumed))
-        comparison = compare(stream_result(read_sink(paths.output), definition), expected)
+        comparison = check_stream_output(runtime.spark, home, runtime.spec)
         if not ledger.verify().ok:
             raise RuntimeError("the audit ledger's chain is broken")
     finally:

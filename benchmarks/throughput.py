@@ -28,7 +28,7 @@ from dagster_reconf.core.metrics import progress_frame
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.workloads.queries import QUERIES
+from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec
 
 from ._common import emit, median, parse_args
@@ -52,7 +52,7 @@ def measure(spec: StreamSpec, home: Path, seconds: float) -> dict[str, Any]:
             time.sleep(0.2)
         first_measured = query.recentProgress[-1]["batchId"] + 1
         time.sleep(seconds)
-        progress = [dict(p) for p in query.recentProgress if p["batchId"] >= first_measured]
+        progress = [{"kind": "progress", "progress": dict(p)} for p in query.recentProgress if p["batchId"] >= first_measured]
     finally:
         runtime.shutdown(timeout_s=120)
     frame = progress_frame(progress)
@@ -73,8 +73,7 @@ def measure(spec: StreamSpec, home: Path, seconds: float) -> dict[str, Any]:
 def spec_for(query: str, name: str, instrumentation: bool = True) -> StreamSpec:
     extra = {"vocabulary": 100_000} if query == "wordcount" else {}
     return bundled_spec(name, query, rate=SATURATED_RATE, trigger_interval_s=0, source_partitions=2, state_partitions=4,
-        max_per_trigger=BATCH_EVENTS.get(query, DEFAULT_BATCH_EVENTS), instrumentation=instrumentation, **extra,
-    )
+                        max_per_trigger=BATCH_EVENTS.get(query, DEFAULT_BATCH_EVENTS), instrumentation=instrumentation, **extra)
 
 
 def main() -> None:
