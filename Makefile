@@ -41,9 +41,9 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
-# The closed loop through the real Dagster daemon (see dagster_reconf/workloads/closed_loop.py).
+# The closed loop through the real Dagster daemon (see dagster_reconf/workloads/demo.py).
 demo: setup
-	$(BIN)/python -m dagster_reconf.workloads.closed_loop --home .reconf --timeout-s $(DEMO_SECONDS)
+	$(BIN)/python -m dagster_reconf.workloads.demo --home .reconf --timeout-s $(DEMO_SECONDS)
 
 # The Dagster UI on 127.0.0.1:3000 over the demo's instance (runs, assets, plots, checks).
 ui: setup

@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.demo [--quick]``
 
-Runs :func:`dagster_reconf.workloads.closed_loop.run_closed_loop` (the ``make demo`` loop) on a
+Runs :func:`dagster_reconf.workloads.demo.run_demo` (the ``make demo`` loop) on a
 fresh home: the scaling sensor, ``dagster-daemon`` and the reconfiguration runs decide
 and act; this only reads the outcome. The baseline, in the same run, is the stream's
 own first configuration before the loop acted: its backlog growth (events/s, fitted)
@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dagster_reconf.workloads.closed_loop import LoopReport, demo_spec, run_closed_loop
+from dagster_reconf.dagster.closed_loop import LoopReport
+from dagster_reconf.workloads.demo import demo_spec, run_demo
 from dagster_reconf.core.metrics import MetricsStore
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.timeline import timeline_frame
@@ -51,7 +52,7 @@ def main() -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="reconf-demo-") as tmp:
         home = Path(tmp) / "home"
-        report = run_closed_loop(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)
+        report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)
         before, after = growth_before_and_after(home, report)
     spec = demo_spec()
     emit({

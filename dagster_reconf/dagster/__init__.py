@@ -5,6 +5,8 @@
 * ``scaling_assets``, ``scaling_sensor``: DS2 plans, the stream configuration and the sensor that acts on them.
 * ``reconfiguration_assets``: the reconfiguration's steps as ops of a graph-backed asset; the run-failure sensor.
 * ``sensor_builder``: a sensor that observes a stream's progress.
+* ``stream_jobs``: a job that starts and stops the streams a code location declares.
+* ``closed_loop``: the control loop through the real Dagster daemon, watched and reported (demos, benchmarks).
 
 Nothing here knows the bundled workloads: wire your own streams the way ``assets/``,
 ``sensors/`` and ``resources/`` of the reference code location wire ours.

@@ -6,7 +6,7 @@
   PySpark Python streaming sources, paced by the wall clock.
 * ``queries``: the query logic, shared by the streams and their batch oracle.
 * ``sink``, ``oracle``: an idempotent file sink and the correctness oracle.
-* ``closed_loop``: ``make demo``, the closed control loop through the Dagster daemon.
+* ``demo``: ``make demo``, the closed control loop on Nexmark Q5 through the Dagster daemon.
 
 The core (``dagster_reconf.core``) imports none of this. Importing this package loads
 nothing else: Spark's Python workers import ``sources`` and must stay cheap.

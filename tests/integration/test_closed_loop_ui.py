@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from dagster_reconf.workloads.closed_loop import run_closed_loop
+from dagster_reconf.workloads.demo import run_demo
 from dagster_reconf.core.supervisor import terminate_process_tree
 
 pytestmark = pytest.mark.spark
@@ -33,7 +33,7 @@ LOOP_TIMEOUT_S = 420.0
 @pytest.fixture(name="loop", scope="module")
 def loop_fixture(tmp_path_factory):
     base = tmp_path_factory.mktemp("closed-loop")
-    report = run_closed_loop(base / "home", WORKSPACE, base / "out", timeout_s=LOOP_TIMEOUT_S)
+    report = run_demo(base / "home", WORKSPACE, base / "out", timeout_s=LOOP_TIMEOUT_S)
     return base / "home", report
 
 

@@ -18,7 +18,7 @@ from dagster_reconf.core.ledger import default_ledger_url
 from dagster_reconf.core.scaling.knobs import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
-from tests.user_streams.files import OrderWriter
+from examples.orders.streams import OrderWriter
 
 from .conftest import wait_until
 from .test_user_streams import Trickle
@@ -55,7 +55,7 @@ def batches(supervisor: StreamSupervisor, name: str) -> int:
 
 
 def orders(name: str, tmp_path, **fields) -> StreamSpec:
-    return StreamSpec(name=name, entrypoint="tests.user_streams.files:orders", trigger_interval_s=fields.pop("trigger_interval_s", 1.0),
+    return StreamSpec(name=name, entrypoint="examples.orders.streams:orders", trigger_interval_s=fields.pop("trigger_interval_s", 1.0),
                       options={"input_dir": str(tmp_path / name / "in"), "output_dir": str(tmp_path / name / "out"),
                                **fields.pop("options", {})}, **fields)
 

@@ -1,15 +1,21 @@
-"""A user's stream over Spark's own file source and file sink: order events dropped as JSON files.
+"""Order totals from JSON files: a user's stream over Spark's own file source and file sink.
 
 Per 10-second window and region: the orders (deduplicated by order id within the watermark)
 and their total amount, appended once the watermark closes the window. Spark's file sink
-writes exactly once through its metadata log; the output is compared with a batch job over
-the same files.
+writes exactly once through its metadata log.
+
+What makes it a managed stream is one decorator: the control plane calls ``orders`` with the
+SparkSession and a context, and sets the checkpoint, query name and trigger on what it
+returns; ``ctx.source_options`` carries the batch-size knob as the file source's own
+``maxFilesPerTrigger``. ``check_output`` is its oracle: the output against a batch job over
+the same files (nothing lost, nothing duplicated).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -50,7 +56,31 @@ def _slow(sleep_ms: float):
     return pay
 
 
-@stream_definition(options=OrdersOptions, knob_options={"max_per_trigger": "maxFilesPerTrigger"})
+@dataclass(frozen=True)
+class OutputCheck:
+    """The stream's output against the batch job, as multisets of rows."""
+
+    expected_rows: int
+    actual_rows: int
+    lost: int
+    duplicated: int
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0
+
+
+def check_output(spark: SparkSession, home, spec) -> OutputCheck:
+    """Compare what the (stopped) stream committed with the batch job over every file, at its last watermark."""
+    from dagster_reconf import StreamSupervisor
+
+    watermark = StreamSupervisor(home).status(spec.name).get("watermark")  # of the last batch it committed
+    actual = spark.read.parquet(spec.options["output_dir"])  # the file sink's log says which files are committed
+    expected = expected_totals(spark, spec.options["input_dir"], watermark)
+    return OutputCheck(expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count())
+
+
+@stream_definition(options=OrdersOptions, knob_options={"max_per_trigger": "maxFilesPerTrigger"}, oracle=check_output)
 def orders(spark: SparkSession, ctx: StreamContext):
     """Order totals per region and 10-second window, from JSON files."""
     events = spark.readStream.format("json").schema(SCHEMA).options(**ctx.source_options).load(ctx.options.input_dir)

@@ -1,29 +1,26 @@
-"""The closed control loop, run through the real Dagster daemon (``make demo``).
+"""The closed control loop, run through the real Dagster daemon, for any stream and code location.
 
-``python -m dagster_reconf.workloads.closed_loop [--timeout-s S] [--out DIR]``
-
-An under-provisioned Nexmark Q5 stream runs in its own driver at a rate it cannot
-sustain. ``dagster-daemon`` runs the code location of ``workspace.yaml`` against a fresh
-Dagster home (SQLite storage): the stream's scaling sensor sees the backlog, requests
-the trace snapshot and CP summary of the window and a ``reconfigure_stream_job`` run
-with the DS2 plan, and the run migrates the stream (verified, journaled in the audit
-ledger). The loop repeats until the sensor holds on a full window with no backlog
-growth, or the time bound passes. Then every process started here is stopped, the
-output is checked against the batch oracle, and a report and a timeline PNG (rates,
-backlog, cores, reconfigurations shaded) are written.
+A stream runs in its own driver; ``dagster-daemon`` runs a code location (a workspace
+file) against a fresh Dagster home (SQLite storage): the stream's scaling sensor sees the
+backlog, requests the trace snapshot and CP summary of the window and a
+``reconfigure_stream_job`` run with the DS2 plan, and the run reconfigures the stream
+(verified, journaled in the audit ledger). The loop repeats until the sensor holds on a
+full window with no backlog growth, or the time bound passes. Then every process started
+here is stopped, the output is checked with the stream definition's oracle (where it has
+one), and a report and a timeline PNG (rates, backlog, cores, reconfigurations shaded)
+are written.
 
 Nothing here decides anything: the sensor and the runs do, exactly as in production.
 This module only starts them, watches the Dagster instance, the metrics store and the
-ledger, and reports.
+ledger, and reports. ``make demo`` runs it on the bundled Nexmark stream
+(:mod:`dagster_reconf.workloads.demo`), ``benchmarks.own_stream`` on a user's file stream.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -35,6 +32,7 @@ from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatu
 from rich.console import Console
 from rich.table import Table
 
+from ..core.definition import load_definition
 from ..core.ledger import AuditLedger, default_ledger_url
 from ..core.metrics import MetricsStore, progress_frame
 from ..core.reconfig import ExecutionPlan
@@ -42,18 +40,13 @@ from ..core.scaling.knobs import known_cores
 from ..core.spec import StreamSpec
 from ..core.supervisor import StreamSupervisor, terminate_process_tree
 from ..core.timeline import timeline_frame, timeline_plot_png
-from .options import GeneratedOptions
-from .oracle import check_stream_output
-from .streams import bundled_spec
 
-__all__ = ["LoopReport", "demo_spec", "run_closed_loop"]
+__all__ = ["LoopReport", "run_closed_loop"]
 
-DEMO_STREAM = "nexmark-q5"
-DEMO_SENSOR = "nexmark_q5_scaling_sensor"
 POLL_S = 3.0
 SETTLED_TICKS = 2  # consecutive sensor holds, on full windows without backlog growth, that count as converged
 DAGSTER_YAML = """\
-# Written by dagster_reconf.workloads.closed_loop for one demo run (SQLite storage under this folder).
+# Written by dagster_reconf.dagster.closed_loop for one closed-loop run (SQLite storage under this folder).
 telemetry:
   enabled: false
 run_queue:
@@ -65,14 +58,6 @@ run_queue:
       limit: 1
 """
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
-
-
-def demo_spec(name: str = DEMO_STREAM) -> StreamSpec:
-    """Q5 on one core at 250 events/s, each event paying 8 ms of simulated I/O: about 2
-    core-seconds of work a second, so it falls behind, and capacity grows with task slots
-    beyond this machine's cores (the work waits rather than computes)."""
-    return bundled_spec(name, "q5", master="local[1]", rate=250, source_partitions=1, state_partitions=2,
-                        trigger_interval_s=2.0, max_per_trigger=750, cost={"mode": "sleep", "micros_per_record": 8000})
 
 
 @dataclass
@@ -188,11 +173,16 @@ def _knobs(plan: dict[str, Any] | None, spec: StreamSpec) -> tuple[Any, Any]:
     return known_cores(applied) or applied.master, applied.state_partitions
 
 
-def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec | None = None, sensor: str = DEMO_SENSOR,
-                    timeout_s: float = 480.0, console: Console | None = None) -> LoopReport:
-    """Run the loop (see the module docstring); every process it starts is stopped before it returns."""
+def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec, sensor: str, timeout_s: float = 480.0,
+                    env: dict[str, str] | None = None, console: Console | None = None) -> LoopReport:
+    """Run the loop (see the module docstring); every process it starts is stopped before it returns.
+
+    Args:
+        spec: the stream to start and watch (its name is the sensor's stream).
+        sensor: the scaling sensor in ``workspace`` to turn on.
+        env: extra environment of the daemon and its runs (what the code location reads).
+    """
     console = console or Console()
-    spec = spec or demo_spec()
     home, workspace, out = home.resolve(), workspace.resolve(), out.resolve()
     if not workspace.exists():
         raise FileNotFoundError(f"workspace {workspace} not found; run from the repository root or pass --workspace")
@@ -205,14 +195,13 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec 
     shutil.rmtree(dagster_home, ignore_errors=True)
     dagster_home.mkdir(parents=True)
     (dagster_home / "dagster.yaml").write_text(DAGSTER_YAML)
-    env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "RECONF_HOME": str(home), "DAGSTER_RECONF_ENV": "local"}
+    env = {**os.environ, **(env or {}), "DAGSTER_HOME": str(dagster_home), "RECONF_HOME": str(home), "DAGSTER_RECONF_ENV": "local"}
     env.pop("RECONF_LEDGER_URL", None)  # the demo's ledger is the embedded SQLite one
     ledger = AuditLedger(default_ledger_url(home))
     started = time.time()
     report = LoopReport(stream=spec.name, converged=False, seconds=0.0, seconds_to_converge=None, dagster_home=str(dagster_home))
 
-    rate = GeneratedOptions.model_validate(spec.options).rate
-    console.rule(f"closed loop: {spec.entrypoint} at {rate:g} events/s on {spec.master}, at most {timeout_s:g} s")
+    console.rule(f"closed loop: {spec.name} ({spec.entrypoint}) on {spec.master}, at most {timeout_s:g} s")
     with console.status("starting the stream's driver..."):
         supervisor.start(spec)
     try:
@@ -231,29 +220,30 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec 
     report.reconfigurations = reconfigurations(ledger, spec, started)
     records, _ = MetricsStore(paths.metrics).read(0)
     frame = progress_frame(records)
-    if len(frame):
-        with console.status("checking the output against the batch oracle..."):
+    oracle = load_definition(spec.entrypoint).oracle
+    if len(frame) and oracle is not None:
+        with console.status("checking the output with the stream's oracle..."):
             final_spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
-            comparison = check_output(home, final_spec)
+            comparison = check_output(oracle, home, final_spec)
         report.lost, report.duplicated = comparison.lost, comparison.duplicated
     out.mkdir(parents=True, exist_ok=True)
     changes = [(r["paused_at"], r["paused_at"] + (r["downtime_s"] or 0.0), f"{r['cores']} cores")
                for r in report.reconfigurations if r.get("paused_at")]
     png = out / "timeline.png"
-    png.write_bytes(timeline_plot_png(timeline_frame(records), changes, f"{spec.name}: closed loop ({rate:g} events/s offered)"))
+    png.write_bytes(timeline_plot_png(timeline_frame(records), changes, f"{spec.name}: closed loop"))
     report.timeline_png = str(png)
     (out / "report.json").write_text(json.dumps(report.as_json(), indent=2, default=str))
     _print_report(report, console)
     return report
 
 
-def check_output(home: Path, spec: StreamSpec) -> Any:
-    """The stopped stream's output against the batch oracle, in a helper SparkSession of this process."""
+def check_output(oracle: Any, home: Path, spec: StreamSpec) -> Any:
+    """The stopped stream's output checked by its definition's oracle, in a helper SparkSession of this process."""
     from ..core.session import helper_session
 
     spark = helper_session("reconf-oracle")
     try:
-        return check_stream_output(spark, home, spec)
+        return oracle(spark, home, spec)
     finally:
         spark.stop()
 
@@ -344,23 +334,3 @@ def _print_report(report: LoopReport, console: Console) -> None:
     for run in report.runs:
         if "error" in run:
             console.print(f"[red]{run['job']} {run['run_id'][:8]} failed:[/red] {run['error']}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dagster_reconf.workloads.closed_loop", description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, default=Path(os.environ.get("RECONF_HOME", ".reconf")), help="runtime home (default .reconf)")
-    parser.add_argument("--workspace", type=Path, default=Path("workspace.yaml"), help="Dagster workspace (default workspace.yaml)")
-    parser.add_argument("--out", type=Path, default=None, help="report and timeline folder (default HOME/closed-loop)")
-    parser.add_argument("--timeout-s", type=float, default=480.0, help="give up converging after this long (default 480)")
-    args = parser.parse_args(argv)
-    if args.timeout_s <= 0:
-        parser.error(f"--timeout-s must be positive, got {args.timeout_s}")
-    out = args.out or args.home / "closed-loop"
-    report = run_closed_loop(args.home, args.workspace, out, timeout_s=args.timeout_s)
-    ok = report.converged and report.lost == 0 and report.duplicated == 0
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop the daemon and the stream
-    sys.exit(main())

@@ -1,0 +1,54 @@
+"""A Dagster code location for the orders stream: start it, watch it, scale it, see its critical path.
+
+``dagster dev -w examples/orders/workspace.yaml`` loads it. Where the orders arrive and where
+the totals go come from the environment (``ORDERS_INPUT``, ``ORDERS_OUTPUT``; default under
+``./orders-data``), the runtime home from ``RECONF_HOME`` (default ``./.reconf``).
+
+* ``stream_control_job``: start the stream (``action: start``) or stop it at a batch boundary.
+* ``trace_snapshots`` / ``cp_summaries``: what the stream's batches spent their time on, per 5-minute window.
+* ``ds2_plans`` / ``stream_configuration``: DS2's plan, applied as a journaled reconfiguration.
+* ``orders_scaling_sensor``: requests those runs when the stream falls behind (stopped by default).
+"""
+
+import os
+from pathlib import Path
+
+from dagster import Definitions
+
+from dagster_reconf import (
+    AuditLedgerResource,
+    StreamRuntimeResource,
+    StreamSpec,
+    build_reconfiguration_failure_sensor,
+    build_scaling_assets,
+    build_scaling_sensor,
+    build_stream_control_job,
+    build_trace_assets,
+)
+
+DATA = Path(os.environ.get("ORDERS_DATA", "orders-data")).resolve()
+
+ORDERS = StreamSpec(
+    name="orders",
+    entrypoint="examples.orders.streams:orders",
+    options={"input_dir": os.environ.get("ORDERS_INPUT", str(DATA / "in")),
+             "output_dir": os.environ.get("ORDERS_OUTPUT", str(DATA / "out")),
+             "sleep_ms_per_order": float(os.environ.get("ORDERS_SLEEP_MS", "0"))},
+    master=os.environ.get("ORDERS_MASTER", "local[1]"),
+    state_partitions=4,
+    trigger_interval_s=float(os.environ.get("ORDERS_TRIGGER_S", "2")),
+    max_per_trigger=int(os.environ.get("ORDERS_MAX_FILES", "6")),  # the file source's maxFilesPerTrigger
+)
+
+traces = build_trace_assets(streams=[ORDERS.name], start="2026-11-01", window_minutes=5)
+scaling = build_scaling_assets(streams=[ORDERS.name], policy="ds2", policy_config={"max_cores": 8})
+
+defs = Definitions(
+    assets=[traces.snapshots, traces.summaries, scaling.plans, scaling.configuration],
+    jobs=[traces.job, scaling.job, build_stream_control_job([ORDERS])],
+    schedules=[traces.schedule],
+    sensors=[build_scaling_sensor(stream=ORDERS.name, scaling=scaling, traces=traces, minimum_interval_seconds=15),
+             build_reconfiguration_failure_sensor(job=scaling.job)],
+    resources={"streams": StreamRuntimeResource(home=os.environ.get("RECONF_HOME", ".reconf")),
+               "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""))},
+)
