@@ -14,7 +14,10 @@ the same files (nothing lost, nothing duplicated).
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,3 +125,20 @@ class OrderWriter:
             tmp.write_text("\n".join(lines) + "\n")
             tmp.rename(self.directory / f"orders-{n:06d}.json")
             self.files += 1
+
+    @contextmanager
+    def keep_writing(self, every_s: float) -> Iterator["OrderWriter"]:
+        """Drop a file every ``every_s`` seconds in the background while the block runs."""
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(every_s):
+                self.write()
+
+        thread = threading.Thread(target=run, name="order-writer", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()

@@ -21,7 +21,6 @@ from dagster_reconf.core.supervisor import StreamSupervisor
 from examples.orders.streams import OrderWriter
 
 from .conftest import wait_until
-from .test_user_streams import Trickle
 
 pytestmark = pytest.mark.spark
 
@@ -69,7 +68,7 @@ def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(home, tmp_path):
     writer.write(2)
     scaling = build_scaling_assets(streams=["behind"], policy_config=POLICY)
     sensor = build_scaling_sensor(stream="behind", scaling=scaling, minimum_interval_seconds=1)
-    with instance_for_test() as instance, Trickle(writer, every_s=0.5):
+    with instance_for_test() as instance, writer.keep_writing(every_s=0.5):
         start(home, spec, instance)
         wait_until(lambda: batches(home, "behind") >= 5, timeout_s=150, what="five batches")
         result = tick(sensor, home, instance)
@@ -91,7 +90,7 @@ def test_a_healthy_file_stream_is_left_alone_with_its_reason(home, tmp_path):
     writer.write(2)
     scaling = build_scaling_assets(streams=["healthy"], policy_config=POLICY)
     sensor = build_scaling_sensor(stream="healthy", scaling=scaling, minimum_interval_seconds=1)
-    with instance_for_test() as instance, Trickle(writer, every_s=4.0):
+    with instance_for_test() as instance, writer.keep_writing(every_s=4.0):
         start(home, spec, instance)
         wait_until(lambda: batches(home, "healthy") >= 5, timeout_s=150, what="five batches")
         result = tick(sensor, home, instance)

@@ -4,7 +4,6 @@ migrated 4 -> 8 -> 3 state partitions and moved to other cores, with output equa
 same files; and a user's bad code, refused with clear errors and no process left behind."""
 
 import json
-import threading
 
 import psutil
 import pytest
@@ -36,27 +35,6 @@ def drivers_under(home) -> list[psutil.Process]:
             if "dagster_reconf.core.driver" in (p.info["cmdline"] or []) and any(str(home) in c for c in p.info["cmdline"])]
 
 
-class Trickle:
-    """Keeps dropping order files while a test pauses and migrates the stream."""
-
-    def __init__(self, writer: OrderWriter, every_s: float) -> None:
-        self.writer, self.every_s = writer, every_s
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.every_s):
-            self.writer.write()
-
-    def __enter__(self) -> "Trickle":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
 @pytest.fixture(name="supervisor")
 def supervisor_fixture(tmp_path):
     supervisor = StreamSupervisor(tmp_path / "home")
@@ -82,7 +60,7 @@ def test_a_file_source_stream_is_paused_migrated_and_moved_without_losing_a_row(
     stream = DriverStream(supervisor, "orders")
     ledger = AuditLedger(default_ledger_url(supervisor.home))
     reconfigurer = Reconfigurer(stream, ledger, observe_timeout_s=20)
-    with Trickle(writer, every_s=1.0):
+    with writer.keep_writing(every_s=1.0):
         wait_until(lambda: committed(supervisor, "orders") >= 2, what="two batches")
         status = supervisor.status("orders")
         assert status["source_kinds"] == "file" and status["backlog_events"] is not None  # the driver lists the files

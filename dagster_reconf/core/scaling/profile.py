@@ -32,6 +32,13 @@ whose plan nodes run Python, in proportion to their waiting time (measured: a
 self-join's Python scans spent 0.7-0.9 ms of CPU per event that the metrics called
 waiting, so at 11 tasks on 2 CPUs they ran 40 % slower than a linear model said).
 
+Which stage reads the source is read from its plan (a ``Scan`` node), not guessed from task
+counts, and how its tasks change with the knobs depends on the source: ``source`` stages
+follow the source-partitions knob where the stream has one (a Python source's partitions,
+Kafka's ``minPartitions``); Spark's file source splits a batch's files by bytes per core,
+so its ``split`` stages follow the cores (at least the tasks measured); other scans keep
+their tasks (``fixed``, e.g. one per Kafka partition).
+
 Some CPU is paid per task, not per event: a Python task's worker round trip, task
 deserialization. One configuration cannot tell the two apart, so a profile charges all
 CPU per event; once the stream has run under two configurations whose tasks per event
@@ -90,13 +97,14 @@ class StreamProfile:
         numbers = {name: ops[name].to_numpy(dtype=np.float64)
                    for name in ("tasks", "cpu_ms_per_event", "wait_ms_per_event", "overhead_ms", "task_cpu_ms")}
         return {**numbers, "source": (ops["kind"] == "source").to_numpy(dtype=bool),
-                "shuffle": (ops["kind"] == "shuffle").to_numpy(dtype=bool)}
+                "shuffle": (ops["kind"] == "shuffle").to_numpy(dtype=bool), "split": (ops["kind"] == "split").to_numpy(dtype=bool)}
 
     def tasks(self, knobs: Knobs) -> np.ndarray:
         """Tasks each operator runs per batch under ``knobs`` (its partitions)."""
         col = self._columns
         return np.where(col["source"], float(knobs.source_partitions or 1),
-                        np.where(col["shuffle"], float(knobs.state_partitions), col["tasks"]))
+                        np.where(col["shuffle"], float(knobs.state_partitions),
+                                 np.where(col["split"], np.maximum(col["tasks"], float(knobs.cores)), col["tasks"])))
 
     def parallelism(self, knobs: Knobs) -> np.ndarray:
         """Tasks of each operator that can run at once under ``knobs``."""
@@ -204,10 +212,12 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     depth = ops.index.to_series().str.extract(r"^j(?P<job>\d+)\.d(?P<depth>\d+):")
     ops["depth"] = depth["depth"].fillna(0).astype(int).to_numpy()
     ops["job"] = depth["job"].fillna(0).astype(int).to_numpy()
-    scans = ops.index.to_series().str.contains(_SCAN_PLAN_NODES).to_numpy()
-    source_knob = knobs.source_partitions is not None
-    ops["kind"] = np.where(scans, "source" if source_knob else "fixed",
-                           np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed"))
+    labels = ops.index.to_series()
+    scans = labels.str.contains(_SCAN_PLAN_NODES).to_numpy()
+    file_scans = labels.str.contains(_FILE_SCAN_PLAN_NODES).to_numpy()
+    ops["kind"] = np.where(scans & (knobs.source_partitions is not None), "source",
+                           np.where(file_scans, "split",
+                                    np.where(scans, "fixed", np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed"))))
     python_ms = _python_cpu_ms_per_event(progress, rows.loc[rows["batch_id"].isin(stage_time.index)])
     if python_ms is not None:
         ops["cpu"] += python_ms * total_events * _python_shares(ops)
@@ -280,6 +290,8 @@ def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProf
 
 _PYTHON_PLAN_NODES = r"Python|InPandas|InArrow"  # MapInArrow, BatchEvalPython, FlatMapGroupsInPandas, ...
 _SCAN_PLAN_NODES = r"Scan"  # MicroBatchScan, Scan json, Scan parquet, KafkaScan...: the stage reads the source
+# Spark's file source ("Scan json", "Scan parquet", ...) splits a batch's files by bytes per core: its tasks follow the cores.
+_FILE_SCAN_PLAN_NODES = r"(?<![A-Za-z])Scan [A-Za-z]"
 
 
 def _of_batches(activities: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:

@@ -202,6 +202,12 @@ def test_profile_from_activities_and_progress():
     assert unknobbed.operators["kind"].tolist() == ["fixed", "shuffle"]
     renamed = acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Project"))
     assert profile_stream(renamed, progress, knobs, warmup_batches=0).operators["kind"].tolist() == ["fixed", "shuffle"]
+    # Spark's file source splits a batch's files by bytes per core: its scan's tasks follow the cores.
+    files = profile_stream(acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Scan json ")), progress,
+                           knobs.model_copy(update={"source_partitions": None}), warmup_batches=0)
+    assert files.operators["kind"].tolist() == ["split", "shuffle"]
+    assert files.tasks(knobs.model_copy(update={"cores": 6})).tolist() == [6.0, 1.0]
+    assert files.tasks(knobs.model_copy(update={"cores": 1})).tolist() == [2.0, 1.0]  # never fewer than measured
 
 
 def _python_scan_activities(batches: int = 4) -> pd.DataFrame:
