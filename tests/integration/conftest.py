@@ -1,9 +1,11 @@
 import time
 from collections.abc import Callable
 
+import psutil
 import pytest
 
 from dagster_reconf.core.session import helper_session
+from dagster_reconf.core.supervisor import StreamSupervisor
 
 
 @pytest.fixture(name="spark", scope="module")
@@ -12,6 +14,27 @@ def spark_fixture():
     spark = helper_session("reconf-tests", shuffle_partitions=2)
     yield spark
     spark.stop()
+
+
+def drivers_under(home) -> list[psutil.Process]:
+    """Live driver processes started for streams under ``home``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "dagster_reconf.core.driver" in cmdline and any(str(home) in part for part in cmdline):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(name="supervisor")
+def supervisor_fixture(tmp_path):
+    """A supervisor over a fresh home; every driver it started is stopped after the test, and none may survive."""
+    supervisor = StreamSupervisor(tmp_path / "home")
+    yield supervisor
+    for row in supervisor.list():
+        if row["driver"] == "running":
+            supervisor.stop(row["name"], timeout_s=60)
+    assert drivers_under(supervisor.home) == []
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float = 120.0, what: str = "condition") -> object:

@@ -11,7 +11,6 @@ from dagster_reconf.core.metrics import MetricsStore
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
@@ -20,15 +19,6 @@ pytestmark = pytest.mark.spark
 
 STREAM = "nexmark-q5"
 POLICY = {"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "allow_state_migration": False}
-
-
-@pytest.fixture(name="supervisor")
-def supervisor_fixture(tmp_path):
-    supervisor = StreamSupervisor(tmp_path / "home")
-    yield supervisor
-    for row in supervisor.list():
-        if row["driver"] == "running":
-            supervisor.stop(row["name"], timeout_s=30)
 
 
 def tick(sensor, instance, supervisor, cursor):

@@ -5,7 +5,6 @@ import json
 from datetime import datetime, timezone
 
 import dagster
-import psutil
 import pytest
 
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
@@ -13,33 +12,12 @@ from dagster_reconf import StreamRuntimeResource, build_trace_assets
 from dagster_reconf.core.cli import main as reconf
 from dagster_reconf.core.control import ControlClient
 from dagster_reconf.core.errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
-from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
 from dagster_reconf.workloads.streams import bundled_spec
 
-from .conftest import wait_until
+from .conftest import drivers_under, wait_until
 
 pytestmark = pytest.mark.spark
-
-
-def drivers_under(home):
-    """Live driver processes started for streams under ``home``."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info["cmdline"] or []
-        if "dagster_reconf.core.driver" in cmdline and any(str(home) in part for part in cmdline):
-            found.append(proc)
-    return found
-
-
-@pytest.fixture(name="supervisor")
-def supervisor_fixture(tmp_path):
-    supervisor = StreamSupervisor(tmp_path / "home")
-    yield supervisor
-    for row in supervisor.list():
-        if row["driver"] == "running":
-            supervisor.stop(row["name"], timeout_s=30)
-    assert drivers_under(supervisor.home) == []
 
 
 def test_driver_lifecycle_with_live_restarts(supervisor, capsys):

@@ -27,15 +27,6 @@ pytestmark = pytest.mark.spark
 POLICY = {"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "scale_down_delay_s": 3600}
 
 
-@pytest.fixture(name="home")
-def home_fixture(tmp_path):
-    supervisor = StreamSupervisor(tmp_path / "home")
-    yield supervisor
-    for row in supervisor.list():
-        if row["driver"] == "running":
-            supervisor.stop(row["name"], timeout_s=60)
-
-
 def start(supervisor: StreamSupervisor, spec: StreamSpec, instance) -> None:
     control = build_stream_control_job([spec])
     result = control.execute_in_process(run_config={"ops": {"control_stream": {"config": {"stream": spec.name}}}},
@@ -59,7 +50,7 @@ def orders(name: str, tmp_path, **fields) -> StreamSpec:
                                **fields.pop("options", {})}, **fields)
 
 
-def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(home, tmp_path):
+def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(supervisor, tmp_path):
     # One core; each order costs 20 ms of simulated enrichment: a file of 50 is a second of work, and one arrives
     # every half second.
     spec = orders("behind", tmp_path, master="local[1]", state_partitions=4, max_per_trigger=3,
@@ -69,9 +60,9 @@ def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(home, tmp_path):
     scaling = build_scaling_assets(streams=["behind"], policy_config=POLICY)
     sensor = build_scaling_sensor(stream="behind", scaling=scaling, minimum_interval_seconds=1)
     with instance_for_test() as instance, writer.keep_writing(every_s=0.5):
-        start(home, spec, instance)
-        wait_until(lambda: batches(home, "behind") >= 5, timeout_s=150, what="five batches")
-        result = tick(sensor, home, instance)
+        start(supervisor, spec, instance)
+        wait_until(lambda: batches(supervisor, "behind") >= 5, timeout_s=150, what="five batches")
+        result = tick(sensor, supervisor, instance)
         assert result.run_requests, result.skip_reason
         (request,) = result.run_requests
         plan = ScalingPlan.parse(json.loads(request.run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
@@ -83,7 +74,7 @@ def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(home, tmp_path):
         assert observation["decision"].value == "scale_up"
 
 
-def test_a_healthy_file_stream_is_left_alone_with_its_reason(home, tmp_path):
+def test_a_healthy_file_stream_is_left_alone_with_its_reason(supervisor, tmp_path):
     # Its batches pay about a second of fixed costs (two state stores committed): a 4 s trigger keeps them a bounded share.
     spec = orders("healthy", tmp_path, master="local[2]", state_partitions=2, trigger_interval_s=4.0)
     writer = OrderWriter(tmp_path / "healthy" / "in")
@@ -91,28 +82,28 @@ def test_a_healthy_file_stream_is_left_alone_with_its_reason(home, tmp_path):
     scaling = build_scaling_assets(streams=["healthy"], policy_config=POLICY)
     sensor = build_scaling_sensor(stream="healthy", scaling=scaling, minimum_interval_seconds=1)
     with instance_for_test() as instance, writer.keep_writing(every_s=4.0):
-        start(home, spec, instance)
-        wait_until(lambda: batches(home, "healthy") >= 5, timeout_s=150, what="five batches")
-        result = tick(sensor, home, instance)
+        start(supervisor, spec, instance)
+        wait_until(lambda: batches(supervisor, "healthy") >= 5, timeout_s=150, what="five batches")
+        result = tick(sensor, supervisor, instance)
         assert not result.run_requests
         message = result.skip_reason.skip_message
         assert message.startswith("healthy: ") and ("in band" in message or "scale-down waits" in message), message
 
 
-def test_an_unknown_backlog_is_said_on_every_tick(home, tmp_path):
+def test_an_unknown_backlog_is_said_on_every_tick(supervisor, tmp_path):
     spec = StreamSpec(name="opaque", entrypoint="tests.user_streams.opaque:ticks", trigger_interval_s=0.5,
                       options={"output_dir": str(tmp_path / "opaque-out")})
     scaling = build_scaling_assets(streams=["opaque"], policy_config=POLICY)
     sensor = build_scaling_sensor(stream="opaque", scaling=scaling, minimum_interval_seconds=1)
     with instance_for_test() as instance:
-        start(home, spec, instance)
-        wait_until(lambda: batches(home, "opaque") >= 5, timeout_s=150, what="five batches")
-        first = tick(sensor, home, instance)
-        before = batches(home, "opaque")
-        wait_until(lambda: batches(home, "opaque") > before, what="another batch")
-        second = tick(sensor, home, instance, first.cursor)
+        start(supervisor, spec, instance)
+        wait_until(lambda: batches(supervisor, "opaque") >= 5, timeout_s=150, what="five batches")
+        first = tick(sensor, supervisor, instance)
+        before = batches(supervisor, "opaque")
+        wait_until(lambda: batches(supervisor, "opaque") > before, what="another batch")
+        second = tick(sensor, supervisor, instance, first.cursor)
     for result in (first, second):
         assert not result.run_requests
         message = result.skip_reason.skip_message
         assert "backlog unknown" in message and "not counters" in message, message
-    assert home.status("opaque")["backlog_unknown"]
+    assert supervisor.status("opaque")["backlog_unknown"]

@@ -5,7 +5,6 @@ same files; and a user's bad code, refused with clear errors and no process left
 
 import json
 
-import psutil
 import pytest
 from dagster import DagsterInstance, instance_for_test
 
@@ -19,30 +18,14 @@ from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor
 from examples.orders.streams import OrderWriter
 
-from .conftest import wait_until
+from .conftest import drivers_under, wait_until
 
 pytestmark = pytest.mark.spark
 
 ORDERS = "examples.orders.streams:orders"
 BROKEN = "tests.user_streams.broken"
-
-
-def drivers_under(home) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"])
-            if "dagster_reconf.core.driver" in (p.info["cmdline"] or []) and any(str(home) in c for c in p.info["cmdline"])]
-
-
-@pytest.fixture(name="supervisor")
-def supervisor_fixture(tmp_path):
-    supervisor = StreamSupervisor(tmp_path / "home")
-    yield supervisor
-    for row in supervisor.list():
-        if row["driver"] == "running":
-            supervisor.stop(row["name"], timeout_s=60)
-    assert drivers_under(supervisor.home) == []
 
 
 def committed(supervisor, name) -> int:
