@@ -21,9 +21,10 @@ pytestmark = pytest.mark.spark
 
 
 def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
-    spec = bundled_spec("life", "q5", rate=3000, source_partitions=1, trigger_interval_s=0.5)
+    # The control endpoint on another loopback address: where a user names a routable one for remote run workers.
+    spec = bundled_spec("life", "q5", rate=3000, source_partitions=1, trigger_interval_s=0.5, control_bind_address="127.0.0.2")
     info = supervisor.start(spec)
-    assert info["status"] == "running" and info["control_port"] > 0
+    assert info["status"] == "running" and info["control_port"] > 0 and info["control_host"] == "127.0.0.2"
     wait_until(lambda: (supervisor.status("life").get("batch_id") or -1) >= 1, what="two batches")
 
     status = supervisor.status("life")
@@ -38,7 +39,9 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
 
     # Wrong token and malformed requests are refused and change nothing.
     with pytest.raises(ControlRequestError, match="wrong token") as err:
-        ControlClient(info["control_port"], "not-the-token").restart({"source_partitions": 2})
+        ControlClient(info["control_port"], "not-the-token", host="127.0.0.2").restart({"source_partitions": 2})
+    with pytest.raises(ControlRequestError, match="unreachable"):  # it listens where the spec says, nowhere else
+        ControlClient(info["control_port"], "not-the-token").status()
     assert err.value.status == 401
     with pytest.raises(ControlRequestError, match=r"source_partitions: Input should be greater than or equal to 1 \(got 0\)"):
         supervisor.restart("life", {"source_partitions": 0})

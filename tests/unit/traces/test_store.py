@@ -211,3 +211,19 @@ def test_a_log_completed_while_being_read_is_read_under_its_final_name(tmp_path,
     expected.add(events())
     assert renamed and report.activities == len(expected.table())
     assert json.loads((tmp_path / "traces" / "state.json").read_text())["logs"].keys() == {"app-1"}
+
+
+def test_activities_of_one_streams_queries_only(tmp_path):
+    """A driver runs the stream's query and the control plane's helpers (replays, probes) under other query ids."""
+    helper = {**JOB, "Job ID": 1, "Stage IDs": [2, 3], "Properties": {"sql.streaming.queryId": "replay", "streaming.sql.batchId": "0"},
+              "Stage Infos": [{**JOB["Stage Infos"][0], "Stage ID": 2}, {**JOB["Stage Infos"][1], "Stage ID": 3, "Parent IDs": [2]}]}
+    logs = tmp_path / "eventlog"
+    logs.mkdir()
+    write(logs / "app-1", [*events(), helper, task(4, 2, 1100), task(5, 3, 1130)])
+    store = TraceStore(tmp_path / "traces")
+    store.ingest(logs)
+    everything = store.activities(0, 10_000)
+    assert set(everything["query_id"].dropna()) == {"q1", "replay"}
+    mine = store.activities(0, 10_000, query_ids=["q1"])
+    assert set(mine["query_id"]) == {"q1"} and set(mine["task_id"]) == {0, 1, 2, 3}
+    assert store.activities(0, 10_000, query_ids=[]).empty
