@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -345,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if os.getcwd() not in sys.path:  # as `python -m` does: a stream definition in the current directory is found
+        sys.path.insert(0, os.getcwd())
     home = (args.home or default_home()).resolve()
     handlers = {"stream": _cmd_stream, "cluster": _cmd_cluster, "reconfigure": _cmd_reconfigure, "audit": _cmd_audit}
     try:

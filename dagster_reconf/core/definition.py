@@ -173,6 +173,11 @@ class StreamDefinition:
         """
         if self.options_model is None:
             return dict(options)
+        known = set(self.options_model.model_fields)
+        unknown = sorted(set(options) - known)
+        if unknown and self.options_model.model_config.get("extra") != "allow":  # a misspelt option is not ignored
+            raise SpecError(f"unknown option(s) {unknown} for stream definition {self.name}; its options: "
+                            f"{', '.join(sorted(known)) or 'none'}")
         try:
             return self.options_model.model_validate(dict(options))
         except ValidationError as exc:
@@ -262,7 +267,7 @@ def check_entrypoint(entrypoint: str) -> None:
         detail = ""
     if found is None:
         raise SpecError(f"entrypoint {entrypoint!r}: no module {module!r} on the import path{detail}; install the package "
-                        "that holds the stream, or run from the directory that contains it")
+                        f"that holds the stream, or run from the directory that contains {module.split('.')[0]!r}")
 
 
 def entrypoint_root(entrypoint: str) -> Path | None:

@@ -58,6 +58,8 @@ def test_options_are_validated_by_the_definition():
         validate_spec(spec(options={}))
     with pytest.raises(SpecError, match=r"options.rows_per_second: Input should be greater than or equal to 1 \(got 0\)"):
         validate_spec(spec(options={"path": "/in", "rows_per_second": 0}))
+    with pytest.raises(SpecError, match=r"unknown option\(s\) \['rows_per_secnd'\] .*its options: path, rows_per_second"):
+        validate_spec(spec(options={"path": "/in", "rows_per_secnd": 5}))
 
 
 def test_code_versions_are_the_definitions():
