@@ -82,8 +82,12 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         assert plan_metadata["plan_hash"].value == plan.plan_hash and "![capacity vs target]" in plan_metadata["plot"].value
         assert Knobs.of(StreamSpec.parse(supervisor.status(STREAM)["spec"])) == plan.target
 
-        after = tick(sensor, instance, supervisor, repeated.cursor)  # the restart starts a new configuration
-        assert not after.run_requests and "metric window not full" in after.skip_reason.skip_message
+        # The restart starts a new configuration: no new plan for it, whether its window is still filling (the usual case)
+        # or already full of batches that the model says the cores in place sustain (a slow observe step lets it fill).
+        after = tick(sensor, instance, supervisor, repeated.cursor)
+        message = after.skip_reason.skip_message
+        assert not after.run_requests and any(
+            reason in message for reason in ("metric window not full", "wanted, but DS2", "catching up", "in band")), message
 
 
 def test_healthy_stream_is_left_alone_with_a_reason(supervisor):

@@ -172,7 +172,10 @@ class TraceNormalizer:
             if kind not in USED_EVENTS:
                 self.skipped[f"event not used: {kind}"] += 1
                 continue
-            getattr(self, "_on_" + kind.removeprefix("SparkListener"))(event)
+            try:
+                getattr(self, "_on_" + kind.removeprefix("SparkListener"))(event)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # JSON, but not what Spark writes
+                self.skipped[f"malformed event: {kind}"] += 1
 
     def _on_ApplicationStart(self, event: dict[str, Any]) -> None:
         self.app_id = event.get("App ID") or self.app_id
@@ -216,7 +219,9 @@ class TraceNormalizer:
 
     def _on_StageSubmitted(self, event: dict[str, Any]) -> None:
         info = event.get("Stage Info") or {}
-        if info.get("Stage ID") is not None and int(info["Stage ID"]) not in self.stages:
+        if info.get("Stage ID") is None:
+            raise KeyError("Stage ID")  # counted as a malformed event
+        if int(info["Stage ID"]) not in self.stages:
             # A stage submitted outside any known job (older logs omit Stage Infos): name it alone.
             job_id = int((event.get("Properties") or {}).get("spark.job.id") or -1)
             self._register_stage(info, job_id, {int(info["Stage ID"]): info})
@@ -225,11 +230,27 @@ class TraceNormalizer:
         self._pending_tasks.append(event)
 
     def add_task_lines(self, lines: list[bytes]) -> None:
-        """Normalize raw ``SparkListenerTaskEnd`` lines (the fast path: parsed by Arrow, derived in numpy)."""
-        if lines:
-            table = pj.read_json(io.BytesIO(b"\n".join(lines)), parse_options=_TASK_PARSE, read_options=_TASK_READ)
-            with gc_paused():
+        """Normalize raw ``SparkListenerTaskEnd`` lines (the fast path: parsed by Arrow, derived in numpy).
+
+        A line Arrow refuses (cut, bit-flipped, not UTF-8, a field of another type) is found by
+        parsing halves of the lines again, and counted as ``corrupt_line``; the others are kept.
+        """
+        tables = self._task_tables(lines)
+        with gc_paused():
+            for table in tables:
                 self._add_tasks(table)
+
+    def _task_tables(self, lines: list[bytes]) -> list[pa.Table]:
+        if not lines:
+            return []
+        try:
+            return [pj.read_json(io.BytesIO(b"\n".join(lines)), parse_options=_TASK_PARSE, read_options=_TASK_READ)]
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if len(lines) == 1:
+                self.skipped["corrupt_line"] += 1
+                return []
+            half = len(lines) // 2
+            return self._task_tables(lines[:half]) + self._task_tables(lines[half:])
 
     def add_table(self, table: pa.Table) -> None:
         """Normalize events parsed by Arrow with :data:`EVENT_SCHEMA` (the fast path for whole logs)."""
@@ -251,6 +272,10 @@ class TraceNormalizer:
         at once (a job's stages are its final stage's ancestors). A job with a stage that
         is not its final stage's ancestor goes through :meth:`_on_JobStart`.
         """
+        malformed = jobs.column("Job ID").null_count
+        if malformed:  # a job start without its id (a damaged line that is still JSON): its stages go unregistered
+            self.skipped["malformed event: SparkListenerJobStart"] += malformed
+            jobs = jobs.filter(pc.is_valid(jobs.column("Job ID")))
         if jobs.num_rows == 0:
             return
         job_ids = jobs.column("Job ID").to_numpy(zero_copy_only=False).astype(np.int64)

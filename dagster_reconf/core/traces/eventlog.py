@@ -18,6 +18,7 @@ the end of a file being written, is left for the next read.
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import queue
@@ -28,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 import cramjam
 import duckdb
@@ -56,6 +57,7 @@ _EVENT_HEAD = b'{"Event":"'  # how Spark starts every line: the type can be read
 _DUCKDB_MAX_LINE = 1 << 28  # DuckDB's default (16 MB) is less than a large query plan's SQL execution event
 _DUCKDB_PART_ROWS = 25_000  # events per part handed on while DuckDB reads the next (about 12k tasks; measured best of 12.5k-100k)
 _LZ4_MAGIC = b"LZ4Block"
+_HEAD_LINES = 10  # lines looked at to tell a (possibly damaged) event log from another file
 _SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 
 
@@ -146,67 +148,132 @@ def log_files(path: Location | str) -> list[Location]:
     raise EventLogError(f"event log {path} does not exist")
 
 
-def _lz4_blocks(raw: BinaryIO) -> Iterator[bytes]:
-    """lz4-java's LZ4BlockOutputStream: magic, token, lengths, checksum, block; repeated."""
+def _lz4_blocks(data: bytes, damage: Counter, complete: bool) -> Iterator[bytes]:
+    """lz4-java's LZ4BlockOutputStream: magic, token, lengths, checksum, block; repeated.
+
+    A block that does not start with the magic or does not decompress is skipped to the next
+    magic and counted in ``damage``; a block cut short at the end is a block still being
+    written (counted only once the file is ``complete``).
+    """
     header = struct.Struct("<8sBiii")
-    while True:
-        head = raw.read(header.size)
-        if len(head) < header.size:
-            return  # end of file or a block still being written
-        magic, token, compressed, length, _checksum = header.unpack(head)
-        if magic != _LZ4_MAGIC:
-            raise EventLogError(f"lz4 event log block does not start with {_LZ4_MAGIC!r}: not Spark's lz4 codec")
-        if compressed == 0 and length == 0:
-            continue  # end-of-stream marker; a rolled-over stream may follow
-        body = raw.read(compressed)
-        if len(body) < compressed:
-            return
-        yield body if token & 0xF0 == 0x10 else lz4.block.decompress(body, uncompressed_size=length)
-
-
-def _snappy_blocks(raw: BinaryIO) -> Iterator[bytes]:
-    """snappy-java's SnappyOutputStream: a 16-byte header, then (big-endian length, raw snappy) blocks."""
-    head = raw.read(16)
-    if len(head) < 16:
-        return
-    if not head.startswith(_SNAPPY_MAGIC):
-        raise EventLogError("snappy event log does not start with snappy-java's stream header: not Spark's snappy codec")
-    while True:
-        size = raw.read(4)
-        if len(size) < 4:
-            return
-        (compressed,) = struct.unpack(">i", size)
-        body = raw.read(compressed)
-        if len(body) < compressed:
-            return
-        yield bytes(cramjam.snappy.decompress_raw(body))
-
-
-def _zstd_blocks(raw: BinaryIO) -> Iterator[bytes]:
-    reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-    while True:
+    if len(data) >= len(_LZ4_MAGIC) and data.find(_LZ4_MAGIC) < 0:
+        raise EventLogError("lz4 event log has no block starting with lz4-java's magic: not Spark's lz4 codec")
+    position = 0
+    while position + header.size <= len(data):
+        magic, token, compressed, length, _checksum = header.unpack_from(data, position)
+        body_start = position + header.size
+        if magic == _LZ4_MAGIC and compressed == 0 and length == 0:
+            position = body_start  # end-of-stream marker; a rolled-over stream may follow
+            continue
+        if magic == _LZ4_MAGIC and 0 <= compressed and body_start + compressed > len(data) and length >= 0:
+            break  # a block still being written (or cut off)
         try:
-            chunk = reader.read(_CHUNK)
-        except zstandard.ZstdError:
-            return  # an incomplete frame at the end of a file being written
-        if not chunk:
+            if magic != _LZ4_MAGIC or compressed < 0 or length < 0:
+                raise ValueError("not an lz4-java block")
+            body = data[body_start : body_start + compressed]
+            block = body if token & 0xF0 == 0x10 else lz4.block.decompress(body, uncompressed_size=length)
+        except (ValueError, lz4.block.LZ4BlockError):
+            following = data.find(_LZ4_MAGIC, position + 1)
+            _count_damage(damage, (following if following >= 0 else len(data)) - position)
+            if following < 0:
+                return
+            position = following
+            continue
+        yield block
+        position = body_start + compressed
+    if complete and position < len(data):
+        _count_damage(damage, len(data) - position, "truncated compressed block")
+
+
+def _snappy_blocks(data: bytes, damage: Counter, complete: bool) -> Iterator[bytes]:
+    """snappy-java's SnappyOutputStream: a 16-byte header, then (big-endian length, raw snappy) blocks.
+
+    Its blocks carry no marker to find the next one by, so a block that does not decompress
+    ends the read there; what follows is counted in ``damage``.
+    """
+    if len(data) < 16:
+        return
+    if not data.startswith(_SNAPPY_MAGIC):
+        raise EventLogError("snappy event log does not start with snappy-java's stream header: not Spark's snappy codec")
+    position = 16
+    while position + 4 <= len(data):
+        (compressed,) = struct.unpack_from(">i", data, position)
+        if compressed >= 0 and position + 4 + compressed > len(data):
+            break  # a block still being written (or cut off)
+        try:
+            if compressed < 0:
+                raise cramjam.DecompressionError("negative block length")
+            block = bytes(cramjam.snappy.decompress_raw(data[position + 4 : position + 4 + compressed]))
+        except cramjam.DecompressionError:
+            _count_damage(damage, len(data) - position)
             return
+        yield block
+        position += 4 + compressed
+    if complete and position < len(data):
+        _count_damage(damage, len(data) - position, "truncated compressed block")
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_blocks(data: bytes, damage: Counter, complete: bool) -> Iterator[bytes]:
+    """The content of a zstd stream (one frame or many). Read in one go where it is sound; where a frame is damaged,
+    frame by frame, skipping a damaged one to the next frame's magic number and counting it in ``damage``. The last
+    frame may be incomplete (a file being written): what it holds so far is returned."""
+    if len(data) >= len(_ZSTD_MAGIC) and data.find(_ZSTD_MAGIC) < 0:
+        raise EventLogError("zstd event log has no zstd frame: not a zstd file")
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    chunks = []
+    try:
+        while chunk := reader.read(_CHUNK):
+            chunks.append(chunk)
+        yield from chunks
+        return
+    except zstandard.ZstdError:
+        pass  # a damaged frame, or an incomplete one at the end: frame by frame
+    position = 0
+    while position < len(data):
+        decompressor = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            chunk = decompressor.decompress(memoryview(data)[position:])
+        except zstandard.ZstdError:
+            following = data.find(_ZSTD_MAGIC, position + 1)
+            if following < 0:
+                if complete:
+                    _count_damage(damage, len(data) - position)
+                return
+            _count_damage(damage, following - position)
+            position = following
+            continue
         yield chunk
+        if not decompressor.eof:
+            if complete:
+                _count_damage(damage, len(decompressor.unused_data), "truncated compressed block")
+            return
+        position = len(data) - len(decompressor.unused_data)
 
 
-def decompressed(path: Location) -> bytes:
-    """The decompressed bytes of one event log file, as far as they are complete."""
+def _count_damage(damage: Counter, size: int, reason: str = "damaged compressed block") -> None:
+    damage[reason] += 1
+    damage[f"{reason} bytes"] += size
+
+
+def decompressed(path: Location, damage: Counter | None = None, complete: bool = False) -> bytes:
+    """The decompressed bytes of one event log file, as far as they can be read.
+
+    Damaged compressed blocks are skipped where the codec allows finding the next one, and
+    counted in ``damage``; an incomplete block at the end of a file being written is left for
+    the next read (and counted as truncated once the file is ``complete``).
+    """
     codec = _codec(path)
     with path.open("rb") as raw:
-        if codec is None:
-            return raw.read()
-        if codec == "zstd":
-            return b"".join(_zstd_blocks(raw))
-        if codec == "lz4":
-            return b"".join(_lz4_blocks(raw))
-        if codec == "snappy":
-            return b"".join(_snappy_blocks(raw))
-    raise EventLogError(f"event log {path.name}: codec {codec!r} is not supported; use zstd, lz4 or snappy")
+        data = raw.read()
+    if codec is None:
+        return data
+    blocks = {"zstd": _zstd_blocks, "lz4": _lz4_blocks, "snappy": _snappy_blocks}.get(codec)
+    if blocks is None:
+        raise EventLogError(f"event log {path.name}: codec {codec!r} is not supported; use zstd, lz4 or snappy")
+    return b"".join(blocks(data, Counter() if damage is None else damage, complete))
 
 
 def _completed(files: list[Location], index: int, rolling: bool) -> bool:
@@ -226,15 +293,16 @@ def _completed(files: list[Location], index: int, rolling: bool) -> bool:
 
 
 def _head(path: Location) -> bytes:
-    """The first decompressed block of a file (its first lines), without reading the rest."""
+    """The first decompressed block of a file (its first lines), without decompressing the rest."""
     codec = _codec(path)
     with path.open("rb") as raw:
-        if codec is None:
-            return raw.read(_CHUNK)
-        blocks = {"zstd": _zstd_blocks, "lz4": _lz4_blocks, "snappy": _snappy_blocks}.get(codec)
-        if blocks is None:
-            raise EventLogError(f"event log {path.name}: codec {codec!r} is not supported; use zstd, lz4 or snappy")
-        return next(blocks(raw), b"")
+        data = raw.read(_CHUNK if codec is None else 4 * _CHUNK)
+    if codec is None:
+        return data
+    blocks = {"zstd": _zstd_blocks, "lz4": _lz4_blocks, "snappy": _snappy_blocks}.get(codec)
+    if blocks is None:
+        raise EventLogError(f"event log {path.name}: codec {codec!r} is not supported; use zstd, lz4 or snappy")
+    return next(iter(blocks(data, Counter(), False)), b"")
 
 
 def read_events(
@@ -359,7 +427,9 @@ def read_event_table(
         if read_by_duckdb:
             position = LogCursor(file.name, 0, complete=True)
             continue
-        data = decompressed(file)
+        damage: Counter = Counter()
+        data = decompressed(file, damage, complete)
+        skipped.update(damage if complete else {})  # counted once: on the read that finishes the file
         end = data.rfind(b"\n") + 1
         if end > offset:
             try:
@@ -371,7 +441,11 @@ def read_event_table(
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 return None
             take(table)
-        position = LogCursor(file.name, max(end, offset), complete=complete and max(end, offset) == len(data))
+        consumed = max(end, offset)
+        if complete and data[consumed:].strip():  # a finished file whose last line never got its newline: damaged
+            skipped["truncated last line"] += 1
+            consumed = len(data)
+        position = LogCursor(file.name, consumed, complete=complete and consumed == len(data))
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     return TableReadResult(table, position, dict(skipped), rows)
 
@@ -507,7 +581,11 @@ def _read_files(
     position = cursor
     for index in range(start + cursor.complete, len(files)):
         file = files[index]
-        data = decompressed(file)
+        complete = _completed(files, index, rolling)
+        damage: Counter = Counter()
+        data = decompressed(file, damage, complete)
+        for reason, count in (damage if complete else {}).items():  # counted once: on the read that finishes the file
+            skipped[reason] = skipped.get(reason, 0) + count
         offset = cursor.offset if index == start and cursor.file is not None else 0
         if index == 0 and offset == 0:
             _check_is_event_log(file, data)
@@ -551,20 +629,29 @@ def _read_files(
                 events.append(event)
             if max_events is not None and len(events) + len(raw_lines) >= max_events:
                 return ReadResult(events, LogCursor(file.name, offset), skipped, raw_lines)
-        position = LogCursor(file.name, offset, complete=offset == len(data) and _completed(files, index, rolling))
+        if complete and data[offset:].strip():  # a finished file whose last line never got its newline: damaged
+            skipped["truncated last line"] = skipped.get("truncated last line", 0) + 1
+            offset = len(data)
+        position = LogCursor(file.name, offset, complete=offset == len(data) and complete)
     return ReadResult(events, position, skipped, raw_lines)
 
 
 def _check_is_event_log(file: Location, data: bytes) -> None:
-    first = data[: data.find(b"\n")].strip()
-    if not first:
-        return  # nothing written yet
-    try:
-        event = json.loads(first)
-    except json.JSONDecodeError:
-        raise EventLogError(
-            f"{file} is not a Spark event log: its first line is not JSON ({first[:60]!r}); "
-            "is the codec suffix right?"
-        ) from None
-    if not isinstance(event, dict) or not str(event.get("Event", "")).startswith("SparkListener"):
-        raise EventLogError(f"{file} is not a Spark event log: its first line is {first[:80]!r}")
+    """Refuse a file that is not a Spark event log: none of its first complete lines is a Spark listener event.
+
+    A damaged first line alone does not make a log something else: any of the first
+    :data:`_HEAD_LINES` will do. A file with no complete line yet is not judged.
+    """
+    head = data[:_CHUNK]
+    lines = [line.strip() for line in head[: head.rfind(b"\n") + 1].split(b"\n")[:_HEAD_LINES] if line.strip()]
+    if not lines:
+        return
+    for line in lines:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict) and str(event.get("Event", "")).startswith("SparkListener"):
+            return
+    raise EventLogError(f"{file} is not a Spark event log: none of its first {len(lines)} lines is a Spark listener event "
+                        f"(the first: {lines[0][:80]!r}); is the codec suffix right?")

@@ -141,9 +141,13 @@ class TraceStore:
             before = Counter(normalizer.skipped)
             try:
                 rows, normalizer, result = normalize_log(log, cursor, normalizer, max_events)
-            except (FileNotFoundError, EventLogError):
+            except (FileNotFoundError, EventLogError) as exc:
                 # Spark completed the application while we read: its log now has its final name.
                 if (completed := _current_name(log)) is None or completed == log:
+                    if isinstance(exc, EventLogError):  # a file among the logs that is none: said, and the rest read
+                        report.skipped[f"not an event log: {log.name}"] += 1
+                        report.total_skipped[f"not an event log: {log.name}"] += 1
+                        continue
                     raise
                 normalizer = _resumed_normalizer(entry)  # the failed read may have fed the first one
                 rows, normalizer, result = normalize_log(completed, cursor, normalizer, max_events)

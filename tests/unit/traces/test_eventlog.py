@@ -112,8 +112,8 @@ def test_corrupt_lines_are_counted_not_returned(tmp_path):
 @pytest.mark.parametrize(
     "content,match",
     [
-        (b"hello world\n", r"is not a Spark event log: its first line is not JSON"),
-        (b'{"name": "x"}\n', r"is not a Spark event log: its first line is"),
+        (b"hello world\n", r"is not a Spark event log: none of its first 1 lines is a Spark listener event"),
+        (b'{"name": "x"}\n' * 20, r"is not a Spark event log: none of its first 10 lines .*\(the first: b'\{\"name\": \"x\"\}'\)"),
     ],
 )
 def test_not_an_event_log_is_refused(tmp_path, content, match):
