@@ -244,7 +244,9 @@ class TraceNormalizer:
         if not lines:
             return []
         try:
-            return [pj.read_json(io.BytesIO(b"\n".join(lines)), parse_options=_TASK_PARSE, read_options=_TASK_READ)]
+            table = pj.read_json(io.BytesIO(b"\n".join(lines)), parse_options=_TASK_PARSE, read_options=_TASK_READ)
+            table.validate(full=True)  # Arrow's JSON reader lets invalid UTF-8 through inside strings
+            return [table]
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             if len(lines) == 1:
                 self.skipped["corrupt_line"] += 1

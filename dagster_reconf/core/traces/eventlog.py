@@ -438,6 +438,7 @@ def read_event_table(
                     parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
                     read_options=pj.ReadOptions(block_size=_ARROW_BLOCK),
                 )
+                table.validate(full=True)  # Arrow's JSON reader lets invalid UTF-8 through inside strings
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 return None
             take(table)
@@ -462,7 +463,7 @@ def _used_rows(table: pa.Table, used: frozenset[str], skipped: Counter) -> pa.Ta
     return table.filter(pc.is_in(kinds, value_set=pa.array(sorted(used))))
 
 
-_REFUSED = (duckdb.Error, pa.ArrowInvalid, pa.ArrowTypeError)
+_REFUSED = (duckdb.Error, pa.ArrowInvalid, pa.ArrowTypeError, OSError)  # OSError: what Arrow makes of a DuckDB error mid-stream
 _END = object()
 
 
@@ -607,7 +608,10 @@ def _read_files(
                         return ReadResult(events, LogCursor(file.name, offset), skipped, raw_lines)
                     continue
                 if wanted is not None and name not in wanted:
-                    key = "event not used: " + name.decode()
+                    try:
+                        key = "event not used: " + name.decode()
+                    except UnicodeDecodeError:  # a damaged event type
+                        key = "corrupt_line"
                     skipped[key] = skipped.get(key, 0) + 1
                     continue
             try:
