@@ -1,6 +1,7 @@
 """``reconf``: start, watch, change and stop managed streams and a local Spark cluster.
 
     reconf stream start NAME --entrypoint my_pkg.streams:orders [--option key=value ...] [--watch 30]
+    reconf stream attach NAME --event-logs s3://bucket/spark-events [--query orders] [--application A]
     reconf stream status NAME [--json]
     reconf stream watch NAME [--seconds 30]
     reconf stream restart NAME --set trigger_interval_s=2 --set options.rate=3000
@@ -150,6 +151,18 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
                       f"Spark app {info.get('app_id')}, UI {info.get('spark_ui')}")
         if args.watch:
             watch(MetricsStore(supervisor.paths(spec.name).metrics), spec.name, args.watch)
+    elif args.action == "attach":
+        from .attach import AttachSpec, attach
+
+        spec = AttachSpec.parse({"name": args.name, "event_logs": args.event_logs, "application": args.application,
+                                 "query": args.query, "checkpoint": args.checkpoint, "trigger_interval_s": args.trigger_interval_s})
+        with console.status(f"reading the event logs at {spec.event_logs}..."):
+            found = attach(home, spec)
+        console.print(f"stream [bold]{spec.name}[/] attached (observed only): query {found['query_name']!r}, "
+                      f"{found['progress']} batches in {len(found['applications'])} application(s)", highlight=False)
+        if found["ignored_queries"]:
+            console.print(f"other queries in these logs, not this stream: {', '.join(found['ignored_queries'])} "
+                          "(attach each under its own name with --query)", highlight=False)
     elif args.action == "status":
         status = supervisor.status(args.name)
         if args.json:
@@ -300,6 +313,14 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other spec field (options.KEY, "
                                                                           "knob_options.KNOB, spark_conf.KEY too)")
     start.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="show live progress after starting")
+    attach_cmd = stream.add_parser("attach", help="observe a stream from its event logs (recommend-only)")
+    attach_cmd.add_argument("name")
+    attach_cmd.add_argument("--event-logs", required=True, help="the application's spark.eventLog.dir: a local path or "
+                                                                 "a URL (s3://, gs://, abfs://, hdfs://, file://)")
+    attach_cmd.add_argument("--query", help="the query's name or id (where the applications run several)")
+    attach_cmd.add_argument("--application", help="only applications with this name or id")
+    attach_cmd.add_argument("--checkpoint", help="the query's checkpoint location (for its state partitions)")
+    attach_cmd.add_argument("--trigger-interval-s", type=float, help="the query's trigger (default: inferred)")
     for action in ("status", "watch", "restart", "stop"):
         sub = stream.add_parser(action, help=f"{action} a stream")
         sub.add_argument("name")

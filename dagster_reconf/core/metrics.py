@@ -150,10 +150,12 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         "batch_id": int(progress.get("batchId", -1)),
         "query_id": progress.get("id"),
         "timestamp": pd.Timestamp(progress.get("timestamp")) if progress.get("timestamp") else pd.NaT,
-        "num_input_rows": int(progress.get("numInputRows", 0)),
+        # An event log's progress leaves out the totals its sources carry (the listener's has both).
+        "num_input_rows": int(progress.get("numInputRows", sum(int(e.get("numInputRows") or 0) for e in entries))),
         "events": sum(f.events for f in figures),
-        "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
-        "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
+        "input_rows_per_second": float(progress.get("inputRowsPerSecond", sum(_rate(e, "inputRowsPerSecond") for e in entries))),
+        "processed_rows_per_second": float(progress.get("processedRowsPerSecond",
+                                                         sum(_rate(e, "processedRowsPerSecond") for e in entries))),
         "batch_duration_ms": int(durations.get("triggerExecution", 0)),
         "add_batch_ms": int(durations.get("addBatch", 0)),
         "end_offset": end,
@@ -168,6 +170,14 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
     for op in progress.get("stateOperators") or []:
         row[f"state_rows.{op.get('operatorName', 'operator')}"] = int(op.get("numRowsTotal", 0))
     return row
+
+
+def _rate(source: dict[str, Any], key: str) -> float:
+    value = source.get(key)
+    try:
+        return float(value) if value is not None else 0.0
+    except (TypeError, ValueError):  # Spark writes NaN as a string where no time passed
+        return 0.0
 
 
 def record_row(record: dict[str, Any]) -> dict[str, Any]:

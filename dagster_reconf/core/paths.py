@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .storage import Location, location
+from .storage import Location, location, location_of
 
 __all__ = ["StreamPaths", "default_home"]
 
@@ -45,6 +45,16 @@ class StreamPaths:
         tmp = self.spec.with_suffix(".json.tmp")
         tmp.write_text(spec_json)
         os.replace(tmp, self.spec)
+
+    @property
+    def attached(self) -> Path:
+        """An attached stream's event-log location and filter (absent: a managed stream)."""
+        return self.root / "attached.json"
+
+    @property
+    def cursors(self) -> Path:
+        """How far an attached stream's event logs have been read, per application log."""
+        return self.root / "attached-cursors.json"
 
     @property
     def token(self) -> Path:
@@ -144,7 +154,9 @@ class StreamPaths:
 
     @property
     def event_log(self) -> Location:
-        """Where the stream's drivers write Spark event logs."""
+        """Where the stream's drivers write Spark event logs (an attached stream's: where its application writes them)."""
+        if self.attached.is_file():
+            return location_of(json.loads(self.attached.read_text())["event_logs"])
         return self.data_root_for(self.storage) / "eventlog"
 
     @property
@@ -159,8 +171,9 @@ class StreamPaths:
 
     @classmethod
     def all(cls, home: Path) -> list["StreamPaths"]:
-        """Every stream that has a spec under ``home``, by name."""
+        """Every stream under ``home`` (managed: a spec; attached: an event-log location), by name."""
         streams = home / "streams"
         if not streams.is_dir():
             return []
-        return [cls(home, p.name) for p in sorted(streams.iterdir()) if (p / "spec.json").is_file()]
+        return [cls(home, p.name) for p in sorted(streams.iterdir())
+                if (p / "spec.json").is_file() or (p / "attached.json").is_file()]

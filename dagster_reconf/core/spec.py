@@ -54,7 +54,8 @@ class StreamSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Stream name: lowercase letters, digits, - and _.")
-    entrypoint: str = Field(..., min_length=3, description="The stream definition's import path, 'package.module:function'.")
+    entrypoint: str | None = Field(..., description="The stream definition's import path, 'package.module:function'; None for "
+                                   "an attached stream (observed from its event logs, never started here).")
     code_version: str = Field("1", min_length=1, max_length=64, description="Version of the logic the definition builds.")
     options: dict[str, Any] = Field(default_factory=dict, description="The workload's own options (validated by its definition).")
     master: str = Field("local[2]", description="Spark master URL.")
@@ -95,8 +96,8 @@ class StreamSpec(BaseModel):
 
     @field_validator("entrypoint")
     @classmethod
-    def _import_path(cls, value: str) -> str:
-        if not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$", value):
+    def _import_path(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$", value):
             raise ValueError(f"entrypoint {value!r} is not an import path; use 'package.module:function'")
         return value
 
@@ -210,6 +211,9 @@ def validate_spec(spec: StreamSpec, definition: StreamDefinition | None = None) 
         SpecError: an invalid option, an unknown code version, or a knob set that no source option takes.
         StreamStartError: the user's module raised while it was imported.
     """
+    if spec.entrypoint is None:
+        raise SpecError(f"stream {spec.name!r} is attached: dagster-reconf observes it from its event logs and recommends "
+                        "plans for it, but has no definition to run; start and change it where it runs")
     definition = definition or load_definition(spec.entrypoint)
     definition.parse_options(spec.options)
     definition.check_code_version(spec.code_version)

@@ -132,6 +132,10 @@ class StreamSupervisor:
     def require(self, name: str) -> StreamPaths:
         """The stream's paths; StreamNotFoundError (naming the known streams) if there is no such stream."""
         paths = self.paths(name)
+        if paths.attached.is_file() and not paths.spec.is_file():  # attached, no query of it seen yet
+            from .attach import AttachedReader
+
+            AttachedReader(paths).refresh()
         if not paths.spec.is_file():
             known = ", ".join(p.name for p in StreamPaths.all(self.home)) or "none"
             raise StreamNotFoundError(f"no stream named {name!r} under {self.home}; known streams: {known}")
@@ -168,14 +172,14 @@ class StreamSupervisor:
         """Every stream under the home with its entrypoint, master and whether its driver runs."""
         rows = []
         for paths in StreamPaths.all(self.home):
-            spec = json.loads(paths.spec.read_text())
+            spec = json.loads(paths.spec.read_text()) if paths.spec.is_file() else {}  # attached, no query seen yet
             info = self.driver_info(paths.name)
             rows.append(
                 {
                     "name": paths.name,
-                    "entrypoint": spec.get("entrypoint"),
+                    "entrypoint": spec.get("entrypoint") or f"attached: {paths.event_log}",
                     "master": spec.get("master"),
-                    "driver": "running" if info else "not running",
+                    "driver": "running" if info else ("attached" if paths.attached.is_file() else "not running"),
                     "status": info.get("status") if info else None,
                     "pid": info.get("pid") if info else None,
                     "control_port": info.get("control_port") if info else None,
@@ -254,15 +258,21 @@ class StreamSupervisor:
             return {}
 
     def status(self, name: str) -> dict[str, Any]:
-        """Live status from the driver, or the last recorded figures if it is not running."""
+        """Live status from the driver, or the last recorded figures if it is not running (an attached stream's read
+        from its event logs first)."""
         paths = self.require(name)
         if self.driver_info(name) is not None:
             return self.client(name).status()
+        attached = paths.attached.is_file()
+        if attached:
+            from .attach import AttachedReader
+
+            AttachedReader(paths).refresh()
         spec = json.loads(paths.spec.read_text())
         return {
             "name": name,
             "entrypoint": spec.get("entrypoint"),
-            "state": "not running",
+            "state": "attached" if attached else "not running",
             "master": spec.get("master"),
             **status_figures(MetricsStore(paths.metrics).last_progress()),
             "spec": spec,

@@ -66,6 +66,20 @@ class StreamRuntimeResource(ConfigurableResource):
         """The stream's trace store (incrementally ingested activities)."""
         return TraceStore(StreamPaths(self.home_path, stream).traces)
 
+    def attached(self, stream: str) -> bool:
+        """Whether ``stream`` is attached: observed from its event logs, never run or reconfigured here."""
+        return StreamPaths(self.home_path, stream).attached.is_file()
+
+    def refresh(self, stream: str) -> dict[str, Any]:
+        """Read what is new in an attached stream's event logs into its metrics store (nothing for a managed stream,
+        whose driver records its own)."""
+        paths = StreamPaths(self.home_path, stream)
+        if not paths.attached.is_file():
+            return {}
+        from ..core.attach import AttachedReader
+
+        return AttachedReader(paths).refresh()
+
     def query_ids(self, stream: str) -> list[str] | None:
         """The query ids the stream ran under (its activities in the trace store); None before it first ran."""
         return StreamPaths(self.home_path, stream).query_ids or None

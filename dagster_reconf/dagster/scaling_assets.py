@@ -73,6 +73,7 @@ class ScalingAssets:
 
 def current_window(streams: StreamRuntimeResource, stream: str) -> ConfigurationWindow:
     """The stream's configuration and recent batches, from the recent part of its metrics store."""
+    streams.refresh(stream)  # an attached stream's progress comes from its event logs
     store = streams.metrics(stream)
     records, _ = store.read(store.tail_offset(RECENT_METRICS_BYTES))
     window = ConfigurationWindow().update(records)
@@ -151,7 +152,7 @@ def build_scaling_assets(
             decision = decide(POLICIES[policy](settings), current_window(streams, stream), time.time(),
                               ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream)))
             plan, reason, observation = decision.plan, decision.reason, decision.observation.as_dict()
-            recommend_only = decision.recommend_only
+            recommend_only = decision.recommend_only or streams.attached(stream)  # attached: nothing to apply it to
         context.log.info(f"{stream}: {reason}")
         value = {"plan": plan.model_dump() if plan else None, "reason": reason, "recommend_only": recommend_only}
         return Output(value, metadata=_plan_metadata(plan, reason, observation))

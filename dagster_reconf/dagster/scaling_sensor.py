@@ -119,6 +119,9 @@ def build_scaling_sensor(
     )
     def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource) -> SensorResult:
         cursor = ScalingCursor.parse(context.cursor, context)
+        attached = streams.attached(stream)
+        if attached:
+            streams.refresh(stream)  # its progress comes from its event logs: only what is new is read
         store = streams.metrics(stream)
         offset = cursor.offset if cursor.offset is not None and cursor.offset <= store.size() else store.tail_offset(RECENT_METRICS_BYTES)
         records, offset = store.read(offset)
@@ -128,7 +131,7 @@ def build_scaling_sensor(
         def skip(reason: str, events: list[AssetObservation] | None = None) -> SensorResult:
             return SensorResult(skip_reason=SkipReason(f"{stream}: {reason}"), asset_events=events or [], cursor=nxt.serialize())
 
-        if streams.supervisor().driver_info(stream) is None:
+        if not attached and streams.supervisor().driver_info(stream) is None:
             return skip("not running (no driver)")
         busy = context.instance.get_runs(RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1)
         if busy:
@@ -142,6 +145,8 @@ def build_scaling_sensor(
         observation = AssetObservation(asset_key=key, partition=stream, metadata={
             **{k: round(v, 3) for k, v in decision.observation.as_dict().items()}, "decision": decision.action, "reason": decision.reason})
         plan = decision.plan
+        if attached and plan is not None:
+            return skip(decision.reason + " (attached: recommended on ds2_plans, never applied here)", [observation])
         if not decision.requests_run or plan is None:
             suffix = " (recommend-only: no run)" if decision.recommend_only and plan else ""
             return skip(decision.reason + suffix, [observation])

@@ -108,3 +108,12 @@ def test_status_figures_project_one_batch():
     assert figures["batch_id"] == 7 and figures["backlog_events"] == 4500
     assert figures["state_rows"] == {"stateStoreSave": 1234}
     assert status_figures(None)["batch_id"] is None and status_figures(None)["state_rows"] == {}
+
+
+def test_an_event_logs_progress_gives_its_totals_through_its_sources():
+    """Spark's event log writes a progress without numInputRows and the rates at the top: its sources carry them."""
+    logged = {k: v for k, v in PROGRESS.items() if k not in ("numInputRows", "inputRowsPerSecond", "processedRowsPerSecond")}
+    logged["sources"] = [{**PROGRESS["sources"][0], "numInputRows": 3000, "inputRowsPerSecond": 2999.5,
+                          "processedRowsPerSecond": "NaN"}]
+    row = progress_row(logged)
+    assert row["num_input_rows"] == 3000 and row["input_rows_per_second"] == 2999.5

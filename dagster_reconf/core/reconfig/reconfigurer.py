@@ -192,6 +192,11 @@ class Reconfigurer:
             ReconfigurationRefused: the plan is invalid for the stream, or another plan holds the stream.
         """
         stream = self.stream.name
+        if self.stream.paths.attached.is_file():
+            self._refuse_early(stream, [
+                f"stream {stream!r} is attached: dagster-reconf reads it from its event logs at {self.stream.paths.event_log} "
+                "and recommends plans (ds2_plans), but does not run it, so it cannot apply one; change the settings "
+                "where the job is deployed"], trigger)
         try:
             plan = target if isinstance(target, ExecutionPlan) else ExecutionPlan.parse(target)
             if plan.stream != stream:

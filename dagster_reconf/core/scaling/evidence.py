@@ -45,7 +45,9 @@ class ConfigurationWindow:
     def update(self, records: Iterable[dict[str, Any]], keep: int = KEPT_ROWS) -> "ConfigurationWindow":
         """Fold new metrics-store records in (in order)."""
         for record in records:
-            if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
+            if record.get("kind") == "lifecycle" and record.get("event") == "settings" and record.get("spec"):
+                self.spec = record["spec"]  # the same configuration, better known (an attached stream's trigger)
+            elif record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
                 if self.spec and self.rows:
                     self.previous = {"spec": self.spec, "started_at": self.started_at, "rows": self.rows[-keep:]}
                 self.spec = record["spec"]

@@ -1,0 +1,177 @@
+"""Attached streams: Spark applications the control plane never started, observed from the event logs they write.
+
+Applications run here as any team's own would (a SparkSession, its queries, an event log directory), then
+get attached: two queries in one application, a driver restarted (a second application in the same
+directory), a query that stops, an application still running, and the same logs read from an fsspec URL.
+Each query is its own stream; its traces, CP and DS2 plans come from the logs, and applying a plan is refused.
+"""
+
+import json
+import shutil
+import time
+
+import fsspec
+import pytest
+from dagster import AssetKey, MultiPartitionKey, build_sensor_context, instance_for_test, materialize
+
+from dagster_reconf import (
+    AuditLedgerResource,
+    StreamRuntimeResource,
+    build_scaling_assets,
+    build_scaling_sensor,
+    build_trace_assets,
+)
+from dagster_reconf.core.attach import AttachSpec, attach
+from dagster_reconf.core.cli import main as reconf
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.metrics import MetricsStore, progress_frame
+from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
+from dagster_reconf.core.session import build_spark_session
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def application(name: str, event_logs, partitions: int = 3):
+    """A team's own SparkSession, writing its event log where they keep them."""
+    spec = StreamSpec(name=name, entrypoint=None, master="local[2]", state_partitions=partitions)
+    return build_spark_session(spec, event_logs)
+
+
+def counts(spark, name: str, checkpoint, rows_per_second: int = 200, trigger: str = "500 milliseconds"):
+    """A stateful query of the team's: counts per key of the rate source."""
+    rows = spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
+    return (rows.selectExpr("value % 7 AS key").groupBy("key").count().writeStream.queryName(name).outputMode("update")
+            .format("noop").option("checkpointLocation", str(checkpoint)).trigger(processingTime=trigger).start())
+
+
+def batches(query, n: int) -> None:
+    wait_until(lambda: len(query.recentProgress) >= n and query.recentProgress[-1]["numInputRows"] > 0, what=f"{n} batches")
+
+
+@pytest.fixture(name="logs", scope="module")
+def logs_fixture(tmp_path_factory):
+    """Two directories of event logs: one application running queries alpha and beta (alpha stops first), and
+    query gamma run by two applications one after the other (a driver restart), the second still running."""
+    base = tmp_path_factory.mktemp("apps")
+    two, restarted = base / "two-queries", base / "restarted"
+    two.mkdir()
+    restarted.mkdir()
+    spark = application("orders-app", two)
+    alpha, beta = counts(spark, "alpha", base / "ck-alpha"), counts(spark, "beta", base / "ck-beta", 400)
+    batches(alpha, 4)
+    batches(beta, 4)
+    alpha.stop()
+    batches(beta, len(beta.recentProgress) + 2)
+    beta.stop()
+    spark.stop()
+    spark = application("gamma-app", restarted)
+    gamma = counts(spark, "gamma", base / "ck-gamma", 50, "1 second")
+    batches(gamma, 3)
+    gamma.stop()
+    spark.stop()
+    spark = application("gamma-app", restarted)  # the driver restarted: a new application, the same checkpoint
+    gamma = counts(spark, "gamma", base / "ck-gamma", 50, "1 second")
+    batches(gamma, 4)
+    yield {"two": two, "restarted": restarted, "base": base, "gamma": gamma}
+    gamma.stop()
+    spark.stop()
+
+
+def progress(home, name):
+    return progress_frame(MetricsStore(StreamPaths(home, name).metrics).read(0)[0])
+
+
+def test_each_query_of_one_application_is_its_own_stream(logs, tmp_path):
+    home = tmp_path / "home"
+    alpha = attach(home, AttachSpec(name="alpha", event_logs=str(logs["two"]), query="alpha"))
+    beta = attach(home, AttachSpec(name="beta", event_logs=str(logs["two"]), query="beta"))
+    assert alpha["query_name"] == "alpha" and alpha["progress"] >= 4 and alpha["ignored_queries"] == ["beta"]
+    assert beta["progress"] > alpha["progress"] - 2 and beta["ignored_queries"] == ["alpha"]
+    frames = {name: progress(home, name) for name in ("alpha", "beta")}
+    assert frames["alpha"]["query_id"].nunique() == 1 and frames["beta"]["query_id"].nunique() == 1
+    assert set(frames["alpha"]["query_id"]).isdisjoint(frames["beta"]["query_id"])
+    # rate source offsets: events and backlog in events, not "unknown"
+    assert (frames["beta"]["events"] > 0).any() and frames["beta"]["backlog_events"].notna().all()
+    records, _ = MetricsStore(StreamPaths(home, "alpha").metrics).read(0)
+    assert [r["event"] for r in records if r["kind"] == "lifecycle"][-1] == "query_terminated"  # alpha stopped
+    spec = StreamSpec.parse(json.loads(StreamPaths(home, "alpha").spec.read_text()))
+    assert spec.entrypoint is None and spec.master == "local[2]" and spec.state_partitions == 3
+    given = attach(home, AttachSpec(name="alpha", event_logs=str(logs["two"]), query="alpha", trigger_interval_s=0.5))
+    assert given["progress"] == 0  # the same location and filter: nothing new to read
+    assert StreamSpec.parse(json.loads(StreamPaths(home, "alpha").spec.read_text())).trigger_interval_s == 0.5
+    # Without a filter the stream is the first query seen, and the other is said, not mixed in.
+    unfiltered = attach(home, AttachSpec(name="first", event_logs=str(logs["two"])))
+    assert unfiltered["query_name"] in ("alpha", "beta") and len(unfiltered["ignored_queries"]) == 1
+
+
+def test_a_restarted_driver_continues_the_stream_and_a_running_one_is_read_incrementally(logs, tmp_path):
+    home = tmp_path / "home"
+    first = attach(home, AttachSpec(name="gamma", event_logs=str(logs["restarted"]), application="reconf-gamma-app"))
+    assert len(first["applications"]) == 2 and first["ignored_queries"] == []
+    frame = progress(home, "gamma")
+    assert frame["batch_id"].is_monotonic_increasing and frame["query_id"].nunique() == 1  # one query, two apps
+    records, _ = MetricsStore(StreamPaths(home, "gamma").metrics).read(0)
+    assert [r["event"] for r in records if r.get("event") == "started"] == ["started", "started"]
+    spec = StreamSpec.parse(json.loads(StreamPaths(home, "gamma").spec.read_text()))
+    assert 0.9 <= spec.trigger_interval_s <= 1.1  # not in the log: inferred from the batches' start times
+    running = logs["gamma"]
+    seen = len(running.recentProgress)
+    wait_until(lambda: len(running.recentProgress) >= seen + 2, what="two more batches")
+    time.sleep(1.0)  # the event log is flushed on Spark's own schedule
+    wait_until(lambda: StreamSupervisor(home).status("gamma")["batch_id"] > frame["batch_id"].max(), timeout_s=30,
+               what="new batches read from the running application's log")
+    status = StreamSupervisor(home).status("gamma")
+    assert status["state"] == "attached" and status["source_kinds"] == "rate"
+
+
+def test_logs_on_an_fsspec_url_and_bad_locations(logs, tmp_path):
+    fs = fsspec.filesystem("memory")
+    for path in (p for p in logs["two"].rglob("*") if p.is_file()):
+        fs.pipe(f"/attached-test/two/{path.relative_to(logs['two']).as_posix()}", path.read_bytes())
+    found = attach(tmp_path / "home", AttachSpec(name="beta", event_logs="memory://attached-test/two", query="beta"))
+    assert found["progress"] >= 4
+    with pytest.raises(SpecError, match="event log directory /nowhere does not exist"):
+        attach(tmp_path / "home", AttachSpec(name="ghost", event_logs="/nowhere"))
+    with pytest.raises(SpecError, match="event_logs: .*is not a URL"):
+        AttachSpec.parse({"name": "x", "event_logs": "relative/dir"})
+    assert reconf(["--home", str(tmp_path / "home"), "stream", "attach", "cli-beta", "--event-logs", str(logs["two"]),
+                   "--query", "beta"]) == 0
+
+
+def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(logs, tmp_path):
+    home = tmp_path / "home"
+    attach(home, AttachSpec(name="beta", event_logs=str(logs["two"]), query="beta"))
+    resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(url=default_ledger_url(home))}
+    traces = build_trace_assets(streams=["beta"], start="2026-01-01", window_minutes=5)
+    scaling = build_scaling_assets(streams=["beta"], policy_config={"window_batches": 3, "warmup_batches": 1,
+                                                                    "stabilization_s": 0, "scale_down_delay_s": 0})
+    frame = progress(home, "beta")
+    window = traces.partitions_def.get_partitions_def_for_dimension("window").get_partition_key_for_timestamp(
+        frame["timestamp"].iloc[-1].timestamp())
+    with instance_for_test() as instance:
+        result = materialize([traces.snapshots, traces.summaries], partition_key=MultiPartitionKey(
+            {"stream": "beta", "window": window}), resources=resources, instance=instance)
+        assert result.success
+        snapshot = result.asset_materializations_for_node("trace_snapshots")[0].metadata
+        assert snapshot["activities"].value > 0  # only beta's query: alpha's jobs in the same log are left out
+        assert result.asset_materializations_for_node("cp_summaries")[0].metadata["cp_sum"].value == pytest.approx(1.0)
+        plans = materialize([scaling.plans], partition_key="beta", resources=resources, instance=instance)
+        assert plans.success
+        decision = instance.get_latest_materialization_event(AssetKey("ds2_plans")).asset_materialization.metadata
+        assert decision["decision"].value  # a plan or why not, from the log alone
+        sensor = build_scaling_sensor(stream="beta", scaling=scaling)
+        tick = sensor(build_sensor_context(instance=instance, resources=resources))
+        assert not tick.run_requests and tick.skip_reason.skip_message.startswith("beta: ")
+    plan = ExecutionPlan.of(DriverStream(StreamSupervisor(home), "beta").spec()).model_dump()
+    plan["partitioning"]["state_partitions"] = 6
+    with pytest.raises(ReconfigurationRefused, match=r"stream 'beta' is attached: .*cannot apply one"):
+        Reconfigurer(DriverStream(StreamSupervisor(home), "beta"), AuditLedger(default_ledger_url(home))).run(plan)
+    with pytest.raises(SpecError, match="is attached: dagster-reconf observes it"):
+        StreamSupervisor(home).start(StreamSpec.parse(json.loads(StreamPaths(home, "beta").spec.read_text())))
+    shutil.rmtree(home)
