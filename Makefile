@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO_SECONDS ?= 480
 PYTEST_ARGS ?=
 
-.PHONY: demo ui test setup java postgres browser clean
+.PHONY: demo ui test setup java postgres browser compat clean
 
 setup: $(STAMP) java
 
@@ -58,7 +58,19 @@ ui: setup
 SOLO_TESTS := tests/integration/test_closed_loop_ui.py
 SLOW_TESTS := tests/integration/test_reconfiguration_crash.py tests/integration/test_cluster.py tests/integration/test_storage_url.py
 
-test: setup postgres browser
+# Another combination of the ranges in pyproject.toml (requirements-compat.txt: dagster 1.12, pyspark 4.2, GX 1.20, the
+# rest at their newest): the package installs into it, imports, loads the reference definitions and passes the unit tests.
+COMPAT := .venv-compat
+compat: java
+	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
+	$(COMPAT)/bin/python -m pip install -q --upgrade pip
+	$(COMPAT)/bin/python -m pip install -q -r requirements-compat.txt -e '.[test]'
+	$(COMPAT)/bin/python -c 'import dagster, pyspark, definitions; from dagster_reconf import __version__; \
+	  dagster.Definitions.validate_loadable(definitions.defs); \
+	  print(f"dagster-reconf {__version__} loads with dagster {dagster.__version__}, pyspark {pyspark.__version__}")'
+	$(COMPAT)/bin/python -m pytest -q -p no:cacheprovider tests/unit
+
+test: setup postgres browser compat
 	@export RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1; \
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(SOLO_TESTS); solo=$$?; \
 	slow_log=$$(mktemp); slow_tmp=$$(mktemp -d); \
@@ -69,4 +81,4 @@ test: setup postgres browser
 	[ $$solo -eq 0 ] && [ $$rest -eq 0 ] && [ $$slow_rc -eq 0 ]
 
 clean:
-	rm -rf .reconf .pytest_cache build *.egg-info
+	rm -rf .reconf .pytest_cache build *.egg-info $(COMPAT)
