@@ -34,6 +34,8 @@ _EXPORTS = {
     "build_reconfiguration_failure_sensor": ".dagster.reconfiguration_assets",
     "build_stream_configuration": ".dagster.reconfiguration_assets",
     "AuditLedgerResource": ".dagster.resources", "StreamRuntimeResource": ".dagster.resources",
+    "ExecutionPlanConfig": ".dagster.run_config", "ReconfigureConfig": ".dagster.run_config",
+    "ScalingPlanConfig": ".dagster.run_config", "Strategy": ".dagster.run_config",
     "ScalingAssets": ".dagster.scaling_assets", "build_scaling_assets": ".dagster.scaling_assets",
     "build_scaling_sensor": ".dagster.scaling_sensor",
     "build_stream_progress_sensor": ".dagster.sensor_builder",
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from .core.supervisor import StreamSupervisor
     from .dagster.reconfiguration_assets import build_reconfiguration_failure_sensor, build_stream_configuration
     from .dagster.resources import AuditLedgerResource, StreamRuntimeResource
+    from .dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
     from .dagster.scaling_assets import ScalingAssets, build_scaling_assets
     from .dagster.scaling_sensor import build_scaling_sensor
     from .dagster.sensor_builder import build_stream_progress_sensor
@@ -73,12 +76,16 @@ __all__ = [
     "AuditLedger",
     "AuditLedgerResource",
     "ExecutionPlan",
+    "ExecutionPlanConfig",
     "ReconfError",
     "ReconfigurationInterrupted",
     "ReconfigurationRefused",
+    "ReconfigureConfig",
     "Reconfigurer",
     "ScalingAssets",
+    "ScalingPlanConfig",
     "SpecError",
+    "Strategy",
     "StreamContext",
     "StreamDefinition",
     "StreamNotFoundError",

@@ -15,9 +15,10 @@ from dagster_reconf import AuditLedgerResource, StreamRuntimeResource
 
 ENV_VAR = "DAGSTER_RECONF_ENV"
 
+_LOCAL_HOME = os.environ.get("RECONF_HOME", ".reconf")
 RESOURCES_LOCAL: dict[str, Any] = {
-    "streams": StreamRuntimeResource(home=os.environ.get("RECONF_HOME", ".reconf")),
-    "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", "")),  # default: SQLite in the home
+    "streams": StreamRuntimeResource(home=_LOCAL_HOME),
+    "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=_LOCAL_HOME),  # default: SQLite in the home
 }
 
 RESOURCES_PRODUCTION: dict[str, Any] = {

@@ -8,8 +8,8 @@ the reconfiguration's id along; its journal in the audit ledger is the state, so
 re-executing a failed run from the failed op continues where it stopped (each step is
 idempotent and a step already journaled as ended is not run again).
 
-What gets applied: a plan given in the run config (``plan_json``, an
-:class:`~dagster_reconf.core.reconfig.ExecutionPlan`, from the launchpad or a script),
+What gets applied: a plan given in the run config (``plan``, a typed
+:class:`~dagster_reconf.dagster.run_config.ExecutionPlanConfig`, from the launchpad or a script),
 else the ``ds2_plans`` decision. A ``hold`` decision, or recommend-only mode, applies
 nothing and says so. The materialization's metadata carries the outcome, the actions,
 per-step timings, the verification table, the observed downtime and catch-up, and the
@@ -26,7 +26,6 @@ import pandas as pd
 from dagster import (
     AssetIn,
     AssetsDefinition,
-    Config,
     DefaultSensorStatus,
     Failure,
     MetadataValue,
@@ -39,7 +38,6 @@ from dagster import (
     op,
     run_failure_sensor,
 )
-from pydantic import Field
 
 from ..core.errors import SpecError
 from ..core.ledger import AuditLedger
@@ -55,25 +53,18 @@ from ..core.reconfig import (
 from ..core.scaling.knobs import ScalingPlan
 from ..core.spec import StreamSpec
 from .resources import AuditLedgerResource, StreamRuntimeResource
+from .run_config import ExecutionPlanConfig, ReconfigureConfig
 
-__all__ = ["RECONFIGURATION_TAG", "ReconfigureConfig", "build_reconfiguration_failure_sensor", "build_stream_configuration"]
+__all__ = ["RECONFIGURATION_TAG", "build_reconfiguration_failure_sensor", "build_stream_configuration"]
 
 RECONFIGURATION_TAG = "dagster-reconf/reconfiguration"
 POOL = "dagster_reconf_reconfiguration"
 
 
-class ReconfigureConfig(Config):
-    """Run config of the ``preflight`` op: what to apply, and how."""
-
-    plan_json: str = Field("", description="An execution plan as JSON to apply instead of the ds2_plans decision.")
-    strategy: str = Field("", description="How state moves: native or replay. Empty: the asset's default.")
-    recommend_only: bool = Field(False, description="Validate and record the plan, but do not apply it.")
-
-
-def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], plan_json: str) -> ExecutionPlan | None:
-    """The plan to apply: ``plan_json`` if given, else the DS2 decision as an execution plan (None: nothing to apply)."""
-    if plan_json:
-        return ExecutionPlan.parse(plan_json)
+def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPlanConfig | None) -> ExecutionPlan | None:
+    """The plan to apply: the one given in run config, else the DS2 decision as an execution plan (None: nothing to apply)."""
+    if given is not None:
+        return given.to_plan(spec.name)
     if not ds2_plans.get("plan"):
         return None
     scaling = ScalingPlan.parse(ds2_plans["plan"])
@@ -152,11 +143,9 @@ def build_stream_configuration(
     def preflight(context: OpExecutionContext, config: ReconfigureConfig, ds2_plans: dict, streams: StreamRuntimeResource,
                   audit_ledger: AuditLedgerResource) -> str:
         stream = context.partition_key
-        if config.strategy and config.strategy not in STRATEGIES:
-            raise Failure(description=f"config strategy {config.strategy!r} is unknown; use one of {list(STRATEGIES)}")
         spec = DriverStream(streams.supervisor(), stream).spec()
         try:
-            target = target_plan(spec, ds2_plans, config.plan_json)
+            target = target_plan(spec, ds2_plans, config.plan)
         except SpecError as exc:
             raise Failure(description=str(exc), allow_retries=False) from None
         recommend_only = config.recommend_only or bool(ds2_plans.get("recommend_only"))
@@ -166,12 +155,13 @@ def build_stream_configuration(
             context.add_output_metadata({"note": why})
             return ""
         ledger = audit_ledger.ledger()
-        reconfigurer = _reconfigurer(context, streams, ledger, config.strategy or strategy, observe_timeout_s)
+        reconfigurer = _reconfigurer(context, streams, ledger, config.strategy.value if config.strategy else strategy,
+                                    observe_timeout_s)
         tags = context.run.tags
         trigger = {"kind": "sensor" if "dagster/sensor_name" in tags else "manual", "run_id": context.run_id,
                    "sensor": tags.get("dagster/sensor_name"), "user": tags.get("dagster/user")}
         evidence = {k: ds2_plans.get(k) for k in ("reason",)}
-        if ds2_plans.get("plan") and not config.plan_json:
+        if ds2_plans.get("plan") and config.plan is None:
             evidence.update(scaling_plan=ds2_plans["plan"].get("reason"), predicted=ds2_plans["plan"].get("predicted"),
                             report=ds2_plans["plan"].get("report"))
         try:

@@ -95,17 +95,21 @@ class AuditLedgerResource(ConfigurableResource):
     Examples:
         .. code-block:: python
 
-            AuditLedgerResource()  # SQLite file ledger.db in $RECONF_HOME (default ./.reconf)
+            AuditLedgerResource(home=".reconf")  # SQLite file .reconf/ledger.db: give it the streams' home
             AuditLedgerResource(url=EnvVar("RECONF_LEDGER_URL"))  # postgresql://user:password@host:5432/db
     """
 
     url: str = Field(
         default="",
         description="SQLAlchemy URL of the ledger database: sqlite:///path/ledger.db or "
-        "postgresql://user:password@host:port/database. Empty (default): the SQLite file ledger.db in the runtime "
-        "home ($RECONF_HOME, or ./.reconf).",
+        "postgresql://user:password@host:port/database. Empty (default): the SQLite file ledger.db in the runtime home.",
+    )
+    home: str = Field(
+        default="",
+        description="The runtime home whose ledger.db is used when url is empty: the same home as the streams "
+        "resource's, so the CLI and Dagster share one ledger. Empty: $RECONF_HOME, or ./.reconf.",
     )
 
     def ledger(self) -> AuditLedger:
         """The ledger (schema created or upgraded on first use)."""
-        return AuditLedger(self.url or default_ledger_url(default_home()))
+        return AuditLedger(self.url or default_ledger_url(Path(self.home).resolve() if self.home else default_home()))

@@ -3,7 +3,7 @@
 * ``ds2_plans`` (partitioned by stream): the policy's decision for the stream's current
   configuration, from its recent batches (metrics store) and their traces. A run
   requested by the scaling sensor carries the sensor's plan in its config
-  (``plan_json``) and records exactly that plan; materialized by hand or on a schedule,
+  (``plan``, typed: :class:`~dagster_reconf.dagster.run_config.PlanConfig`) and records exactly that plan; materialized by hand or on a schedule,
   the asset decides afresh. Metadata: the plan table, the scaling report and a plot of
   capacity against the target rate. Downstream of ``trace_snapshots`` and
   ``cp_summaries`` (every window of the same stream), so the lineage shows where the
@@ -17,7 +17,6 @@ They need the resources ``streams`` (:class:`StreamRuntimeResource`) and
 """
 
 import base64
-import json
 import time
 import warnings
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from dagster import (
     AssetExecutionContext,
     AssetsDefinition,
     BetaWarning,
-    Config,
+    Failure,
     MetadataValue,
     MultiToSingleDimensionPartitionMapping,
     Output,
@@ -41,22 +40,18 @@ from dagster import (
 )
 
 from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
+from ..core.errors import SpecError
 from ..core.scaling.knobs import ScalingPlan
 from ..core.scaling.policy import POLICIES, PolicyConfig
 from .reconfiguration_assets import build_stream_configuration
 from .resources import StreamRuntimeResource
+from .run_config import PlanConfig
 
 __all__ = ["PLAN_TAG", "STREAM_TAG", "ScalingAssets", "build_scaling_assets", "current_window"]
 
 STREAM_TAG = "dagster-reconf/stream"
 PLAN_TAG = "dagster-reconf/plan"
 RECENT_METRICS_BYTES = 8 << 20  # about 45 minutes of 1-second batches
-
-
-class PlanConfig(Config):
-    """Run config of ``ds2_plans``: a plan decided elsewhere (the sensor, a person), as JSON."""
-
-    plan_json: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,10 +138,14 @@ def build_scaling_assets(
     def ds2_plans(context: AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):
         """The scaling decision for a stream: a DS2 plan (knobs a -> b, with the evidence) or why not to change."""
         stream = context.partition_key
-        if config.plan_json:
-            plan = ScalingPlan.parse(json.loads(config.plan_json))
+        if config.plan is not None:
+            try:
+                plan = config.plan.to_plan()
+            except SpecError as exc:
+                raise Failure(description=f"{stream}: {exc}", allow_retries=False) from None
             if plan.stream != stream:
-                raise ValueError(f"plan_json is for stream {plan.stream!r} but this run materializes {stream!r}")
+                raise Failure(description=f"the plan in the run config is for stream {plan.stream!r} but this run "
+                              f"materializes {stream!r}: run it for partition {plan.stream!r}", allow_retries=False)
             reason, observation, recommend_only = plan.reason, dict(plan.predicted), settings.recommend_only
         else:
             decision = decide(POLICIES[policy](settings), current_window(streams, stream), time.time(),

@@ -39,6 +39,7 @@ from dagster import (
 from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from ..core.scaling.policy import POLICIES
 from .resources import AuditLedgerResource, StreamRuntimeResource
+from .run_config import ScalingPlanConfig
 from .scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
 from .trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 
@@ -159,7 +160,7 @@ def build_scaling_sensor(
                 run_key=plan.plan_hash,
                 job_name=scaling.job.name,
                 partition_key=stream,
-                run_config={"ops": {"ds2_plans": {"config": {"plan_json": plan.model_dump_json()}}}},
+                run_config={"ops": {"ds2_plans": {"config": {"plan": ScalingPlanConfig.of(plan).model_dump(mode="json")}}}},
                 tags={STREAM_TAG: stream, PLAN_TAG: plan.plan_hash},
             )],
             asset_events=[observation],

@@ -40,6 +40,7 @@ ORDERS = StreamSpec(
     max_per_trigger=int(os.environ.get("ORDERS_MAX_FILES", "6")),  # the file source's maxFilesPerTrigger
 )
 
+HOME = os.environ.get("RECONF_HOME", ".reconf")
 traces = build_trace_assets(streams=[ORDERS.name], start="2026-11-01", window_minutes=5)
 scaling = build_scaling_assets(streams=[ORDERS.name], policy="ds2", policy_config={"max_cores": 8})
 
@@ -49,6 +50,6 @@ defs = Definitions(
     schedules=[traces.schedule],
     sensors=[build_scaling_sensor(stream=ORDERS.name, scaling=scaling, traces=traces, minimum_interval_seconds=15),
              build_reconfiguration_failure_sensor(job=scaling.job)],
-    resources={"streams": StreamRuntimeResource(home=os.environ.get("RECONF_HOME", ".reconf")),
-               "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""))},
+    resources={"streams": StreamRuntimeResource(home=HOME),
+               "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=HOME)},
 )

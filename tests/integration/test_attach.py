@@ -147,7 +147,7 @@ def test_logs_on_an_fsspec_url_and_bad_locations(logs, tmp_path):
 def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(logs, tmp_path):
     home = tmp_path / "home"
     attach(home, AttachSpec(name="beta", event_logs=str(logs["two"]), query="beta"))
-    resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(url=default_ledger_url(home))}
+    resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(home=str(home))}
     traces = build_trace_assets(streams=["beta"], start="2026-01-01", window_minutes=5)
     scaling = build_scaling_assets(streams=["beta"], policy_config={"window_batches": 3, "warmup_batches": 1,
                                                                     "stabilization_s": 0, "scale_down_delay_s": 0})

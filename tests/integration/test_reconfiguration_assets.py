@@ -19,6 +19,7 @@ from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor
 from dagster_reconf.dagster.reconfiguration_assets import RECONFIGURATION_TAG
+from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
@@ -40,14 +41,14 @@ def supervisor_fixture(tmp_path):
         supervisor.stop(STREAM, timeout_s=30)
 
 
-def plan_json(supervisor: StreamSupervisor, **partitioning) -> str:
-    plan = ExecutionPlan.of(StreamSpec.parse(json.loads(supervisor.paths(STREAM).spec.read_text()))).model_dump()
-    plan["partitioning"].update(partitioning)
-    return json.dumps(plan)
+def plan(supervisor: StreamSupervisor, **changes) -> ExecutionPlanConfig:
+    """The plan in force with ``changes``, as the typed config the launchpad shows."""
+    spec = StreamSpec.parse(json.loads(supervisor.paths(STREAM).spec.read_text()))
+    return ExecutionPlanConfig.of(ExecutionPlan.of(spec)).model_copy(update=changes)
 
 
-def run_config(plan: str = "", recommend_only: bool = False) -> dict:
-    return {"ops": {"stream_configuration": {"ops": {"preflight": {"config": {"plan_json": plan, "recommend_only": recommend_only}}}}}}
+def run_config(given: ExecutionPlanConfig, recommend_only: bool = False) -> dict:
+    return ReconfigureConfig(plan=given, recommend_only=recommend_only).run_config()
 
 
 def test_reconfiguration_job_migrates_state_and_records_it(supervisor):
@@ -57,7 +58,7 @@ def test_reconfiguration_job_migrates_state_and_records_it(supervisor):
     failures = build_reconfiguration_failure_sensor(job=scaling.job)
     with instance_for_test() as instance:
         assets = [scaling.plans, scaling.configuration]
-        result = materialize(assets, partition_key=STREAM, run_config=run_config(plan_json(supervisor, state_partitions=6)),
+        result = materialize(assets, partition_key=STREAM, run_config=run_config(plan(supervisor, state_partitions=6)),
                              instance=instance, resources=resources)
         assert result.success
         (materialization,) = result.asset_materializations_for_node("stream_configuration")
@@ -77,14 +78,15 @@ def test_reconfiguration_job_migrates_state_and_records_it(supervisor):
         assert steps == ["preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record"]
 
         recommend = materialize(assets, partition_key=STREAM, instance=instance, resources=resources,
-                                run_config=run_config(plan_json(supervisor, state_partitions=3), recommend_only=True))
+                                run_config=run_config(plan(supervisor, state_partitions=3), recommend_only=True))
         assert recommend.success
         note = recommend.asset_materializations_for_node("stream_configuration")[0].metadata
         assert note["applied"].value is False
         assert checkpoint_facts(supervisor.paths(STREAM).checkpoint).state_partitions == 6
 
         refused = materialize(assets, partition_key=STREAM, instance=instance, resources=resources, raise_on_error=False,
-                              run_config=run_config(plan_json(supervisor, state_partitions={"0": 2, "5": 2})))
+                              run_config=run_config(plan(supervisor, state_partitions=None,
+                                                                  state_partitions_by_operator={"0": 2, "5": 2})))
         assert not refused.success
         failure = refused.get_run_failure_event()
         context = build_run_status_sensor_context(sensor_name=failures.name, dagster_event=failure, dagster_instance=instance,

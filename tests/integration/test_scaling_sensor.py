@@ -24,7 +24,7 @@ POLICY = {"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "allow
 
 def tick(sensor, instance, supervisor, cursor):
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
+                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
     context = build_sensor_context(instance=instance, cursor=cursor, resources=resources)
     return sensor(context)
 
@@ -42,7 +42,7 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
     traces = build_trace_assets(streams=[STREAM, "wordcount"], start="2026-01-01", window_minutes=5)
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling, traces=traces, minimum_interval_seconds=1)
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
+                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 5, timeout_s=120, what="five batches")
         # Every batch records the Python task workers' CPU (local mode): a counter that grows as the Python source runs.
@@ -53,7 +53,7 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         evidence, request = first.run_requests
         assert evidence.job_name == traces.job.name and evidence.partition_key.keys_by_dimension["stream"] == STREAM
         assert request.job_name == scaling.job.name
-        plan = ScalingPlan.parse(json.loads(request.run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
+        plan = ScalingPlan.parse(request.run_config["ops"]["ds2_plans"]["config"]["plan"])
         assert request.run_key == plan.plan_hash and request.partition_key == STREAM
         assert plan.current == Knobs.of(spec)
         # The source stage (where the per-event cost is paid) scales with cores beyond the 4 state partitions.
@@ -90,7 +90,7 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         window = ConfigurationWindow.from_json(json.loads(after.cursor)["window"])
         assert Knobs.of(window.stream_spec()) == plan.target and window.previous is not None
         if after.run_requests:
-            follow_up = ScalingPlan.parse(json.loads(after.run_requests[-1].run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
+            follow_up = ScalingPlan.parse(after.run_requests[-1].run_config["ops"]["ds2_plans"]["config"]["plan"])
             assert follow_up.current == plan.target and follow_up.plan_hash != plan.plan_hash
             assert len(window.rows) >= POLICY["window_batches"]
         else:
@@ -107,7 +107,7 @@ def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
     scaling = build_scaling_assets(streams=[STREAM], policy_config={**POLICY, "scale_down_delay_s": 3600})
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling)
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
+                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 6, timeout_s=120, what="six batches")
         result = tick(sensor, instance, supervisor, None)

@@ -2,7 +2,6 @@
 stream that cannot keep up gets a DS2 plan, a healthy one a skip with its reason, and a source whose backlog
 cannot be read a skip that says so, on every tick."""
 
-import json
 
 import pytest
 from dagster import build_sensor_context, instance_for_test
@@ -37,7 +36,7 @@ def start(supervisor: StreamSupervisor, spec: StreamSpec, instance) -> None:
 
 def tick(sensor, supervisor: StreamSupervisor, instance, cursor=None):
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(url=default_ledger_url(supervisor.home))}
+                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
     return sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
 
 
@@ -66,7 +65,7 @@ def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(supervisor, tmp_path):
         result = tick(sensor, supervisor, instance)
         assert result.run_requests, result.skip_reason
         (request,) = result.run_requests
-        plan = ScalingPlan.parse(json.loads(request.run_config["ops"]["ds2_plans"]["config"]["plan_json"]))
+        plan = ScalingPlan.parse(request.run_config["ops"]["ds2_plans"]["config"]["plan"])
         assert plan.current.cores == 1 and plan.target.cores >= 2 and plan.current.source_partitions is None
         assert plan.current.max_per_trigger == 3
         assert plan.target.source_partitions is None  # no source-partitions knob: the plan does not invent one

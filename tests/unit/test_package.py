@@ -81,7 +81,7 @@ def test_definitions_load():
     upstream = {key.to_user_string() for key in graph.get(dagster.AssetKey("ds2_plans")).parent_keys}
     assert upstream == {"trace_snapshots", "cp_summaries"}
     assert dagster.AssetKey("ds2_plans") in graph.get(dagster.AssetKey("stream_configuration")).parent_keys
-    steps = definitions.defs.get_job_def("reconfigure_stream_job").graph.node_dict["stream_configuration"].definition
+    steps = definitions.defs.resolve_job_def("reconfigure_stream_job").graph.node_dict["stream_configuration"].definition
     assert [n.name for n in steps.nodes_in_topological_order] == [
         "preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record"]
 
