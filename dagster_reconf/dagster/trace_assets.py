@@ -14,6 +14,12 @@ store's cursor), so windows can be materialized in any order and re-materialized
   a GX check of its schema and invariants.
 * ``cp_summaries``: Critical Participation of that window: four summaries as tables
   and one plot in the materialization metadata, with a GX check that CP sums to 1.
+
+Neither hands a DataFrame to an IO manager: the stream's trace store (Parquet, in the
+runtime home every run already shares) holds the activities, the snapshot's metadata
+names the store and the window, and ``cp_summaries`` reads the same window from it. So
+nothing is pickled into Dagster's local storage, and run workers in other containers
+work as long as they see the runtime home.
 * a schedule that requests the latest closed window of every running stream.
 """
 
@@ -28,13 +34,14 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
+    AssetDep,
     AssetExecutionContext,
     AssetsDefinition,
     DefaultScheduleStatus,
+    MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
     MultiPartitionsDefinition,
-    Output,
     RunRequest,
     ScheduleDefinition,
     ScheduleEvaluationContext,
@@ -142,9 +149,10 @@ def build_trace_assets(
         activities = store.activities(lo, hi, query_ids=streams.query_ids(stream))  # only this stream's query
         context.log.info(f"{stream}: ingested {report.events} events ({report.activities} activities); window has {len(activities)}")
         timeline = activities[activities["src_worker"].isna()] if len(activities) else activities
-        yield Output(
-            activities,
+        yield MaterializeResult(
             metadata={
+                "trace_store": MetadataValue.path(str(store.root)),
+                "window_ms": MetadataValue.json([lo, hi]),
                 "activities": len(activities),
                 "tasks": int(timeline[["task_id", "attempt"]].drop_duplicates().shape[0]) if len(timeline) else 0,
                 "batches": sorted(int(b) for b in activities["batch_id"].unique() if b >= 0) if len(activities) else [],
@@ -168,9 +176,10 @@ def build_trace_assets(
         partitions_def=partitions,
         group_name=group_name,
         kinds={"pandas"},
+        deps=[AssetDep(trace_snapshots)],  # the same partition: the window's snapshot, read from the trace store
         check_specs=[AssetCheckSpec(CP_CHECK, asset="cp_summaries", description="GX: CP over the snapshot sums to 1, each value in [0, 1]")],
     )
-    def cp_summaries(context: AssetExecutionContext, trace_snapshots: pd.DataFrame):
+    def cp_summaries(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
         from ..core.traces.critical_path import snapshot
         from ..core.traces.plots import cp_plot_png
@@ -178,8 +187,9 @@ def build_trace_assets(
         from ..core.traces.validation import validate_cp_sum
 
         stream, lo, hi = _window_ms(context)
+        trace_snapshots = streams.trace_store(stream).activities(lo, hi, query_ids=streams.query_ids(stream))
         if trace_snapshots.empty:
-            yield Output({}, metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"})
+            yield MaterializeResult(metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"})
             yield AssetCheckResult(check_name=CP_CHECK, passed=True, description="no activity in the window: nothing to sum")
             return
         # Only the traced part of the window is the stream's: the window in progress ends now, and a
@@ -191,9 +201,9 @@ def build_trace_assets(
         png = base64.b64encode(cp_plot_png(summaries, f"{stream} {context.partition_key.keys_by_dimension[WINDOW_DIMENSION]}")).decode()
         top_worker = summaries["by_worker"].iloc[0]
         top_operator = summaries["by_operator"].iloc[0]
-        yield Output(
-            summaries,
+        yield MaterializeResult(
             metadata={
+                "activities": len(trace_snapshots),
                 "plot": MetadataValue.md(f"![critical participation](data:image/png;base64,{png})"),
                 "by_activity_type": _markdown_table(summaries["by_activity_type"]),
                 "by_worker": _markdown_table(summaries["by_worker"]),

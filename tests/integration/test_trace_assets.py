@@ -74,6 +74,9 @@ def test_snapshot_and_cp_summaries_materialize_with_passing_checks(home):
     evaluations = checks(result)
     assert evaluations["schema_and_invariants"].passed, evaluations["schema_and_invariants"].description
     assert evaluations["cp_sums_to_one"].passed
+    # The activities stay in the trace store (a reference in the metadata): nothing goes through an IO manager.
+    assert snapshot_md["trace_store"].value == str(StreamPaths(home, STREAM).traces)
+    assert not [e for e in result.all_events if e.event_type_value in ("HANDLED_OUTPUT", "LOADED_INPUT")]
 
 
 def test_corrupted_log_fails_the_check_readably(home):
