@@ -83,7 +83,7 @@ class ConfigurationWindow:
 
 
 def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
-           activities: Callable[[float, float], pd.DataFrame] | None = None) -> Decision:
+           activities: Callable[[float, float], pd.DataFrame] | None = None, *, plan: bool = True) -> Decision:
     """The policy's decision for the configuration in ``window``.
 
     Args:
@@ -92,6 +92,7 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
         now: wall-clock seconds (``time.time()``).
         activities: ``(start_ms, end_ms) -> activity table`` (e.g. ``TraceStore.activities``
             after an ingest); read only when the decision needs a profile.
+        plan: False: stop at the direction (no traces read, no plan made).
     """
     spec = window.stream_spec()
     if spec is None:
@@ -112,7 +113,7 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
                            cfg.warmup_batches)
         return current if earlier is None else fit_task_costs(current, earlier)
 
-    return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s)
+    return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s, plan=plan)
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -175,10 +175,12 @@ class ScalingPolicy(ABC):
         self.config = config or PolicyConfig()
 
     def decide(self, stream: str, current: Knobs, observation: Observation, profile: ProfileSource = None,
-               *, epoch: str = "", restart_s: float | None = None) -> Decision:
+               *, epoch: str = "", restart_s: float | None = None, plan: bool = True) -> Decision:
         """Decide for ``stream`` running with ``current`` knobs.
 
         ``profile`` may be a callable: traces are then read only when a decision needs them.
+        ``plan=False`` stops at the direction (a ``scale_up``/``scale_down`` decision with no
+        plan): what a light sensor needs to request a run that plans from the traces.
         """
         cfg, obs = self.config, observation
         if obs.config_age_s < cfg.stabilization_s:
@@ -199,6 +201,10 @@ class ScalingPolicy(ABC):
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
             return Decision("hold", f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits "
                                     f"{cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
+        if not plan:
+            return Decision(direction, f"{direction.replace('_', ' ')} wanted: utilization {obs.utilization:.2f}, backlog "
+                                       f"{obs.backlog:,.0f} events ({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of "
+                                       f"{obs.source_rate:,.0f} events/s", obs)
         # The backlog grows through the restart and then through the warm-up that stabilization waits out
         # (a new SparkContext starts its Python workers in its first batches): the catch-up counts both.
         restart = (cfg.default_restart_s if restart_s is None else restart_s) + cfg.stabilization_s

@@ -49,6 +49,21 @@ def test_ds2_scales_up_in_one_step_with_a_plan_and_report():
     assert later.plan.plan_hash != plan.plan_hash
 
 
+def test_direction_only_reads_no_profile_and_keeps_the_guards():
+    def no_traces():
+        raise AssertionError("a direction-only decision must not read traces")
+
+    policy = DS2Policy(PolicyConfig(stabilization_s=30, window_batches=6))
+    wanted = policy.decide("s", KNOBS, obs(), no_traces, plan=False)
+    assert wanted.action == "scale_up" and wanted.plan is None and not wanted.requests_run
+    assert wanted.reason.startswith("scale up wanted: utilization 1.60, backlog 20,000 events (+400/s)")
+    assert "stabilizing" in policy.decide("s", KNOBS, obs(config_age_s=10), no_traces, plan=False).reason
+    big = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
+    idle = policy.decide("s", big, obs(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2),
+                         no_traces, plan=False)
+    assert idle.action == "scale_down" and idle.plan is None
+
+
 def test_scale_down_waits_then_moves_to_what_the_model_needs():
     policy = DS2Policy(PolicyConfig(scale_down_delay_s=60))
     big = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
