@@ -6,14 +6,14 @@ selects the resource set (see ``resources/``).
 
 from dagster import Definitions
 
-from assets import SCALING, TRACES, cp_summaries, ds2_plans, stream_configuration, stream_progress, trace_snapshots
+from assets import SCALING, TRACES, cp_summaries, ds2_plans, stream, stream_configuration, stream_progress, trace_snapshots
 from dagster_reconf import build_stream_control_job
 from resources import resources_for_env
 from resources.streams import streams_for_env
 from sensors import progress_sensors, reconfiguration_failure_sensor, scaling_sensors
 
 defs = Definitions(
-    assets=[stream_progress, trace_snapshots, cp_summaries, ds2_plans, stream_configuration],
+    assets=[stream, stream_progress, trace_snapshots, cp_summaries, ds2_plans, stream_configuration],
     jobs=[TRACES.job, SCALING.job, build_stream_control_job(streams_for_env())],
     schedules=[TRACES.schedule],
     sensors=[*progress_sensors, *scaling_sensors, reconfiguration_failure_sensor],

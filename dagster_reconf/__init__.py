@@ -38,6 +38,8 @@ _EXPORTS = {
     "ScalingPlanConfig": ".dagster.run_config", "Strategy": ".dagster.run_config",
     "ScalingAssets": ".dagster.scaling_assets", "build_scaling_assets": ".dagster.scaling_assets",
     "build_scaling_sensor": ".dagster.scaling_sensor",
+    "build_streams_sensor": ".dagster.streams_sensor",
+    "ReconfTranslator": ".dagster.translator",
     "build_stream_progress_sensor": ".dagster.sensor_builder",
     "build_stream_control_job": ".dagster.stream_jobs",
     "TraceAssets": ".dagster.trace_assets", "build_trace_assets": ".dagster.trace_assets",
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
     from .dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
     from .dagster.scaling_assets import ScalingAssets, build_scaling_assets
     from .dagster.scaling_sensor import build_scaling_sensor
+    from .dagster.streams_sensor import build_streams_sensor
+    from .dagster.translator import ReconfTranslator
     from .dagster.sensor_builder import build_stream_progress_sensor
     from .dagster.stream_jobs import build_stream_control_job
     from .dagster.trace_assets import TraceAssets, build_trace_assets
@@ -78,6 +82,7 @@ __all__ = [
     "ExecutionPlan",
     "ExecutionPlanConfig",
     "ReconfError",
+    "ReconfTranslator",
     "ReconfigurationInterrupted",
     "ReconfigurationRefused",
     "ReconfigureConfig",
@@ -103,6 +108,7 @@ __all__ = [
     "build_stream_configuration",
     "build_stream_control_job",
     "build_stream_progress_sensor",
+    "build_streams_sensor",
     "build_trace_assets",
     "stream_definition",
 ]

@@ -189,7 +189,8 @@ class AttachedReader:
                 spec = self._publish(entry, state)
                 self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "started",
                                    "spec": spec.model_dump(), "run_id": event.get("runId"),
-                                   "query_id": event.get("id"), "app": entry["app"]})
+                                   "query_id": event.get("id"), "app": entry["app"],
+                                   **_event_time(event.get("timestamp"))})
         elif kind == PROGRESS:
             progress = event.get("progress") or {}
             if self._query_matches(progress.get("name"), progress.get("id"), state, found):
@@ -280,3 +281,12 @@ def attached_location(paths: StreamPaths) -> Location | None:
     if not paths.attached.is_file():
         return None
     return location_of(AttachSpec.model_validate_json(paths.attached.read_text()).event_logs)
+
+
+def _event_time(timestamp: Any) -> dict[str, float]:
+    """``recorded_at`` = when Spark says the query started (not when the log was read): a configuration's age and
+    which batches came after its warm-up are measured from it. Empty where the log has no readable time."""
+    try:
+        return {"recorded_at": pd.Timestamp(timestamp).timestamp()} if timestamp else {}
+    except (ValueError, TypeError):
+        return {}

@@ -3,6 +3,9 @@
 * ``resources``: :class:`StreamRuntimeResource`, :class:`AuditLedgerResource`.
 * ``trace_assets``: trace snapshots and CP summaries (``build_trace_assets``).
 * ``scaling_assets``, ``scaling_sensor``: DS2 plans, the stream configuration and the sensor that acts on them.
+* ``streams_sensor``: one light sensor over every stream (registration, lag and throughput, runs that plan).
+* ``translator``: the names of everything built here, so two sets of streams share a code location.
+* ``run_config``: the typed run config of plans and strategies.
 * ``reconfiguration_assets``: the reconfiguration's steps as ops of a graph-backed asset; the run-failure sensor.
 * ``sensor_builder``: a sensor that observes a stream's progress.
 * ``stream_jobs``: a job that starts and stops the streams a code location declares.

@@ -53,7 +53,8 @@ from ..core.reconfig import (
 from ..core.scaling.knobs import ScalingPlan
 from ..core.spec import StreamSpec
 from .resources import AuditLedgerResource, StreamRuntimeResource
-from .run_config import ExecutionPlanConfig, ReconfigureConfig
+from .run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
+from .translator import ReconfTranslator
 
 __all__ = ["RECONFIGURATION_TAG", "build_reconfiguration_failure_sensor", "build_stream_configuration"]
 
@@ -99,8 +100,8 @@ def _run_step(context: OpExecutionContext, reconfigurer: Reconfigurer, reconfigu
     return result
 
 
-def _step_op(step: str, default_strategy: str, default_observe_s: float):
-    @op(name=step, pool=POOL, description=f"Reconfiguration step '{step}' (journaled in the audit ledger).")
+def _step_op(step: str, default_strategy: str, default_observe_s: float, translator: ReconfTranslator):
+    @op(name=translator.name(step), pool=POOL, description=f"Reconfiguration step '{step}' (journaled in the audit ledger).")
     def _op(context: OpExecutionContext, reconfiguration_id: str, streams: StreamRuntimeResource,
             audit_ledger: AuditLedgerResource) -> str:
         if not reconfiguration_id:
@@ -124,6 +125,7 @@ def build_stream_configuration(
     strategy: str = "native",
     observe_timeout_s: float = 60.0,
     group_name: str = "scaling",
+    translator: ReconfTranslator | None = None,
 ) -> AssetsDefinition:
     """The graph-backed ``stream_configuration`` asset over ``ds2_plans`` (see module docstring).
 
@@ -135,11 +137,14 @@ def build_stream_configuration(
         strategy: how state moves by default: ``native`` or ``replay``.
         observe_timeout_s: how long the observe step watches the stream catch up.
         group_name: asset group in the UI.
+        translator: names the asset, its input and its ops (default: the plain names).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; use one of {list(STRATEGIES)}")
+    strategy = Strategy(strategy).value
+    translator = translator or ReconfTranslator()
 
-    @op(name="preflight", pool=POOL, description="Decide what to apply; check everything before anything is touched.")
+    @op(name=translator.name("preflight"), pool=POOL, description="Decide what to apply; check everything before anything is touched.")
     def preflight(context: OpExecutionContext, config: ReconfigureConfig, ds2_plans: dict, streams: StreamRuntimeResource,
                   audit_ledger: AuditLedgerResource) -> str:
         stream = context.partition_key
@@ -176,10 +181,10 @@ def build_stream_configuration(
         return reconfiguration.id
 
     prepare, pause, migrate, verify, resume, observe = (
-        _step_op(step, strategy, observe_timeout_s) for step in ("prepare", "pause", "migrate", "verify", "resume", "observe")
+        _step_op(step, strategy, observe_timeout_s, translator) for step in ("prepare", "pause", "migrate", "verify", "resume", "observe")
     )
 
-    @op(name="record", pool=POOL, description="Write the reconfiguration's record; output the configuration in force.")
+    @op(name=translator.name("record"), pool=POOL, description="Write the reconfiguration's record; output the configuration in force.")
     def record(context: OpExecutionContext, reconfiguration_id: str, streams: StreamRuntimeResource,
                audit_ledger: AuditLedgerResource):
         stream = context.partition_key
@@ -197,10 +202,11 @@ def build_stream_configuration(
 
     @graph_asset(
         name="stream_configuration",
+        key_prefix=[translator.prefix] if translator.prefix else None,
         partitions_def=partitions_def,
         group_name=group_name,
         kinds={"spark"},
-        ins={"ds2_plans": AssetIn("ds2_plans")},
+        ins={"ds2_plans": AssetIn(translator.asset_key("ds2_plans"))},
         description="The stream's execution plan in force, after carrying out the plan decided upstream "
         "(preflight, prepare, pause, migrate, verify, resume, observe, record).",
     )

@@ -19,8 +19,8 @@ from pydantic import Field
 from ..core.ledger import AuditLedger, default_ledger_url
 from ..core.metrics import MetricsStore, progress_frame
 from ..core.paths import StreamPaths, default_home
-from ..core.supervisor import StreamSupervisor
 from ..core.storage import Location
+from ..core.supervisor import StreamSupervisor
 from ..core.traces.store import TraceStore
 
 __all__ = ["AuditLedgerResource", "StreamRuntimeResource"]

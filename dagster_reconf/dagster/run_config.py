@@ -19,6 +19,7 @@ from pydantic import Field
 from ..core.reconfig import ExecutionPlan
 from ..core.reconfig.migration import STRATEGIES
 from ..core.scaling.knobs import ScalingPlan
+from .translator import ReconfTranslator
 
 # Optional[...] rather than X | None: Dagster's config schema reads these annotations.
 __all__ = ["ExecutionPlanConfig", "KnobsConfig", "PlanConfig", "ReconfigureConfig", "ScalingPlanConfig", "Strategy"]
@@ -113,6 +114,8 @@ class ReconfigureConfig(Config):
     strategy: Optional[Strategy] = Field(None, description="How state moves: native or replay. Empty: the asset's default.")
     recommend_only: bool = Field(False, description="Validate and record the plan, but do not apply it.")
 
-    def run_config(self) -> dict[str, Any]:
+    def run_config(self, translator: ReconfTranslator | None = None) -> dict[str, Any]:
         """The run config that gives this to ``stream_configuration``'s preflight (scripts, tests, schedules)."""
-        return {"ops": {"stream_configuration": {"ops": {"preflight": {"config": self.model_dump(mode="json", exclude_none=True)}}}}}
+        translator = translator or ReconfTranslator()
+        config = self.model_dump(mode="json", exclude_none=True)
+        return {"ops": {translator.node_name("stream_configuration"): {"ops": {translator.name("preflight"): {"config": config}}}}}

@@ -33,19 +33,20 @@ from dagster import (
     MetadataValue,
     MultiToSingleDimensionPartitionMapping,
     Output,
-    StaticPartitionsDefinition,
+    PartitionsDefinition,
     asset,
     define_asset_job,
     in_process_executor,
 )
 
-from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from ..core.errors import SpecError
+from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from ..core.scaling.knobs import ScalingPlan
 from ..core.scaling.policy import POLICIES, PolicyConfig
 from .reconfiguration_assets import build_stream_configuration
 from .resources import StreamRuntimeResource
-from .run_config import PlanConfig
+from .run_config import PlanConfig, Strategy
+from .translator import ReconfTranslator
 
 __all__ = ["PLAN_TAG", "STREAM_TAG", "ScalingAssets", "build_scaling_assets", "current_window"]
 
@@ -61,9 +62,15 @@ class ScalingAssets:
     plans: AssetsDefinition
     configuration: AssetsDefinition
     job: Any  # what define_asset_job returns
-    partitions_def: StaticPartitionsDefinition
+    partitions_def: PartitionsDefinition  # the streams: static names or dynamic partitions
     policy_name: str
     policy_config: PolicyConfig
+    translator: ReconfTranslator
+
+    @property
+    def assets(self) -> list[AssetsDefinition]:
+        """Both assets, for ``Definitions(assets=[*scaling.assets, ...])``."""
+        return [self.plans, self.configuration]
 
 
 def current_window(streams: StreamRuntimeResource, stream: str) -> ConfigurationWindow:
@@ -102,38 +109,42 @@ def _plan_metadata(plan: ScalingPlan | None, reason: str, observation: dict[str,
 
 def build_scaling_assets(
     *,
-    streams: Sequence[str],
+    streams: Sequence[str] | None = None,
     policy: str = "ds2",
     policy_config: dict[str, Any] | None = None,
-    group_name: str = "scaling",
-    strategy: str = "native",
+    group_name: str | None = None,
+    strategy: Strategy | str = "native",
     observe_timeout_s: float = 60.0,
+    translator: ReconfTranslator | None = None,
 ) -> ScalingAssets:
-    """``ds2_plans`` and ``stream_configuration`` for ``streams``, and the job over both.
+    """``ds2_plans`` and ``stream_configuration``, and the job over both.
 
     Args:
-        streams: managed stream names (the partitions).
+        streams: stream names (static partitions); None (default): dynamic partitions, registered
+            by the streams sensor as streams appear in the runtime home.
         policy: ``ds2`` (default), or a baseline (``dhalion``, ``dynalloc``).
         policy_config: :class:`PolicyConfig` fields (validated here).
-        group_name: asset group in the UI.
+        group_name: asset group in the UI (default: the translator's ``scaling``).
         strategy: how a plan that moves state migrates it: ``native`` or ``replay``.
         observe_timeout_s: how long a reconfiguration watches the stream catch up.
+        translator: names keys, the group and the job (default: the plain names).
     """
-    if not streams:
-        raise ValueError("streams must name at least one managed stream")
+    translator = translator or ReconfTranslator()
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; use one of {sorted(POLICIES)}")
     settings = PolicyConfig.parse(policy_config)
-    partitions = StaticPartitionsDefinition(list(streams))
+    partitions = translator.stream_partitions(streams)
+    group_name = group_name or translator.group_name("scaling")
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
         warnings.simplefilter("ignore", BetaWarning)
         per_stream = MultiToSingleDimensionPartitionMapping(partition_dimension_name="stream")
 
     @asset(
+        key=translator.asset_key("ds2_plans"),
         partitions_def=partitions,
         group_name=group_name,
         kinds={"spark"},
-        deps=[AssetDep("trace_snapshots", partition_mapping=per_stream), AssetDep("cp_summaries", partition_mapping=per_stream)],
+        deps=[AssetDep(translator.asset_key(name), partition_mapping=per_stream) for name in ("trace_snapshots", "cp_summaries")],
     )
     def ds2_plans(context: AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):
         """The scaling decision for a stream: a DS2 plan (knobs a -> b, with the evidence) or why not to change."""
@@ -157,10 +168,11 @@ def build_scaling_assets(
         return Output(value, metadata=_plan_metadata(plan, reason, observation))
 
     stream_configuration = build_stream_configuration(partitions_def=partitions, strategy=strategy,
-                                                      observe_timeout_s=observe_timeout_s, group_name=group_name)
+                                                      observe_timeout_s=observe_timeout_s, group_name=group_name,
+                                                      translator=translator)
 
     # In process: one process per op would put process start-ups between pause and resume, i.e. into the downtime.
-    job = define_asset_job("reconfigure_stream_job", selection=[ds2_plans, stream_configuration],
+    job = define_asset_job(translator.name("reconfigure_stream_job"), selection=[ds2_plans, stream_configuration],
                            executor_def=in_process_executor,
                            description="Decide a scaling plan for a stream and apply it.")
-    return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings)
+    return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings, translator)

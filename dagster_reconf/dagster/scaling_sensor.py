@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import (
-    AssetKey,
     AssetObservation,
     DagsterRunStatus,
     DefaultSensorStatus,
@@ -33,6 +32,7 @@ from dagster import (
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
+    StaticPartitionsDefinition,
     sensor,
 )
 
@@ -97,12 +97,11 @@ def build_scaling_sensor(
         minimum_interval_seconds: seconds between ticks.
         default_status: STOPPED by default; start it in the UI or with ``dagster sensor start``.
     """
-    if stream not in scaling.partitions_def.get_partition_keys():
-        raise ValueError(f"stream {stream!r} is not one of the scaling assets' streams {scaling.partitions_def.get_partition_keys()}")
-    if traces is not None and stream not in traces.partitions_def.get_partitions_def_for_dimension(STREAM_DIMENSION).get_partition_keys():
-        raise ValueError(f"stream {stream!r} is not one of the trace assets' streams")
+    for what, partitions in (("scaling", scaling.partitions_def), ("trace", traces.streams_def if traces else None)):
+        if isinstance(partitions, StaticPartitionsDefinition) and stream not in partitions.get_partition_keys():
+            raise ValueError(f"stream {stream!r} is not one of the {what} assets' streams {partitions.get_partition_keys()}")
     policy = POLICIES[scaling.policy_name](scaling.policy_config)
-    key = AssetKey("ds2_plans")
+    key = scaling.plans.key
 
     def evidence_request(plan_hash: str) -> list[RunRequest]:
         if traces is None:
@@ -160,7 +159,8 @@ def build_scaling_sensor(
                 run_key=plan.plan_hash,
                 job_name=scaling.job.name,
                 partition_key=stream,
-                run_config={"ops": {"ds2_plans": {"config": {"plan": ScalingPlanConfig.of(plan).model_dump(mode="json")}}}},
+                run_config={"ops": {scaling.translator.node_name("ds2_plans"): {"config": {
+                    "plan": ScalingPlanConfig.of(plan).model_dump(mode="json")}}}},
                 tags={STREAM_TAG: stream, PLAN_TAG: plan.plan_hash},
             )],
             asset_events=[observation],

@@ -12,10 +12,9 @@ reason on every tick.
 
 
 import json
-
-import pandas as pd
 from dataclasses import dataclass
 
+import pandas as pd
 from dagster import (
     AssetKey,
     AssetObservation,

@@ -1,7 +1,7 @@
 """Trace snapshots and CP summaries as Dagster assets, with GX checks and a schedule.
 
-Partitions are ``stream`` (static: the streams this code location manages) times
-``window`` (time windows of ``window_minutes``). Time windows rather than dynamic
+Partitions are ``stream`` (the streams this code location names, or dynamic partitions
+the streams sensor registers) times ``window`` (time windows of ``window_minutes``). Time windows rather than dynamic
 partitions, because a long-running stream produces windows on a fixed clock: Dagster
 knows every window without bookkeeping, backfills over a time range work out of the
 box, and the partition table does not grow with registrations. The window in progress
@@ -10,6 +10,8 @@ last closed one. Materializing a window
 first ingests whatever is new in the stream's event logs (incrementally, from the trace
 store's cursor), so windows can be materialized in any order and re-materialized.
 
+* ``stream``: the stream itself, an external asset (Spark runs it, not Dagster) upstream of
+  its snapshots; the streams sensor records its lag and throughput as observations.
 * ``trace_snapshots``: the activity table of one window (SnailTrail's snapshot), with
   a GX check of its schema and invariants.
 * ``cp_summaries``: Critical Participation of that window: four summaries as tables
@@ -24,6 +26,7 @@ work as long as they see the runtime home.
 """
 
 import base64
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -37,16 +40,19 @@ from dagster import (
     AssetDep,
     AssetExecutionContext,
     AssetsDefinition,
+    AssetSpec,
+    BetaWarning,
     DefaultScheduleStatus,
     MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
     MultiPartitionsDefinition,
+    MultiToSingleDimensionPartitionMapping,
+    PartitionsDefinition,
     RunRequest,
     ScheduleDefinition,
     ScheduleEvaluationContext,
     SkipReason,
-    StaticPartitionsDefinition,
     TimeWindowPartitionsDefinition,
     asset,
     define_asset_job,
@@ -54,6 +60,7 @@ from dagster import (
 )
 
 from .resources import StreamRuntimeResource
+from .translator import ReconfTranslator
 
 # The CP engine (numba, scipy), the plot (matplotlib) and GX are imported inside the asset
 # bodies: loading a code location or the CLI should not pay for them.
@@ -73,11 +80,22 @@ CORRUPTION = ("corrupt_line", "not_an_event", "task with invalid launch/finish t
 class TraceAssets:
     """What :func:`build_trace_assets` builds, to pass to ``Definitions``."""
 
+    stream: AssetSpec  # the stream itself (external: Spark runs it)
     snapshots: AssetsDefinition
     summaries: AssetsDefinition
     job: Any  # what define_asset_job returns; its class is not part of Dagster's public API
     schedule: ScheduleDefinition
     partitions_def: MultiPartitionsDefinition
+
+    @property
+    def assets(self) -> list[AssetSpec | AssetsDefinition]:
+        """The three assets, for ``Definitions(assets=[*traces.assets, ...])``."""
+        return [self.stream, self.snapshots, self.summaries]
+
+    @property
+    def streams_def(self) -> PartitionsDefinition:
+        """The stream dimension (static names, or dynamic partitions)."""
+        return self.partitions_def.get_partitions_def_for_dimension(STREAM_DIMENSION)
 
 
 def _window_ms(context: AssetExecutionContext) -> tuple[str, float, float]:
@@ -103,27 +121,31 @@ def _markdown_table(frame: pd.DataFrame, limit: int = 12) -> MetadataValue:
 
 def build_trace_assets(
     *,
-    streams: Sequence[str],
     start: str,
+    streams: Sequence[str] | None = None,
     window_minutes: int = 1,
-    group_name: str = "traces",
+    group_name: str | None = None,
     schedule_status: DefaultScheduleStatus = DefaultScheduleStatus.STOPPED,
+    translator: ReconfTranslator | None = None,
 ) -> TraceAssets:
-    """Trace snapshot and CP summary assets for ``streams``.
+    """The stream, trace snapshot and CP summary assets.
 
     Args:
-        streams: names of managed streams (the ``stream`` partitions).
         start: first window, ``YYYY-MM-DD`` or ``YYYY-MM-DD-HH:MM`` (UTC).
+        streams: stream names (static ``stream`` partitions); None (default): dynamic
+            partitions, registered by the streams sensor as streams appear in the runtime home.
         window_minutes: window length in minutes (1-60, dividing the hour).
-        group_name: asset group in the UI.
+        group_name: asset group in the UI (default: the translator's ``traces``).
         schedule_status: the schedule's default status (STOPPED: start it where wanted).
+        translator: names keys, groups, the job and the schedule (default: the plain names).
 
     Returns:
         TraceAssets: assets, the job over them, and the latest-windows schedule. They
         need a ``streams`` resource (:class:`StreamRuntimeResource`).
     """
-    if not streams:
-        raise ValueError("streams must name at least one managed stream")
+    translator = translator or ReconfTranslator()
+    group_name = group_name or translator.group_name("traces")
+    stream_partitions = translator.stream_partitions(streams)
     if window_minutes < 1 or window_minutes > 60 or 60 % window_minutes:
         raise ValueError(f"window_minutes must divide 60 (1, 2, 3, 5, ..., 60), got {window_minutes}")
     start = _window_start(start)
@@ -131,13 +153,27 @@ def build_trace_assets(
     # end_offset=1: the window in progress is a partition too (a partial snapshot of a live stream).
     windows = TimeWindowPartitionsDefinition(cron_schedule=cron, start=start, fmt=WINDOW_FORMAT, timezone="UTC", end_offset=1)
     first_window = datetime.strptime(start, WINDOW_FORMAT).replace(tzinfo=timezone.utc)
-    partitions = MultiPartitionsDefinition({STREAM_DIMENSION: StaticPartitionsDefinition(list(streams)), WINDOW_DIMENSION: windows})
+    partitions = MultiPartitionsDefinition({STREAM_DIMENSION: stream_partitions, WINDOW_DIMENSION: windows})
+    with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
+        warnings.simplefilter("ignore", BetaWarning)
+        per_stream = MultiToSingleDimensionPartitionMapping(partition_dimension_name=STREAM_DIMENSION)
+    stream_asset = AssetSpec(
+        key=translator.asset_key("stream"),
+        partitions_def=stream_partitions,
+        group_name=translator.group_name("streams"),
+        kinds={"spark"},
+        description="A Spark Structured Streaming query, run by Spark (not materialized by Dagster). The streams sensor "
+        "records its lag (backlog events), throughput and utilization as observations.",
+    )
+    snapshots_key, summaries_key = translator.asset_key("trace_snapshots"), translator.asset_key("cp_summaries")
 
     @asset(
+        key=snapshots_key,
         partitions_def=partitions,
         group_name=group_name,
         kinds={"spark", "pandas"},
-        check_specs=[AssetCheckSpec(SNAPSHOT_CHECK, asset="trace_snapshots", description="GX: schema, end >= start, known activity types, counts >= 0")],
+        deps=[AssetDep(stream_asset, partition_mapping=per_stream)],
+        check_specs=[AssetCheckSpec(SNAPSHOT_CHECK, asset=snapshots_key, description="GX: schema, end >= start, known activity types, counts >= 0")],
     )
     def trace_snapshots(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
@@ -173,11 +209,12 @@ def build_trace_assets(
         )
 
     @asset(
+        key=summaries_key,
         partitions_def=partitions,
         group_name=group_name,
         kinds={"pandas"},
         deps=[AssetDep(trace_snapshots)],  # the same partition: the window's snapshot, read from the trace store
-        check_specs=[AssetCheckSpec(CP_CHECK, asset="cp_summaries", description="GX: CP over the snapshot sums to 1, each value in [0, 1]")],
+        check_specs=[AssetCheckSpec(CP_CHECK, asset=summaries_key, description="GX: CP over the snapshot sums to 1, each value in [0, 1]")],
     )
     def cp_summaries(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
@@ -220,17 +257,17 @@ def build_trace_assets(
         yield AssetCheckResult(check_name=CP_CHECK, passed=outcome.success, description=outcome.describe(),
                                metadata={"cp_sum": float(result.cp_sum)})
 
-    job = define_asset_job("trace_snapshot_job", selection=[trace_snapshots, cp_summaries])
-    stream_names = list(streams)
+    job = define_asset_job(translator.name("trace_snapshot_job"), selection=[trace_snapshots, cp_summaries])
 
     @schedule(job=job, cron_schedule=cron, default_status=schedule_status, execution_timezone="UTC",
-              name="latest_trace_windows_schedule")
+              name=translator.name("latest_trace_windows_schedule"))
     def latest_windows(context: ScheduleEvaluationContext, streams: StreamRuntimeResource):
-        """Materialize the latest closed window of every managed stream whose driver runs."""
-        running = {row["name"] for row in streams.supervisor().list() if row["driver"] == "running"}
-        targets = [name for name in stream_names if name in running]
+        """Materialize the latest closed window of every stream whose driver runs (or that is attached)."""
+        live = {row["name"] for row in streams.supervisor().list() if row["driver"] in ("running", "attached")}
+        stream_names = stream_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
+        targets = [name for name in stream_names if name in live]
         if not targets:
-            return SkipReason(f"none of the managed streams {stream_names} has a running driver")
+            return SkipReason(f"none of the streams {stream_names} has a running driver or is attached")
         # The last *closed* window holds the instant just before the window in progress
         # starts (looked up from the cron backwards, not by listing every window).
         now = context.scheduled_execution_time.timestamp()
@@ -243,4 +280,4 @@ def build_trace_assets(
             for name in targets
         ]
 
-    return TraceAssets(trace_snapshots, cp_summaries, job, latest_windows, partitions)
+    return TraceAssets(stream_asset, trace_snapshots, cp_summaries, job, latest_windows, partitions)

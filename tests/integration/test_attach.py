@@ -16,9 +16,11 @@ from dagster import AssetKey, MultiPartitionKey, build_sensor_context, instance_
 
 from dagster_reconf import (
     AuditLedgerResource,
+    ReconfTranslator,
     StreamRuntimeResource,
     build_scaling_assets,
     build_scaling_sensor,
+    build_streams_sensor,
     build_trace_assets,
 )
 from dagster_reconf.core.attach import AttachSpec, attach
@@ -174,4 +176,60 @@ def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(
         Reconfigurer(DriverStream(StreamSupervisor(home), "beta"), AuditLedger(default_ledger_url(home))).run(plan)
     with pytest.raises(SpecError, match="is attached: dagster-reconf observes it"):
         StreamSupervisor(home).start(StreamSpec.parse(json.loads(StreamPaths(home, "beta").spec.read_text())))
+    shutil.rmtree(home)
+
+
+def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, tmp_path):
+    """Dynamic partitions under a translator: streams appear in the home (attached, or a managed one not running),
+    the tick registers them, observes the attached ones' lag and throughput, and says per stream why it asks nothing."""
+    home = tmp_path / "home"
+    for name in ("alpha", "beta"):
+        attach(home, AttachSpec(name=name, event_logs=str(logs["two"]), query=name))
+    attach(home, AttachSpec(name="gamma", event_logs=str(logs["restarted"]), query="gamma"))  # its application runs
+    stopped = StreamSpec(name="stopped", entrypoint="my_streams:orders", master="local[1]", state_partitions=2)
+    StreamPaths(home, "stopped").create()
+    StreamPaths(home, "stopped").spec.write_text(stopped.model_dump_json())
+    team = ReconfTranslator(prefix="team_a")
+    traces = build_trace_assets(start="2026-01-01", window_minutes=5, translator=team)
+    scaling = build_scaling_assets(translator=team, policy_config={"window_batches": 3, "warmup_batches": 1,
+                                                                    "stabilization_s": 0, "scale_down_delay_s": 3600})
+    sensor = build_streams_sensor(scaling=scaling, traces=traces)
+    resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(home=str(home))}
+    with instance_for_test() as instance:
+        first = sensor(build_sensor_context(instance=instance, resources=resources))
+        (registration,) = first.dynamic_partitions_requests
+        assert registration.partitions_def_name == "team_a_streams"
+        assert registration.partition_keys == ["alpha", "beta", "gamma", "stopped"]
+        observed = {e.partition: e.metadata for e in first.asset_events}
+        assert set(observed) == {"alpha", "beta", "gamma"}
+        assert all(e.asset_key == AssetKey(["team_a", "stream"]) for e in first.asset_events)
+        assert observed["beta"]["lag_events"].value >= 0 and observed["beta"]["last_batch_id"].value >= 4
+        assert observed["gamma"]["throughput_events_per_s"].value > 0 and observed["gamma"]["offered_events_per_s"].value > 0
+        said = first.skip_reason.skip_message if first.skip_reason else ""
+        assert "stopped: not running (no driver)" in said
+        for name in ("alpha", "beta"):  # their queries stopped: said, not decided on
+            assert f"{name}: attached: its query terminated" in said
+        requested = {r.partition_key: r for r in first.run_requests if r.job_name == scaling.job.name}
+        # gamma runs (its second application): the policy's guards speak, or it gets a run that records a recommendation
+        assert set(requested) <= {"gamma"}
+        assert "gamma" in requested or any(f"gamma: {reason}" in said for reason in (
+            "metric window not full", "in band", "catching up", "scale-down waits")), said
+        for name, request in requested.items():
+            assert request.run_key.startswith(f"{name}|") and request.run_key.rsplit("|", 1)[1] in ("scale_up", "scale_down")
+            assert "plan" not in str(request.run_config)  # the run plans from the traces; the tick read none
+        instance.add_dynamic_partitions(registration.partitions_def_name, registration.partition_keys)
+
+        again = sensor(build_sensor_context(instance=instance, cursor=first.cursor, resources=resources))
+        assert not again.dynamic_partitions_requests
+        assert {e.partition for e in again.asset_events} <= {"gamma"}  # nothing new in the finished applications' logs
+        assert not again.run_requests
+        assert all(f"{name}: " in again.skip_reason.skip_message for name in ("alpha", "beta", "gamma", "stopped"))
+        for name in requested:
+            assert "already requested for this configuration" in again.skip_reason.skip_message
+
+        # A run for a dynamic partition: DS2 decides from beta's logs, and nothing is applied to an attached stream.
+        applied = materialize(scaling.assets, partition_key="beta", resources=resources, instance=instance)
+        assert applied.success
+        configuration = applied.asset_materializations_for_node("team_a__stream_configuration")[0].metadata
+        assert configuration["applied"].value is False
     shutil.rmtree(home)

@@ -5,7 +5,14 @@ import json
 import pytest
 from dagster import AssetKey, build_sensor_context, instance_for_test, materialize
 
-from dagster_reconf import AuditLedgerResource, StreamRuntimeResource, build_scaling_assets, build_scaling_sensor, build_trace_assets
+from dagster_reconf import (
+    AuditLedgerResource,
+    StreamRuntimeResource,
+    build_scaling_assets,
+    build_scaling_sensor,
+    build_streams_sensor,
+    build_trace_assets,
+)
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.metrics import MetricsStore
 from dagster_reconf.core.paths import StreamPaths
@@ -49,6 +56,13 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         records, _ = MetricsStore(StreamPaths(supervisor.home, STREAM).metrics).read()
         counter = [r["python_cpu_s"] for r in records if r.get("kind") == "progress"]
         assert all(isinstance(c, float) for c in counter) and counter == sorted(counter) and counter[-1] > counter[0]
+        # The light sensor over every stream sees the same signal from the metrics alone and asks for a run that plans.
+        light = tick(build_streams_sensor(scaling=scaling, traces=traces), instance, supervisor, None)
+        evidence, request = light.run_requests
+        assert evidence.job_name == traces.job.name and request.job_name == scaling.job.name
+        assert request.partition_key == STREAM and request.run_key.startswith(f"{STREAM}|started@")
+        assert request.run_key.endswith("|scale_up") and not request.run_config
+        assert light.asset_events[0].asset_key == AssetKey("stream") and light.asset_events[0].metadata["lag_events"].value > 0
         first = tick(sensor, instance, supervisor, None)
         evidence, request = first.run_requests
         assert evidence.job_name == traces.job.name and evidence.partition_key.keys_by_dimension["stream"] == STREAM
@@ -114,6 +128,10 @@ def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
         assert not result.run_requests
         message = result.skip_reason.skip_message
         assert message.startswith(f"{STREAM}: ") and ("in band" in message or "scale-down waits" in message)
+        light = tick(build_streams_sensor(scaling=scaling), instance, supervisor, None)
+        assert not light.run_requests and not light.asset_events  # no trace assets: no stream asset to observe
+        said = light.skip_reason.skip_message
+        assert said.startswith(f"{STREAM}: ") and any(r in said for r in ("in band", "scale-down waits")), said
 
         decided = materialize([scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources, instance=instance)
         assert decided.success

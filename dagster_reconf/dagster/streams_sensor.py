@@ -1,0 +1,237 @@
+"""One light sensor over every stream of a runtime home: register, observe, and ask for a plan when one leaves its band.
+
+A code location with dozens of streams needs one sensor, not one per stream, and its
+ticks must stay cheap. Each tick, for every stream (in turn, within a time budget):
+
+* registers it as a partition when the assets use dynamic partitions (a stream started
+  with ``reconf stream start`` or attached with ``reconf stream attach`` needs no
+  redeploy);
+* reads only its new progress records (a byte cursor per stream; an attached stream's
+  new event-log lines first), and records its lag and throughput as an observation of
+  the ``stream`` asset;
+* asks the policy which way the stream points, with no traces read: the guards
+  (stabilization, a full window, catching up, the band, the scale-down delay) decide
+  here, and a stream out of band gets a run of the scaling job. The run reads the event
+  logs and makes the DS2 plan (``ds2_plans`` decides afresh), so event-log ingestion and
+  DS2 never run in the sensor. ``run_key`` = ``stream|configuration epoch|direction``:
+  one run per configuration and direction;
+* says why it requested nothing, stream by stream, on every tick (in the skip reason
+  and the tick's log).
+
+Attached streams get the same runs: they record the recommendation and apply nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from dagster import (
+    AddDynamicPartitionsRequest,
+    AssetKey,
+    AssetObservation,
+    DefaultSensorStatus,
+    DynamicPartitionsDefinition,
+    MultiPartitionKey,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from ..core.scaling.evidence import ConfigurationWindow, decide
+from ..core.scaling.policy import POLICIES, ScalingPolicy
+from .resources import AuditLedgerResource, StreamRuntimeResource
+from .scaling_assets import STREAM_TAG, ScalingAssets
+from .scaling_sensor import IN_FLIGHT
+from .trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
+
+__all__ = ["StreamsCursor", "build_streams_sensor"]
+
+CURSOR_VERSION = 1
+DIRECTION_TAG = "dagster-reconf/direction"
+FIRST_READ_BYTES = 1 << 20  # a stream first seen: its newest records only (a window's batches are a few KB)
+
+
+@dataclass
+class StreamsCursor:
+    """Per stream: where its metrics store was read to, its configuration window, the last run key requested."""
+
+    streams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resume_at: str = ""  # the first stream the time budget left out last tick
+
+    def serialize(self) -> str:
+        return json.dumps({"version": CURSOR_VERSION, "streams": self.streams, "resume_at": self.resume_at})
+
+    @classmethod
+    def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> StreamsCursor:
+        if not raw:
+            return cls()
+        try:
+            data = json.loads(raw)
+            if data.get("version") != CURSOR_VERSION:
+                raise ValueError(f"unsupported cursor version {data.get('version')!r}")
+            streams = {str(k): dict(v) for k, v in data.get("streams", {}).items()}
+            for state in streams.values():
+                ConfigurationWindow.from_json(state.get("window"))  # must load
+            return cls(streams=streams, resume_at=str(data.get("resume_at", "")))
+        except (ValueError, TypeError, AttributeError) as exc:
+            if context is not None:
+                context.log.warning(f"Failed to interpret cursor {raw[:200]!r} ({exc}); reading every stream's newest records.")
+            return cls()
+
+
+def build_streams_sensor(
+    *,
+    scaling: ScalingAssets,
+    traces: TraceAssets | None = None,
+    name: str | None = None,
+    minimum_interval_seconds: int = 30,
+    tick_budget_s: float = 40.0,
+    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
+) -> SensorDefinition:
+    """The sensor over every stream of the ``streams`` resource's home (see module docstring).
+
+    Args:
+        scaling: what :func:`build_scaling_assets` built: its job is requested, its policy decides.
+        traces: what :func:`build_trace_assets` built: with it, each stream's lag and throughput
+            are observations of its ``stream`` asset, and each plan run comes with a run of the
+            trace snapshot of the window in progress.
+        name: sensor name (default: the translator's ``streams_sensor``).
+        minimum_interval_seconds: seconds between ticks.
+        tick_budget_s: streams left when a tick has run this long wait for the next tick (which
+            starts with them).
+        default_status: STOPPED by default; start it in the UI or with ``dagster sensor start``.
+    """
+    if traces is not None and type(traces.streams_def) is not type(scaling.partitions_def):
+        raise ValueError("the trace and scaling assets must both name their streams or both use dynamic partitions")
+    policy = POLICIES[scaling.policy_name](scaling.policy_config)
+    keep = policy.config.window_batches + policy.config.warmup_batches + 2
+    partitions = scaling.partitions_def
+    jobs = [scaling.job] if traces is None else [scaling.job, traces.job]
+
+    @sensor(
+        name=name or scaling.translator.name("streams_sensor"),
+        jobs=jobs,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=f"Every stream: registers it, records its lag and throughput, and requests {scaling.job.name} when the "
+        f"{policy.name} policy's guards say it left its band (the run plans from its traces).",
+    )
+    def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource) -> SensorResult:
+        started = time.monotonic()
+        cursor = StreamsCursor.parse(context.cursor, context)
+        rows = {row["name"]: row for row in streams.supervisor().list()}
+        registration: list[AddDynamicPartitionsRequest] = []
+        if isinstance(partitions, DynamicPartitionsDefinition):
+            known = set(context.instance.get_dynamic_partitions(partitions.name))
+            new = sorted(set(rows) - known)
+            if new:
+                registration.append(AddDynamicPartitionsRequest(partitions_def_name=partitions.name, partition_keys=new))
+                context.log.info(f"registering streams {new} as partitions of {partitions.name!r}")
+            names = sorted(rows)
+        else:
+            names = list(partitions.get_partition_keys())
+        if cursor.resume_at in names:  # the streams the last tick's budget left out go first
+            at = names.index(cursor.resume_at)
+            names = names[at:] + names[:at]
+        busy = {run.tags.get(STREAM_TAG) for run in context.instance.get_runs(
+            RunsFilter(job_name=scaling.job.name, statuses=IN_FLIGHT), limit=1000)}
+        ledger = audit_ledger.ledger()
+        requests: list[RunRequest] = []
+        events: list[AssetObservation] = []
+        reasons: list[str] = []
+        next_cursor = StreamsCursor(streams={k: v for k, v in cursor.streams.items() if k in rows})
+        for index, stream in enumerate(names):
+            if time.monotonic() - started > tick_budget_s:
+                next_cursor.resume_at = stream
+                reasons.append(f"{', '.join(names[index:])}: not reached within the tick's {tick_budget_s:g} s; first next tick")
+                break
+            row = rows.get(stream)
+            if row is None:
+                reasons.append(f"{stream}: not in the runtime home {streams.home_path}")
+                continue
+            state = next_cursor.streams.setdefault(stream, {})
+            reason, request, observation = _tick_stream(streams, stream, row, state, policy=policy, keep=keep,
+                                                        stream_key=traces.stream.key if traces else None)
+            events.extend(observation)
+            if request is None:
+                reasons.append(f"{stream}: {reason}")
+                continue
+            direction, epoch = request
+            run_key = f"{stream}|{epoch}|{direction}"
+            if stream in busy:
+                reasons.append(f"{stream}: {reason}; a run of {scaling.job.name} for it is in flight")
+            elif (lock := ledger.lock(stream)) is not None:
+                reasons.append(f"{stream}: {reason}; reconfiguration {lock.reconfiguration_id} holds it with no run in "
+                               f"flight: re-execute its failed run, or `reconf reconfigure abort {stream}`")
+            elif state.get("requested") == run_key:
+                reasons.append(f"{stream}: {reason}; already requested for this configuration ({run_key})")
+            else:
+                state["requested"] = run_key
+                context.log.info(f"{stream}: {reason}: requesting {scaling.job.name} ({run_key})")
+                requests.extend(_run_requests(scaling, traces, stream, run_key, direction))
+        for line in reasons:
+            context.log.info(line)
+        result: dict[str, Any] = {"asset_events": events, "cursor": next_cursor.serialize(),
+                                  "dynamic_partitions_requests": registration}
+        if requests:
+            return SensorResult(run_requests=requests, **result)
+        return SensorResult(skip_reason=SkipReason("; ".join(reasons) or "no streams in the runtime home"), **result)
+
+    return _sensor
+
+
+def _tick_stream(streams: StreamRuntimeResource, stream: str, row: dict[str, Any], state: dict[str, Any], *,
+                 policy: ScalingPolicy, keep: int, stream_key: AssetKey | None) -> tuple[str, tuple[str, str] | None, list[AssetObservation]]:
+    """Read one stream's new records and ask the policy for a direction: (reason, (direction, epoch) or None, events)."""
+    attached = row["driver"] == "attached"
+    if not attached and row["driver"] != "running":
+        state.pop("window", None)  # a restarted driver starts a new configuration anyway
+        return "not running (no driver)", None, []
+    if attached:
+        streams.refresh(stream)  # only what is new in its event logs
+    store = streams.metrics(stream)
+    offset = state.get("offset")
+    if offset is None or offset > store.size():
+        offset = store.tail_offset(FIRST_READ_BYTES)
+        state.pop("window", None)
+    records, state["offset"] = store.read(offset)
+    for record in records:
+        if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted", "query_terminated"):
+            state["terminated"] = record["event"] == "query_terminated"
+    window = ConfigurationWindow.from_json(state.get("window")).update(records, keep=keep)
+    if window.spec is None and not attached:  # started longer ago than the first read reaches
+        window = ConfigurationWindow(spec=streams.status(stream).get("spec"), epoch="before-recent-metrics").update([], keep=keep)
+    window.previous = None  # only the run's DS2 fit reads it: the cursor stays small with many streams
+    state["window"] = window.to_json()
+    decision = decide(policy, window, time.time(), plan=False)
+    events = []
+    if any(r.get("kind") == "progress" for r in records) and stream_key is not None:
+        figures = {k: round(v, 3) for k, v in decision.observation.as_dict().items()}
+        events.append(AssetObservation(asset_key=stream_key, partition=stream, metadata={
+            "lag_events": figures.pop("backlog"), "throughput_events_per_s": figures.pop("processed_rate"),
+            "offered_events_per_s": figures.pop("source_rate"), **figures,
+            "last_batch_id": int(window.rows[-1]["batch_id"]) if window.rows else -1,
+            "decision": decision.action, "reason": decision.reason}))
+    if attached and state.get("terminated"):
+        return "attached: its query terminated; nothing to decide until it starts again", None, events
+    if decision.action not in ("scale_up", "scale_down"):
+        return decision.reason, None, events
+    return decision.reason, (decision.action, window.epoch), events
+
+
+def _run_requests(scaling: ScalingAssets, traces: TraceAssets | None, stream: str, run_key: str, direction: str) -> list[RunRequest]:
+    tags = {STREAM_TAG: stream, DIRECTION_TAG: direction}
+    requests = [RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags)]
+    if traces is not None:  # the evidence the run's plan is made from, in the UI next to it
+        windows = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION)
+        window = windows.get_partition_key_for_timestamp(time.time())
+        requests.insert(0, RunRequest(run_key=f"{run_key}|traces", job_name=traces.job.name, tags=tags,
+                                      partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window})))
+    return requests

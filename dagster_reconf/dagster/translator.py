@@ -1,0 +1,75 @@
+"""Names of everything dagster-reconf builds in a code location, derived in one place.
+
+Like ``DagsterDbtTranslator`` and ``DagsterSlingTranslator``: asset keys, the asset group,
+job, sensor, schedule and check names all come from a :class:`ReconfTranslator`, so two sets
+of streams in one ``Definitions`` (two teams, two clusters) do not collide. The default
+translator keeps the plain names (``trace_snapshots``, ``ds2_plans``, ...).
+
+.. code-block:: python
+
+    team_a = ReconfTranslator(prefix="team_a")
+    traces = build_trace_assets(start="2026-11-01", translator=team_a)  # team_a/trace_snapshots, team_a/stream, ...
+    scaling = build_scaling_assets(translator=team_a)                   # team_a/ds2_plans, team_a_reconfigure_stream_job
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dagster import AssetKey, DynamicPartitionsDefinition, PartitionsDefinition, StaticPartitionsDefinition
+
+__all__ = ["ReconfTranslator"]
+
+_PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+
+
+@dataclass(frozen=True)
+class ReconfTranslator:
+    """Turns dagster-reconf's names into this code location's.
+
+    Attributes:
+        prefix: a key prefix and name prefix (lowercase letters, digits, ``_``); empty: the plain names.
+    """
+
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.prefix and not _PREFIX.match(self.prefix):
+            raise ValueError(f"translator prefix {self.prefix!r} must be lowercase letters, digits and _, starting with a "
+                             "letter (it names assets, jobs and sensors)")
+
+    def asset_key(self, name: str) -> AssetKey:
+        """``stream``, ``stream_progress``, ``trace_snapshots``, ``cp_summaries``, ``ds2_plans``, ``stream_configuration``."""
+        return AssetKey([self.prefix, name]) if self.prefix else AssetKey(name)
+
+    def name(self, name: str) -> str:
+        """A job, sensor, schedule or partitions name (Dagster's names are flat: the prefix joins with ``_``)."""
+        return f"{self.prefix}_{name}" if self.prefix else name
+
+    def group_name(self, kind: str) -> str:
+        """The asset group of ``streams``, ``traces`` or ``scaling`` assets."""
+        return self.name(kind)
+
+    def node_name(self, name: str) -> str:
+        """The node (op or graph) name Dagster gives the asset ``name``: its key's parts joined by ``__``."""
+        return "__".join(self.asset_key(name).path)
+
+    def stream_partitions(self, streams: Sequence[str] | None) -> PartitionsDefinition:
+        """The stream dimension: ``streams`` as static partitions, or None for dynamic ones.
+
+        Dynamic partitions (``<prefix>_streams``) need no redeploy when a stream is started
+        or attached: the streams sensor (:func:`build_streams_sensor`) registers every stream
+        of the runtime home on its next tick.
+        """
+        if streams is None:
+            return DynamicPartitionsDefinition(name=self.name("streams"))
+        names = list(streams)
+        if not names:
+            raise ValueError("streams must name at least one stream, or be None for dynamic partitions (every stream "
+                             "the streams sensor finds in the runtime home)")
+        bad = [n for n in names if not isinstance(n, str) or not n]
+        if bad or len(set(names)) != len(names):
+            raise ValueError(f"streams must be distinct non-empty names, got {names!r}")
+        return StaticPartitionsDefinition(names)
