@@ -160,7 +160,8 @@ def build_scaling_assets(
             reason, observation, recommend_only = plan.reason, dict(plan.predicted), settings.recommend_only
         else:
             decision = decide(POLICIES[policy](settings), current_window(streams, stream), time.time(),
-                              ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream)))
+                              ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream),
+                                              query_ids=streams.query_ids(stream)))
             plan, reason, observation = decision.plan, decision.reason, decision.observation.as_dict()
             recommend_only = decision.recommend_only or streams.attached(stream)  # attached: nothing to apply it to
         context.log.info(f"{stream}: {reason}")

@@ -140,7 +140,8 @@ def build_scaling_sensor(
         if lock is not None:  # its run failed or was killed: a new plan would only be refused
             return skip(f"reconfiguration {lock.reconfiguration_id} (plan {lock.plan_hash}) holds the stream with no run in "
                         f"flight: re-execute its failed run to finish it, or `reconf reconfigure abort {stream}`")
-        traces = ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream), max_events=MAX_EVENTS_PER_TICK)
+        traces = ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream), max_events=MAX_EVENTS_PER_TICK,
+                                 query_ids=streams.query_ids(stream))
         decision = decide(policy, window, time.time(), traces)
         observation = AssetObservation(asset_key=key, partition=stream, metadata={
             **{k: round(v, 3) for k, v in decision.observation.as_dict().items()}, "decision": decision.action, "reason": decision.reason})

@@ -11,7 +11,7 @@ It is JSON-serializable, so a sensor keeps it in its cursor.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -145,12 +145,14 @@ def shared_cpus(spec: StreamSpec) -> float:
     return float(os.cpu_count() or 1) if spec.master.startswith("local") else float("inf")
 
 
-def ingest_and_read(store: TraceStore, event_log_dir: Any, max_events: int | None = None) -> Callable[[float, float], pd.DataFrame]:
-    """``activities`` for :func:`decide`: ingest what is new in the event logs (at most ``max_events``), then read the window."""
+def ingest_and_read(store: TraceStore, event_log_dir: Any, max_events: int | None = None,
+                    query_ids: Collection[str] | None = None) -> Callable[[float, float], pd.DataFrame]:
+    """``activities`` for :func:`decide`: ingest what is new in the event logs (at most ``max_events``), then read the
+    window: only ``query_ids``' activities where given (an attached application's log holds its other queries too)."""
 
     def read(lo: float, hi: float) -> pd.DataFrame:
         store.ingest(event_log_dir, max_events=max_events)
-        return store.activities(lo, hi)
+        return store.activities(lo, hi, query_ids=query_ids)
 
     return read
 
