@@ -205,27 +205,32 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
         assert all(e.asset_key == AssetKey(["team_a", "stream"]) for e in first.asset_events)
         assert observed["beta"]["lag_events"].value >= 0 and observed["beta"]["last_batch_id"].value >= 4
         assert observed["gamma"]["throughput_events_per_s"].value > 0 and observed["gamma"]["offered_events_per_s"].value > 0
-        said = first.skip_reason.skip_message if first.skip_reason else ""
+        # Under load gamma may fall behind: a run for it (one per configuration and direction), never for the others.
+        requested = [r for r in first.run_requests if r.job_name == scaling.job.name]
+        assert {r.partition_key for r in requested} <= {"gamma"}
+        for request in requested:  # the run plans from the traces; the tick read none
+            assert request.run_key.startswith("gamma|started@") and request.run_key.rsplit("|", 1)[1] in ("scale_up", "scale_down")
+            assert not request.run_config
+        instance.add_dynamic_partitions(registration.partitions_def_name, registration.partition_keys)
+
+        # Later ticks read from the cursor, until one requests nothing (a direction is requested once per configuration:
+        # at most two); its skip reason says why for every stream.
+        keys, tick = {r.run_key for r in requested}, first
+        for _ in range(3):
+            tick = sensor(build_sensor_context(instance=instance, cursor=tick.cursor, resources=resources))
+            assert not tick.dynamic_partitions_requests
+            assert {e.partition for e in tick.asset_events} <= {"gamma"}  # nothing new in the finished applications' logs
+            new_keys = {r.run_key for r in tick.run_requests if r.job_name == scaling.job.name}
+            assert not new_keys & keys and {k.split("|")[0] for k in new_keys} <= {"gamma"}
+            keys |= new_keys
+            if not tick.run_requests:
+                break
+        said = tick.skip_reason.skip_message
         assert "stopped: not running (no driver)" in said
         for name in ("alpha", "beta"):  # their queries stopped: said, not decided on
             assert f"{name}: attached: its query terminated" in said
-        requested = {r.partition_key: r for r in first.run_requests if r.job_name == scaling.job.name}
-        # gamma runs (its second application): the policy's guards speak, or it gets a run that records a recommendation
-        assert set(requested) <= {"gamma"}
-        assert "gamma" in requested or any(f"gamma: {reason}" in said for reason in (
-            "metric window not full", "in band", "catching up", "scale-down waits")), said
-        for name, request in requested.items():
-            assert request.run_key.startswith(f"{name}|") and request.run_key.rsplit("|", 1)[1] in ("scale_up", "scale_down")
-            assert "plan" not in str(request.run_config)  # the run plans from the traces; the tick read none
-        instance.add_dynamic_partitions(registration.partitions_def_name, registration.partition_keys)
-
-        again = sensor(build_sensor_context(instance=instance, cursor=first.cursor, resources=resources))
-        assert not again.dynamic_partitions_requests
-        assert {e.partition for e in again.asset_events} <= {"gamma"}  # nothing new in the finished applications' logs
-        assert not again.run_requests
-        assert all(f"{name}: " in again.skip_reason.skip_message for name in ("alpha", "beta", "gamma", "stopped"))
-        for name in requested:
-            assert "already requested for this configuration" in again.skip_reason.skip_message
+        assert any(f"gamma: {reason}" in said for reason in (
+            "metric window not full", "in band", "catching up", "scale-down waits", "already requested")), said
 
         # A run for a dynamic partition: DS2 decides from beta's logs, and nothing is applied to an attached stream.
         applied = materialize(scaling.assets, partition_key="beta", resources=resources, instance=instance)
