@@ -113,6 +113,37 @@ def _driver_activities(worker: np.ndarray, start: np.ndarray, end: np.ndarray, t
     return gap_starts[keep], gap_ends[keep]
 
 
+def _one_task_per_slot(worker: np.ndarray, start: np.ndarray, end: np.ndarray, task_key: np.ndarray,
+                       driver: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows' (start, end) with each executor slot's tasks made sequential.
+
+    The driver stamps a task's finish when its result arrives, a little after the slot
+    freed; Spark may launch the next task on that slot first, and the normalizer places
+    it there (counted in ``skipped``). A slot runs one task at a time: the earlier task's
+    rows end where the next task starts, and rows of it that start later are emptied
+    (start = end), so the timeline never holds two activities at once.
+    """
+    slot_rows = worker != driver
+    if not slot_rows.any():
+        return start, end
+    slot, rows_start = worker[slot_rows].astype(np.int64), start[slot_rows]
+    codes, _ = pd.factorize(slot * (1 << 40) + task_key[slot_rows])  # one code per (slot, task)
+    by_code = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, codes[by_code][1:] != codes[by_code][:-1]])
+    first = np.minimum.reduceat(rows_start[by_code], bounds)  # each task's first start, by code
+    task_slot = slot[by_code][bounds]
+    order = np.lexsort((first, task_slot))  # each slot's tasks in start order
+    following = np.r_[first[order][1:], np.inf]
+    following[np.r_[task_slot[order][1:] != task_slot[order][:-1], True]] = np.inf  # a slot's last task
+    next_start = np.empty(len(first))
+    next_start[order] = following
+    cut = next_start[codes]
+    start, end = start.copy(), end.copy()
+    start[slot_rows] = np.minimum(start[slot_rows], cut)
+    end[slot_rows] = np.minimum(end[slot_rows], cut)
+    return start, end
+
+
 class _Nodes:
     """Graph nodes: distinct (worker code, time) pairs sorted by worker then time, with exact lookups."""
 
@@ -153,13 +184,14 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
     activity_all = activities["activity"].to_numpy(dtype=object)
     is_message = src_of >= 0
 
-    # Timeline activities, clipped to the window (those clipped to nothing are left out).
+    # Timeline activities, one task at a time per slot, clipped to the window (those clipped to nothing are left out).
     rows = np.flatnonzero(~is_message)
-    t_start, t_end = np.maximum(start_all[rows], ts), np.minimum(end_all[rows], te)
-    inside = t_end > t_start
-    rows, t_start, t_end = rows[inside], t_start[inside], t_end[inside]
-    t_worker = worker_of[rows]
     task_key = activities["task_id"].to_numpy(dtype=np.int64)[rows] * 1024 + activities["attempt"].to_numpy(dtype=np.int64)[rows]
+    r_start, r_end = _one_task_per_slot(worker_of[rows], start_all[rows], end_all[rows], task_key, driver)
+    t_start, t_end = np.maximum(r_start, ts), np.minimum(r_end, te)
+    inside = t_end > t_start
+    rows, t_start, t_end, task_key = rows[inside], t_start[inside], t_end[inside], task_key[inside]
+    t_worker = worker_of[rows]
     d_start, d_end = _driver_activities(t_worker, t_start, t_end, task_key * 4096 + t_worker, driver, ts, te)
     t_worker = np.r_[t_worker, np.full(len(d_start), driver)]
     t_start, t_end = np.r_[t_start, d_start], np.r_[t_end, d_end]

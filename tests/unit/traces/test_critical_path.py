@@ -99,3 +99,27 @@ def test_what_if_more_workers_shortens_critical_path():
     assert prediction["predicted_ms"] == pytest.approx(end - 25.0)
     with pytest.raises(ValueError, match=r"operator 'nope' has no activity in this snapshot; operators: \['fast', 'slow'\]"):
         what_if_parallelism(table, result, "nope", 2)
+
+
+def test_a_task_launched_before_its_slots_previous_one_was_reported_finished():
+    """As measured in a Spark 4.3 local-mode log: task 2 launches on slot e/1 at 687 while task 1's serialization is
+    stamped until 693; the slot runs one task at a time, so task 1 ends where task 2 starts, and CP still sums to 1
+    (before, the overlap left 693-703.8 as waiting on every worker: no path crossed the window)."""
+    table = pd.DataFrame([
+        row("driver", "control", 600, 602, task=1, src="driver", dst="e/1"),
+        row("e/1", "scheduling", 600, 602, task=1),
+        row("e/1", "processing", 602, 691.8, task=1),
+        row("e/1", "serialization", 691.8, 693, task=1),
+        row("e/1", "data", 693, 693, task=1, src="e/1", dst="driver"),
+        row("driver", "control", 687, 689, task=2, src="driver", dst="e/1"),
+        row("e/1", "scheduling", 687, 689, task=2),
+        row("e/1", "deserialization", 689, 690, task=2),
+        row("e/1", "processing", 690, 703.8, task=2),
+        row("e/1", "serialization", 703.8, 705, task=2),
+        row("e/1", "data", 705, 705, task=2, src="e/1", dst="driver"),
+    ])
+    with_cp, result = snapshot(table, 600.0, 705.0)
+    assert abs(result.cp_sum - 1) <= 1e-9
+    cp = with_cp.set_index(["task_id", "activity"])["cp"]
+    assert cp[(1, "serialization")].item() == 0  # stamped after task 2 started on the slot: not on the timeline
+    assert cp[(2, "processing")].item() == pytest.approx(13.8 / 105)  # the slot's only activity then: on every path
