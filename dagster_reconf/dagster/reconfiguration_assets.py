@@ -248,9 +248,16 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
 
 
 def build_reconfiguration_failure_sensor(
-    *, job: Any, name: str = "reconfiguration_failure_sensor", default_status: DefaultSensorStatus = DefaultSensorStatus.RUNNING
+    *, job: Any, name: str | None = None, default_status: DefaultSensorStatus = DefaultSensorStatus.RUNNING
 ) -> SensorDefinition:
-    """A run-failure sensor that records failed runs of ``job`` in the audit ledger (resource ``audit_ledger``)."""
+    """A run-failure sensor that records failed runs of ``job`` in the audit ledger (resource ``audit_ledger``).
+
+    Its default name follows the job's (``reconfigure_stream_job`` -> ``reconfiguration_failure_sensor``, a
+    translator's ``team_a_reconfigure_stream_job`` -> ``team_a_reconfiguration_failure_sensor``).
+    """
+    name = name or job.name.replace("reconfigure_stream_job", "reconfiguration_failure_sensor")
+    if name == job.name:
+        name = f"{job.name}_failure_sensor"
 
     @run_failure_sensor(name=name, monitored_jobs=[job], default_status=default_status,
                         description="Records failed reconfiguration runs in the audit ledger.")

@@ -93,7 +93,7 @@ def build_scaling_sensor(
         scaling: what :func:`build_scaling_assets` built (job, policy and its settings).
         traces: what :func:`build_trace_assets` built: with it, each plan run comes with a
             run of ``traces.job`` for the stream's window in progress.
-        name: sensor name (default ``<stream>_scaling_sensor``, ``-`` as ``_``).
+        name: sensor name (default ``<stream>_scaling_sensor``, ``-`` as ``_``, under the scaling assets' translator).
         minimum_interval_seconds: seconds between ticks.
         default_status: STOPPED by default; start it in the UI or with ``dagster sensor start``.
     """
@@ -111,7 +111,7 @@ def build_scaling_sensor(
                            partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}))]
 
     @sensor(
-        name=name or f"{stream.replace('-', '_')}_scaling_sensor",
+        name=name or scaling.translator.name(f"{stream.replace('-', '_')}_scaling_sensor"),
         jobs=[scaling.job] if traces is None else [scaling.job, traces.job],
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,

@@ -10,6 +10,7 @@ from dagster_reconf import (
     ReconfigureConfig,
     ReconfTranslator,
     StreamRuntimeResource,
+    build_reconfiguration_failure_sensor,
     build_scaling_assets,
     build_scaling_sensor,
     build_streams_sensor,
@@ -20,7 +21,9 @@ from dagster_reconf import (
 def _location(translator, streams):
     traces = build_trace_assets(start="2026-11-01", streams=streams, window_minutes=5, translator=translator)
     scaling = build_scaling_assets(streams=streams, translator=translator)
-    return traces, scaling, [build_streams_sensor(scaling=scaling, traces=traces)]
+    return traces, scaling, [build_streams_sensor(scaling=scaling, traces=traces),
+                             build_scaling_sensor(stream="orders", scaling=scaling, traces=traces),
+                             build_reconfiguration_failure_sensor(job=scaling.job)]
 
 
 def test_two_translators_share_a_code_location():
@@ -30,8 +33,7 @@ def test_two_translators_share_a_code_location():
         assets=[*plain_traces.assets, *plain_scaling.assets, *team_traces.assets, *team_scaling.assets],
         jobs=[plain_traces.job, plain_scaling.job, team_traces.job, team_scaling.job],
         schedules=[plain_traces.schedule, team_traces.schedule],
-        sensors=[*plain_sensors, *team_sensors,
-                 build_scaling_sensor(stream="orders", scaling=plain_scaling, traces=plain_traces)],
+        sensors=[*plain_sensors, *team_sensors],
         resources={"streams": StreamRuntimeResource(), "audit_ledger": AuditLedgerResource()},
     )
     with dagster.instance_for_test():
@@ -44,7 +46,9 @@ def test_two_translators_share_a_code_location():
         "team_a/trace_snapshots", "team_a/cp_summaries"}
     assert graph.get(dagster.AssetKey(["team_a", "trace_snapshots"])).parent_keys == {dagster.AssetKey(["team_a", "stream"])}
     assert graph.get(dagster.AssetKey("trace_snapshots")).parent_keys == {dagster.AssetKey("stream")}
-    assert {s.name for s in defs.sensors} == {"streams_sensor", "team_a_streams_sensor", "orders_scaling_sensor"}
+    assert {s.name for s in defs.sensors} == {"streams_sensor", "orders_scaling_sensor", "reconfiguration_failure_sensor",
+                                              "team_a_streams_sensor", "team_a_orders_scaling_sensor",
+                                              "team_a_reconfiguration_failure_sensor"}
     assert team_scaling.job.name == "team_a_reconfigure_stream_job" and team_traces.schedule.name == "team_a_latest_trace_windows_schedule"
     assert isinstance(team_scaling.partitions_def, dagster.DynamicPartitionsDefinition)
     assert team_scaling.partitions_def.name == "team_a_streams"
