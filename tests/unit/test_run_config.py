@@ -47,7 +47,11 @@ def test_the_core_refuses_what_the_types_allow():
 
 
 def test_dagster_checks_the_run_config_before_a_run():
-    job = _job()
+    with dagster.instance_for_test():  # resolving a job reads Dagster's global state storage: give it a live instance
+        _check_run_configs(_job())
+
+
+def _check_run_configs(job):
     plan = ExecutionPlanConfig.of(_execution_plan(6))
     good = ReconfigureConfig(plan=plan, strategy=Strategy.replay).run_config()
     assert good["ops"]["stream_configuration"]["ops"]["preflight"]["config"]["strategy"] == "replay"

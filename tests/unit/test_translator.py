@@ -36,8 +36,12 @@ def test_two_translators_share_a_code_location():
         sensors=[*plain_sensors, *team_sensors],
         resources={"streams": StreamRuntimeResource(), "audit_ledger": AuditLedgerResource()},
     )
-    with dagster.instance_for_test():
+    with dagster.instance_for_test():  # loading reads Dagster's global state storage: give it a live instance
         dagster.Definitions.validate_loadable(defs)
+        _check_names(defs, team_scaling, team_traces)
+
+
+def _check_names(defs, team_scaling, team_traces):
     graph = defs.resolve_asset_graph()
     team = {key.to_user_string() for key in graph.get_all_asset_keys() if key.path[0] == "team_a"}
     assert team == {"team_a/stream", "team_a/trace_snapshots", "team_a/cp_summaries", "team_a/ds2_plans",
