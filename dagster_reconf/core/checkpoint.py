@@ -172,7 +172,13 @@ def tree_bytes(root: Location) -> int:
     """Bytes of every file under ``root`` (0 if it does not exist)."""
     if not root.exists():
         return 0
-    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    total = 0
+    for path in root.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except FileNotFoundError:  # removed by Spark's state maintenance while we walked
+            continue
+    return total
 
 
 def free_bytes(path: Location) -> int | None:
@@ -217,12 +223,18 @@ class CheckpointSnapshot:
             if path.is_dir():
                 directories.append(relative)
                 continue
-            files[relative] = _signature(path)
-            if not path.name.endswith(_IMMUTABLE_SUFFIXES) and not path.name.endswith(tuple(s + ".crc" for s in _IMMUTABLE_SUFFIXES)):
-                target = copies / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                copy_file(path, target)
-                copied += 1
+            try:
+                signature = _signature(path)
+                if not path.name.endswith(_IMMUTABLE_SUFFIXES) and not path.name.endswith(tuple(s + ".crc" for s in _IMMUTABLE_SUFFIXES)):
+                    target = copies / relative
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    copy_file(path, target)
+                    copied += 1
+            except FileNotFoundError:
+                # The paused driver's state store maintenance deletes versions past retention while we walk: a file
+                # gone between the listing and the copy is one Spark no longer needs, so it is not part of the snapshot.
+                continue
+            files[relative] = signature
         manifest = {"checkpoint": str(checkpoint), "batch_id": batch_id, "files": files, "directories": directories,
                     "copied": copied}
         self.directory.mkdir(parents=True, exist_ok=True)
