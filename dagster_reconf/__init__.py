@@ -46,10 +46,10 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from .core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
     from .core.errors import ReconfError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
     from .core.ledger import AuditLedger
     from .core.reconfig import ExecutionPlan, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
-    from .core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
     from .core.spec import StreamSpec
     from .core.supervisor import StreamSupervisor
     from .dagster.reconfiguration_assets import build_reconfiguration_failure_sensor, build_stream_configuration
@@ -57,11 +57,11 @@ if TYPE_CHECKING:
     from .dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
     from .dagster.scaling_assets import ScalingAssets, build_scaling_assets
     from .dagster.scaling_sensor import build_scaling_sensor
-    from .dagster.streams_sensor import build_streams_sensor
-    from .dagster.translator import ReconfTranslator
     from .dagster.sensor_builder import build_stream_progress_sensor
     from .dagster.stream_jobs import build_stream_control_job
+    from .dagster.streams_sensor import build_streams_sensor
     from .dagster.trace_assets import TraceAssets, build_trace_assets
+    from .dagster.translator import ReconfTranslator
 
 
 def __getattr__(name: str) -> Any:

@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .checkpoint import checkpoint_facts
 from .errors import SpecError
 from .metrics import MetricsStore
 from .paths import StreamPaths
-from .spec import StreamSpec, format_validation_error, validate_master
+from .spec import StreamSpec, validate_master, validated
 from .storage import Location, location_of, validate_storage_url
 from .traces.eventlog import EventLogError, LogCursor, read_events
 from .traces.store import application_logs
@@ -71,10 +71,7 @@ class AttachSpec(BaseModel):
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "AttachSpec":
         """Validate ``data``; raise :class:`SpecError` naming each bad field and its value."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise SpecError(format_validation_error("attach spec", exc, data)) from None
+        return validated(cls, data, "attach spec")
 
 
 def attach(home: Any, spec: AttachSpec) -> dict[str, Any]:

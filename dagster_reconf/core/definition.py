@@ -11,7 +11,7 @@ runs the live stream, a replay into a new checkpoint, and the code-version probe
 
     # my_pkg/streams.py
     from pydantic import BaseModel
-    from dagster_reconf import StreamContext, stream_definition
+    from dagster_reconf.core.definition import StreamContext, stream_definition
 
     class OrdersOptions(BaseModel):
         input_dir: str

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -122,10 +122,7 @@ class StreamSpec(BaseModel):
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "StreamSpec":
         """Validate ``data``; raise :class:`SpecError` naming each bad field and its value."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise SpecError(format_validation_error("stream spec", exc, data)) from None
+        return validated(cls, data, "stream spec")
 
     def with_changes(self, changes: dict[str, Any]) -> "StreamSpec":
         """A copy with ``changes`` applied and validated.
@@ -143,6 +140,17 @@ class StreamSpec(BaseModel):
             else:
                 merged[key] = value
         return StreamSpec.parse(merged)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], data: Any, what: str) -> M:
+    """``model`` from ``data``, or :class:`SpecError` naming each bad field, its value and what is allowed."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(what, exc, data)) from None
 
 
 def format_validation_error(what: str, exc: ValidationError, data: Any) -> str:

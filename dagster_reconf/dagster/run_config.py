@@ -16,6 +16,7 @@ from typing import Any, Optional
 from dagster import Config
 from pydantic import Field
 
+from ..core.errors import SpecError
 from ..core.reconfig import ExecutionPlan
 from ..core.reconfig.migration import STRATEGIES
 from ..core.scaling.knobs import ScalingPlan
@@ -91,8 +92,6 @@ class ExecutionPlanConfig(Config):
 
     def to_plan(self, stream: str) -> ExecutionPlan:
         """The core's plan for ``stream`` (raises SpecError naming a bad field)."""
-        from ..core.errors import SpecError
-
         if (self.state_partitions is None) == (self.state_partitions_by_operator is None):
             raise SpecError("plan: give exactly one of state_partitions (one count) and state_partitions_by_operator "
                             f"(per operator id); got {self.state_partitions!r} and {self.state_partitions_by_operator!r}")

@@ -36,8 +36,10 @@ from dagster import (
     sensor,
 )
 
+from ..core.ledger.ledger import StreamLock
 from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from ..core.scaling.policy import POLICIES
+from .cursors import parse_cursor
 from .resources import AuditLedgerResource, StreamRuntimeResource
 from .run_config import ScalingPlanConfig
 from .scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
@@ -63,18 +65,26 @@ class ScalingCursor:
 
     @classmethod
     def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> "ScalingCursor":
-        if not raw:
-            return cls()
-        try:
-            data = json.loads(raw)
-            if data.get("version") != CURSOR_VERSION:
-                raise ValueError(f"unsupported cursor version {data.get('version')!r}")
+        def build(data: dict[str, Any]) -> ScalingCursor:
             ConfigurationWindow.from_json(data.get("window"))  # must load
             return cls(offset=data.get("offset"), window=data.get("window") or {}, requested=data.get("requested", ""))
-        except (ValueError, TypeError, AttributeError) as exc:
-            if context is not None:
-                context.log.warning(f"Failed to interpret cursor {raw[:200]!r} ({exc}); starting from the recent metrics.")
-            return cls()
+
+        return parse_cursor(raw, CURSOR_VERSION, build, cls, context, "starting from the recent metrics")
+
+
+def evidence_request(traces: TraceAssets | None, stream: str, run_key: str, tags: dict[str, str]) -> list[RunRequest]:
+    """The trace snapshot of ``stream``'s window in progress (what a plan run decides from), next to it in the UI."""
+    if traces is None:
+        return []
+    window = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION).get_partition_key_for_timestamp(time.time())
+    return [RunRequest(run_key=f"{run_key}|traces", job_name=traces.job.name, tags=tags,
+                       partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}))]
+
+
+def held_by(lock: StreamLock) -> str:
+    """Why no run is requested while an unfinished reconfiguration holds the stream's lock, and the way out."""
+    return (f"reconfiguration {lock.reconfiguration_id} (plan {lock.plan_hash}) holds the stream with no run in flight: "
+            f"re-execute its failed run to finish it, or `reconf reconfigure abort {lock.stream}`")
 
 
 def build_scaling_sensor(
@@ -102,13 +112,6 @@ def build_scaling_sensor(
             raise ValueError(f"stream {stream!r} is not one of the {what} assets' streams {partitions.get_partition_keys()}")
     policy = POLICIES[scaling.policy_name](scaling.policy_config)
     key = scaling.plans.key
-
-    def evidence_request(plan_hash: str) -> list[RunRequest]:
-        if traces is None:
-            return []
-        window = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION).get_partition_key_for_timestamp(time.time())
-        return [RunRequest(run_key=f"{plan_hash}|traces", job_name=traces.job.name, tags={PLAN_TAG: plan_hash},
-                           partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}))]
 
     @sensor(
         name=name or scaling.translator.name(f"{stream.replace('-', '_')}_scaling_sensor"),
@@ -138,11 +141,10 @@ def build_scaling_sensor(
             return skip(f"reconfiguration run {busy[0].run_id} is in flight")
         lock = audit_ledger.ledger().lock(stream)
         if lock is not None:  # its run failed or was killed: a new plan would only be refused
-            return skip(f"reconfiguration {lock.reconfiguration_id} (plan {lock.plan_hash}) holds the stream with no run in "
-                        f"flight: re-execute its failed run to finish it, or `reconf reconfigure abort {stream}`")
-        traces = ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream), max_events=MAX_EVENTS_PER_TICK,
-                                 query_ids=streams.query_ids(stream))
-        decision = decide(policy, window, time.time(), traces)
+            return skip(held_by(lock))
+        activities = ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream), max_events=MAX_EVENTS_PER_TICK,
+                                     query_ids=streams.query_ids(stream))
+        decision = decide(policy, window, time.time(), activities)
         observation = AssetObservation(asset_key=key, partition=stream, metadata={
             **{k: round(v, 3) for k, v in decision.observation.as_dict().items()}, "decision": decision.action, "reason": decision.reason})
         plan = decision.plan
@@ -156,7 +158,7 @@ def build_scaling_sensor(
         nxt.requested = plan.plan_hash
         context.log.info(f"{stream}: requesting plan {plan.plan_hash}: {plan.reason}")
         return SensorResult(
-            run_requests=[*evidence_request(plan.plan_hash), RunRequest(
+            run_requests=[*evidence_request(traces, stream, plan.plan_hash, {PLAN_TAG: plan.plan_hash}), RunRequest(
                 run_key=plan.plan_hash,
                 job_name=scaling.job.name,
                 partition_key=stream,

@@ -26,6 +26,7 @@ from dagster import (
     sensor,
 )
 
+from .cursors import parse_cursor
 from .resources import StreamRuntimeResource
 
 __all__ = ["ProgressCursor", "build_stream_progress_sensor"]
@@ -46,17 +47,12 @@ class ProgressCursor:
 
     @classmethod
     def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> "ProgressCursor":
-        if not raw:
-            return cls()
-        try:
-            data = json.loads(raw)
-            if data.get("version") != CURSOR_VERSION or int(data["offset"]) < 0:
-                raise ValueError(f"unsupported cursor version or offset in {data!r}")
+        def build(data: dict) -> ProgressCursor:
+            if int(data["offset"]) < 0:
+                raise ValueError(f"negative offset in {data!r}")
             return cls(offset=int(data["offset"]))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            if context is not None:
-                context.log.warning(f"Failed to interpret cursor {raw!r} ({exc}); reading from the beginning.")
-            return cls()
+
+        return parse_cursor(raw, CURSOR_VERSION, build, cls, context, "reading from the beginning")
 
 
 def build_stream_progress_sensor(

@@ -34,7 +34,6 @@ from dagster import (
     AssetObservation,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
-    MultiPartitionKey,
     RunRequest,
     RunsFilter,
     SensorDefinition,
@@ -46,10 +45,11 @@ from dagster import (
 
 from ..core.scaling.evidence import ConfigurationWindow, decide
 from ..core.scaling.policy import POLICIES, ScalingPolicy
+from .cursors import parse_cursor
 from .resources import AuditLedgerResource, StreamRuntimeResource
 from .scaling_assets import STREAM_TAG, ScalingAssets
-from .scaling_sensor import IN_FLIGHT
-from .trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
+from .scaling_sensor import IN_FLIGHT, evidence_request, held_by
+from .trace_assets import TraceAssets
 
 __all__ = ["StreamsCursor", "build_streams_sensor"]
 
@@ -70,20 +70,13 @@ class StreamsCursor:
 
     @classmethod
     def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> StreamsCursor:
-        if not raw:
-            return cls()
-        try:
-            data = json.loads(raw)
-            if data.get("version") != CURSOR_VERSION:
-                raise ValueError(f"unsupported cursor version {data.get('version')!r}")
+        def build(data: dict[str, Any]) -> StreamsCursor:
             streams = {str(k): dict(v) for k, v in data.get("streams", {}).items()}
             for state in streams.values():
                 ConfigurationWindow.from_json(state.get("window"))  # must load
             return cls(streams=streams, resume_at=str(data.get("resume_at", "")))
-        except (ValueError, TypeError, AttributeError) as exc:
-            if context is not None:
-                context.log.warning(f"Failed to interpret cursor {raw[:200]!r} ({exc}); reading every stream's newest records.")
-            return cls()
+
+        return parse_cursor(raw, CURSOR_VERSION, build, cls, context, "reading every stream's newest records")
 
 
 def build_streams_sensor(
@@ -168,14 +161,15 @@ def build_streams_sensor(
             if stream in busy:
                 reasons.append(f"{stream}: {reason}; a run of {scaling.job.name} for it is in flight")
             elif (lock := ledger.lock(stream)) is not None:
-                reasons.append(f"{stream}: {reason}; reconfiguration {lock.reconfiguration_id} holds it with no run in "
-                               f"flight: re-execute its failed run, or `reconf reconfigure abort {stream}`")
+                reasons.append(f"{stream}: {reason}; {held_by(lock)}")
             elif state.get("requested") == run_key:
                 reasons.append(f"{stream}: {reason}; already requested for this configuration ({run_key})")
             else:
                 state["requested"] = run_key
                 context.log.info(f"{stream}: {reason}: requesting {scaling.job.name} ({run_key})")
-                requests.extend(_run_requests(scaling, traces, stream, run_key, direction))
+                tags = {STREAM_TAG: stream, DIRECTION_TAG: direction}
+                requests.extend([*evidence_request(traces, stream, run_key, tags),
+                                 RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags)])
         for line in reasons:
             context.log.info(line)
         result: dict[str, Any] = {"asset_events": events, "cursor": next_cursor.serialize(),
@@ -202,9 +196,6 @@ def _tick_stream(streams: StreamRuntimeResource, stream: str, row: dict[str, Any
         offset = store.tail_offset(FIRST_READ_BYTES)
         state.pop("window", None)
     records, state["offset"] = store.read(offset)
-    for record in records:
-        if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted", "query_terminated"):
-            state["terminated"] = record["event"] == "query_terminated"
     window = ConfigurationWindow.from_json(state.get("window")).update(records, keep=keep)
     if window.spec is None and not attached:  # started longer ago than the first read reaches
         window = ConfigurationWindow(spec=streams.status(stream).get("spec"), epoch="before-recent-metrics").update([], keep=keep)
@@ -219,19 +210,6 @@ def _tick_stream(streams: StreamRuntimeResource, stream: str, row: dict[str, Any
             "offered_events_per_s": figures.pop("source_rate"), **figures,
             "last_batch_id": int(window.rows[-1]["batch_id"]) if window.rows else -1,
             "decision": decision.action, "reason": decision.reason}))
-    if attached and state.get("terminated"):
-        return "attached: its query terminated; nothing to decide until it starts again", None, events
     if decision.action not in ("scale_up", "scale_down"):
         return decision.reason, None, events
     return decision.reason, (decision.action, window.epoch), events
-
-
-def _run_requests(scaling: ScalingAssets, traces: TraceAssets | None, stream: str, run_key: str, direction: str) -> list[RunRequest]:
-    tags = {STREAM_TAG: stream, DIRECTION_TAG: direction}
-    requests = [RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags)]
-    if traces is not None:  # the evidence the run's plan is made from, in the UI next to it
-        windows = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION)
-        window = windows.get_partition_key_for_timestamp(time.time())
-        requests.insert(0, RunRequest(run_key=f"{run_key}|traces", job_name=traces.job.name, tags=tags,
-                                      partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window})))
-    return requests

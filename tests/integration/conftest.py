@@ -37,6 +37,22 @@ def supervisor_fixture(tmp_path):
     assert drivers_under(supervisor.home) == []
 
 
+def run_to_end(home, spec):
+    """Run ``spec`` (a bounded stream) in this process to the end of its input, then stop it: its finished event log."""
+    from dagster_reconf.core.paths import StreamPaths
+    from dagster_reconf.core.runtime import StreamRuntime
+    from dagster_reconf.core.traces.store import application_logs
+
+    runtime = StreamRuntime(spec, StreamPaths(home, spec.name))
+    try:
+        runtime.start()
+        runtime.query.processAllAvailable()
+    finally:
+        runtime.shutdown()
+    (log,) = application_logs(runtime.paths.event_log)
+    return log
+
+
 def wait_until(predicate: Callable[[], object], timeout_s: float = 120.0, what: str = "condition") -> object:
     """Poll ``predicate`` until it is truthy; fail the test with ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

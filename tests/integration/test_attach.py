@@ -228,7 +228,7 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
         said = tick.skip_reason.skip_message
         assert "stopped: not running (no driver)" in said
         for name in ("alpha", "beta"):  # their queries stopped: said, not decided on
-            assert f"{name}: attached: its query terminated" in said
+            assert f"{name}: its query terminated" in said
         gamma_says = said[said.index("gamma: "):said.index("; stopped: ")]  # streams are said in name order
         assert any(reason in gamma_says for reason in (
             "metric window not full", "in band", "catching up", "scale-down waits", "already requested for this configuration")), said

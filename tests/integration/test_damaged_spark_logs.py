@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.traces.eventlog import EventLogError
-from dagster_reconf.core.traces.store import TraceStore, application_logs
+from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec
+
+from .conftest import run_to_end
 
 pytestmark = pytest.mark.spark
 
@@ -39,14 +39,7 @@ def spark_logs_fixture(tmp_path_factory) -> dict[str | None, Path]:
             conf["spark.eventLog.compression.codec"] = codec
         spec = bundled_spec(f"log-{codec or 'plain'}", "q5", rate=1_000_000, max_events=4000, max_per_trigger=1000,
                             trigger_interval_s=0.1, state_partitions=2, spark_conf=conf)
-        runtime = StreamRuntime(spec, StreamPaths(home, spec.name))
-        try:
-            runtime.start()
-            runtime.query.processAllAvailable()
-        finally:
-            runtime.shutdown()
-        (log,) = application_logs(runtime.paths.event_log)
-        logs[codec] = log
+        logs[codec] = run_to_end(home, spec)
     return logs
 
 

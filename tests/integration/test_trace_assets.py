@@ -9,10 +9,11 @@ from dagster import MultiPartitionKey, build_schedule_context, instance_for_test
 
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
 from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.traces.eventlog import decompressed, log_files
-from dagster_reconf.core.traces.store import TraceStore, application_logs
+from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec
+
+from .conftest import run_to_end
 
 pytestmark = pytest.mark.spark
 
@@ -26,13 +27,7 @@ def home_fixture(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     spec = bundled_spec(STREAM, "q5", rate=1_000_000, max_events=9000, max_per_trigger=3000,
                       trigger_interval_s=0.1, state_partitions=2)
-    runtime = StreamRuntime(spec, StreamPaths(home, STREAM))
-    try:
-        runtime.start()
-        runtime.query.processAllAvailable()
-    finally:
-        runtime.shutdown()
-    (log,) = application_logs(runtime.paths.event_log)
+    log = run_to_end(home, spec)
     text = b"".join(decompressed(f) for f in log_files(log)).splitlines(keepends=True)
     broken = StreamPaths(home, BROKEN).event_log
     broken.mkdir(parents=True)

@@ -28,10 +28,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import SpecError
-from ..spec import RestartScope, StreamSpec, format_validation_error, restart_scope, validate_master
+from ..spec import RestartScope, StreamSpec, restart_scope, validate_master, validated
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
 
@@ -140,10 +140,7 @@ class ExecutionPlan(BaseModel):
                 raise SpecError(f"execution plan is not JSON: {exc.msg} at position {exc.pos}") from None
         if not isinstance(data, dict):
             raise SpecError(f"execution plan must be a JSON object, got {type(data).__name__}")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise SpecError(format_validation_error("execution plan", exc, data)) from None
+        return validated(cls, data, "execution plan")
 
     @classmethod
     def of(cls, spec: StreamSpec) -> "ExecutionPlan":

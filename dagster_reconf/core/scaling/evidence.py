@@ -41,6 +41,7 @@ class ConfigurationWindow:
     rows: list[dict[str, Any]] = field(default_factory=list)
     restart_seconds: list[float] = field(default_factory=list)
     previous: dict[str, Any] | None = None  # the configuration before: spec, started_at, rows (see fit_task_costs)
+    terminated: bool = False  # its query stopped (an attached application's, say) and has not started again
 
     def update(self, records: Iterable[dict[str, Any]], keep: int = KEPT_ROWS) -> "ConfigurationWindow":
         """Fold new metrics-store records in (in order)."""
@@ -54,8 +55,11 @@ class ConfigurationWindow:
                 self.started_at = float(record.get("recorded_at", 0.0))
                 self.epoch = f"{record.get('event')}@{self.started_at:.3f}"
                 self.rows = []
+                self.terminated = False
                 if record.get("seconds") is not None:
                     self.restart_seconds = [*self.restart_seconds[-19:], float(record["seconds"])]
+            elif record.get("kind") == "lifecycle" and record.get("event") == "query_terminated":
+                self.terminated = True
             elif record.get("kind") == "progress":
                 row = {**record_row(record), "python_cpu_s": record.get("python_cpu_s")}
                 self.rows.append({k: (str(row[k]) if k == "timestamp" else row[k]) for k in _ROW_FIELDS})
@@ -101,6 +105,8 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
     frame = _settled(window.frame(), window.started_at, cfg.stabilization_s)
     knobs = Knobs.of(spec)
     obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches)
+    if window.terminated:
+        return Decision("hold", "its query terminated: nothing to decide until it starts again", obs)
 
     def profile() -> StreamProfile | None:
         if activities is None:

@@ -13,10 +13,10 @@ import os
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import SpecError
-from ..spec import StreamSpec, format_validation_error
+from ..spec import StreamSpec, validated
 
 __all__ = ["Knobs", "ScalingPlan", "known_cores", "spec_cores"]
 
@@ -111,10 +111,7 @@ class ScalingPlan(BaseModel):
         Raises:
             SpecError: a missing or invalid field.
         """
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise SpecError(format_validation_error("scaling plan", exc, data)) from None
+        return validated(cls, data, "scaling plan")
 
     @property
     def plan_hash(self) -> str:

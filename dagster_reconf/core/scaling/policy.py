@@ -21,10 +21,9 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..errors import SpecError
-from ..spec import format_validation_error
+from ..spec import validated
 from .knobs import Knobs, ScalingPlan
 from .model import Limits, plan_micro_batches, skewed_operators
 from .profile import StreamProfile
@@ -78,10 +77,7 @@ class PolicyConfig(BaseModel):
     @classmethod
     def parse(cls, data: dict[str, Any] | None) -> "PolicyConfig":
         """Validate a policy configuration; errors name the field and the allowed values."""
-        try:
-            return cls.model_validate(data or {})
-        except ValidationError as exc:
-            raise SpecError(format_validation_error("policy config", exc, data)) from None
+        return validated(cls, data or {}, "policy config")
 
     def limits(self) -> Limits:
         """The model's limits. A plan keeps its steady state halfway between the low edge and the target, a margin

@@ -131,6 +131,18 @@ def test_window_follows_restarts_and_observes_rates():
     assert held.action == "hold" and "stabilizing" in held.reason
 
 
+def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
+    spec = {"name": "s", "entrypoint": None, "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    started = {"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}
+    behind = [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
+    stopped = ConfigurationWindow().update([started, *behind, {"kind": "lifecycle", "event": "query_terminated"}])
+    held = decide(DS2Policy(PolicyConfig(stabilization_s=0)), stopped, now=100.0, plan=False)
+    assert held.action == "hold" and held.reason.startswith("its query terminated")
+    again = ConfigurationWindow.from_json(stopped.to_json()).update([{**started, "recorded_at": 200.0},
+                                                                     *[progress(b, 200 + b, 500, 1000 * (b + 1), 1400) for b in range(10)]])
+    assert decide(DS2Policy(PolicyConfig(stabilization_s=0)), again, now=300.0, plan=False).action == "scale_up"
+
+
 def test_high_utilization_while_the_backlog_clears_in_time_is_catching_up_not_scaling():
     policy = DS2Policy(PolicyConfig(catch_up_s=60))
     clearing = policy.decide("s", KNOBS, obs(backlog=10_000, backlog_growth=-500, utilization=1.0), profile())
