@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO_SECONDS ?= 480
 PYTEST_ARGS ?=
 
-.PHONY: demo ui test setup java postgres browser compat clean
+.PHONY: demo ui test setup java postgres browser compat kafka clean
 
 setup: $(STAMP) java
 
@@ -32,6 +32,24 @@ browser:
 	@test -x /usr/bin/chromium || { \
 	  echo "Chromium not found: installing chromium with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+# A real Kafka broker (KRaft) and Spark's Kafka connector, resolved from Maven Central with mvn into .jvm/
+# (jvm/*.pom.xml pin them; dagster_reconf/workloads/kafka.py finds them). Spark itself comes with pyspark.
+JVM := .jvm
+MVN := mvn -q -B -Dmaven.repo.local=$(CURDIR)/$(JVM)/m2
+kafka: $(JVM)/kafka-broker/.resolved $(JVM)/spark-sql-kafka/.resolved
+
+$(JVM)/kafka-broker/.resolved: jvm/kafka-broker.pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven not found: installing maven with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	rm -rf $(@D) && $(MVN) -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(@D)
+	touch $@
+
+# Only what pyspark lacks: the connector, its token provider, kafka-clients and commons-pool2.
+$(JVM)/spark-sql-kafka/.resolved: jvm/spark-sql-kafka.pom.xml $(JVM)/kafka-broker/.resolved
+	rm -rf $(@D) && $(MVN) -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(@D) \
+	  -DexcludeArtifactIds=hadoop-client-api,hadoop-client-runtime,scala-library,slf4j-api,lz4-java,snappy-java,spark-tags_2.13,jsr305,scala-parallel-collections_2.13
+	touch $@
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "need Python 3.11, got " + sys.version' 
@@ -70,7 +88,7 @@ compat: java
 	  print(f"dagster-reconf {__version__} loads with dagster {dagster.__version__}, pyspark {pyspark.__version__}")'
 	$(COMPAT)/bin/python -m pytest -q -p no:cacheprovider tests/unit
 
-test: setup postgres browser compat
+test: setup postgres browser compat kafka
 	@export RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1; \
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(SOLO_TESTS); solo=$$?; \
 	slow_log=$$(mktemp); slow_tmp=$$(mktemp -d); \
