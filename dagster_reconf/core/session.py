@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 from upath import UPath
@@ -83,16 +82,11 @@ def _new_session(conf: dict[str, str]) -> SparkSession:
     return builder.getOrCreate()
 
 
-def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: int = 4,
-                   extra_conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A plain local session for helper jobs (the oracle, tests): same settings, no event log, no UI.
-
-    ``extra_conf``: a stream's own ``spark_conf`` (its connector jars, say), so that the helper reads what it reads.
-    """
+def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
+    """A plain local session for helper jobs (the oracle, tests): same settings, no event log, no UI."""
     spec = StreamSpec(name="helper", entrypoint="helper:none", master=master, state_partitions=shuffle_partitions,
                       instrumentation=False)
     conf = spark_conf_for(spec, None)
-    conf.update(extra_conf or {})
     conf.update({"spark.app.name": app_name, "spark.ui.enabled": "false"})
     return _new_session(conf)
 

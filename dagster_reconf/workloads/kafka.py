@@ -21,8 +21,9 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Self
 
-__all__ = ["KafkaBroker", "KafkaSetupError", "jvm_dir", "spark_kafka_jars", "SPARK_KAFKA_COORDINATES"]
+__all__ = ["SPARK_KAFKA_COORDINATES", "KafkaBroker", "KafkaSetupError", "jvm_dir", "spark_kafka_jars"]
 
 LOOPBACK = "127.0.0.1"
 SPARK_KAFKA_VERSION = "4.2.0"
@@ -124,14 +125,15 @@ class KafkaBroker:
         ]) + "\n")
         return config
 
-    def start(self, timeout_s: float = 90.0) -> KafkaBroker:
+    def start(self, timeout_s: float = 90.0) -> Self:
         """Format the log directory (a fresh cluster id the first time) and start the broker."""
         if self._process is not None and self._process.poll() is None:
             return self
         config = self._write_config()
         if not (self.directory / "data" / "meta.properties").exists():
             formatted = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c",
-                                                  str(config)), capture_output=True, text=True, timeout=120)
+                                                  str(config)), check=False, capture_output=True, text=True,
+                                       timeout=120)
             if formatted.returncode != 0:
                 raise KafkaSetupError(f"formatting {self.directory / 'data'} failed: {formatted.stderr.strip()[-800:]}")
         with open(self.directory / "broker.out", "ab") as out:
@@ -185,7 +187,7 @@ class KafkaBroker:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None and self._process.poll() is None else None
 
-    def __enter__(self) -> KafkaBroker:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -125,7 +125,6 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from dagster_reconf import StreamSpec, StreamSupervisor
-    from dagster_reconf.core.session import helper_session
 
     parser = argparse.ArgumentParser(prog="examples.kafka_clicks.streams")
     parser.add_argument("action", choices=["check"])
@@ -133,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream", required=True)
     args = parser.parse_args(argv)
     spec = StreamSpec.parse(json.loads(StreamSupervisor(args.home).require(args.stream).spec.read_text()))
-    spark = helper_session("kafka-clicks-check", extra_conf=spec.spark_conf)
+    builder = SparkSession.builder.master("local[2]").appName("kafka-clicks-check").config("spark.ui.enabled", "false")
+    for key, value in spec.spark_conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     try:
         print(json.dumps(check_output(spark, spec)))
     finally:

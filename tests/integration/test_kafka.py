@@ -72,7 +72,7 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
 
     # The batch job over the whole topic, in a session that has the connector (this process's JVM does not).
     check = subprocess.run([sys.executable, "-m", "examples.kafka_clicks.streams", "check", "--home",
-                            str(supervisor.home), "--stream", "clicks"], capture_output=True, text=True, timeout=300)
+                            str(supervisor.home), "--stream", "clicks"], check=False, capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stderr[-3000:]
     comparison = json.loads(check.stdout.strip().splitlines()[-1])
     assert comparison["lost"] == 0 and comparison["duplicated"] == 0, comparison
