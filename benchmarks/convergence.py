@@ -72,6 +72,8 @@ class Run:
     cores: list[int] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    core_seconds: float = 0.0  # cores held x wall-clock time, until converged or the run ended
+    kinds: list[str] = field(default_factory=list)  # each applied step's kind (scale_up, scale_down, interval_change, ...)
 
 
 def spec_for(query: str, cores: int) -> StreamSpec:
@@ -91,6 +93,12 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
     window, offset, last_direction = ConfigurationWindow(), 0, None
     pending: tuple[StreamProfile, Knobs] | None = None  # DS2's profile before a step, to score its prediction
     started = time.monotonic()
+    held_since, cores = started, SCENARIOS[scenario]
+
+    def hold_until(now: float) -> None:  # the cores held since the last step count towards the run's core-seconds
+        nonlocal held_since
+        result.core_seconds += cores * (now - held_since)
+        held_since = now
     try:
         runtime.start()
         while time.monotonic() - started < timeout_s:
@@ -131,12 +139,16 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
             last_direction = direction
             # Scored against the very profile the plan was made from (settled batches, the machine's CPUs).
             pending = (decision.profile, plan.target) if policy_name == "ds2" and decision.profile is not None else None
-            print(f"  {query}/{scenario}/{policy_name}: step {result.steps + 1}: {plan.current.cores} -> "
-                  f"{plan.target.cores} cores ({decision.reason[:110]})", flush=True)
+            print(f"  {query}/{scenario}/{policy_name}: step {result.steps + 1}: {plan.step.describe()} "
+                  f"({decision.reason[:110]})", flush=True)
+            hold_until(time.monotonic())
             runtime.restart(plan.target.changes_for(runtime.spec))
+            cores = plan.target.cores
             result.steps += 1
             result.cores.append(plan.target.cores)
+            result.kinds.append(plan.step.kind)
     finally:
+        hold_until(time.monotonic())
         runtime.shutdown(timeout_s=60)
     result.seconds = round(time.monotonic() - started, 1)
     if not result.converged:
@@ -152,6 +164,7 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
         "max_steps": max(steps),
         "mean_steps": round(sum(steps) / len(steps), 2),
         "oscillations": sum(r.oscillations for r in runs),
+        "core_seconds_median": round(median([r.core_seconds for r in runs]), 1),
         "not_converged": [f"{r.query}/{r.scenario}" for r in runs if not r.converged],
     }
 
@@ -212,7 +225,8 @@ def main() -> None:
             ds2.steps <= min(o.steps for o in runs if o.query == ds2.query and o.scenario == ds2.scenario and o.policy != "ds2")
             for ds2 in runs if ds2.policy == "ds2"
         )
-    result["runs"] = [{"case": f"{r.query}/{r.scenario}/{r.policy}", "steps": r.steps, "cores": r.cores} for r in runs]
+    result["runs"] = [{"case": f"{r.query}/{r.scenario}/{r.policy}", "steps": r.steps, "cores": r.cores, "kinds": r.kinds,
+                       "core_seconds": round(r.core_seconds, 1)} for r in runs]
     result["wall_s"] = round(time.monotonic() - started, 1)
     emit(result)
 

@@ -41,7 +41,7 @@ from dagster import (
 
 from ..core.errors import SpecError
 from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from ..core.scaling.knobs import ScalingPlan
+from ..core.scaling.knobs import ScalingPlan, ScalingStep
 from ..core.scaling.policy import POLICIES, PolicyConfig
 from .reconfiguration_assets import build_stream_configuration
 from .resources import StreamRuntimeResource
@@ -85,10 +85,14 @@ def current_window(streams: StreamRuntimeResource, stream: str) -> Configuration
     return window
 
 
-def _plan_metadata(plan: ScalingPlan | None, reason: str, observation: dict[str, float]) -> dict[str, Any]:
+def _plan_metadata(plan: ScalingPlan | None, reason: str, observation: dict[str, float],
+                   step: ScalingStep | None) -> dict[str, Any]:
     from ..core.scaling.plots import capacity_plot_png
 
     metadata: dict[str, Any] = {"decision": reason, "observation": MetadataValue.json(observation)}
+    if step is not None:  # every decision, a hold too: its kind and the cores it reserves before and after
+        metadata.update({"step": step.kind, "cores_before": step.cores_before, "cores_after": step.cores_after,
+                         "core_seconds_per_hour_saved": step.core_seconds_per_hour_saved})
     if plan is None:
         return metadata
     changed = pd.DataFrame([{"knob": k, "now": a, "planned": b} for k, (a, b) in plan.changed().items()])
@@ -158,15 +162,18 @@ def build_scaling_assets(
                 raise Failure(description=f"the plan in the run config is for stream {plan.stream!r} but this run "
                               f"materializes {stream!r}: run it for partition {plan.stream!r}", allow_retries=False)
             reason, observation, recommend_only = plan.reason, dict(plan.predicted), settings.recommend_only
+            step = plan.step
         else:
             decision = decide(POLICIES[policy](settings), current_window(streams, stream), time.time(),
                               ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream),
                                               query_ids=streams.query_ids(stream)))
             plan, reason, observation = decision.plan, decision.reason, decision.observation.as_dict()
+            step = decision.step
             recommend_only = decision.recommend_only or streams.attached(stream)  # attached: nothing to apply it to
-        context.log.info(f"{stream}: {reason}")
-        value = {"plan": plan.model_dump() if plan else None, "reason": reason, "recommend_only": recommend_only}
-        return Output(value, metadata=_plan_metadata(plan, reason, observation))
+        context.log.info(f"{stream}: {step.describe() + '; ' if step else ''}{reason}")
+        value = {"plan": plan.model_dump() if plan else None, "reason": reason, "recommend_only": recommend_only,
+                 "step": step.as_dict() if step else None}
+        return Output(value, metadata=_plan_metadata(plan, reason, observation, step))
 
     stream_configuration = build_stream_configuration(partitions_def=partitions, strategy=strategy,
                                                       observe_timeout_s=observe_timeout_s, group_name=group_name,

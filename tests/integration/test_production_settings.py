@@ -40,6 +40,7 @@ def test_dagster_on_postgres_with_the_production_resources(postgres_url, tmp_pat
         plan = instance.get_latest_materialization_event(AssetKey("ds2_plans")).asset_materialization
         assert plan.partition == spec.name
         assert "metric window not full: 0 of" in plan.metadata["decision"].value  # no driver has recorded a batch yet
+        assert plan.metadata["step"].value == "hold" and plan.metadata["core_seconds_per_hour_saved"].value == 0
         configuration = result.asset_materializations_for_node("stream_configuration")[0].metadata
         assert configuration["applied"].value is False
     ledger = AuditLedger(postgres_url)

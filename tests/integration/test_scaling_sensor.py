@@ -95,6 +95,8 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         assert "session_restart" in metadata["actions"].value and "verification" not in metadata  # no state moved
         plan_metadata = applied.asset_materializations_for_node("ds2_plans")[0].metadata
         assert plan_metadata["plan_hash"].value == plan.plan_hash and "![capacity vs target]" in plan_metadata["plot"].value
+        assert plan_metadata["step"].value == "scale_up" and plan_metadata["cores_after"].value == plan.target.cores
+        assert plan_metadata["core_seconds_per_hour_saved"].value == (plan.current.cores - plan.target.cores) * 3600
         assert Knobs.of(StreamSpec.parse(supervisor.status(STREAM)["spec"])) == plan.target
 
         # The restart starts a new configuration: the window folds only its batches, so the applied plan is never asked

@@ -106,7 +106,7 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
     knobs = Knobs.of(spec)
     obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches)
     if window.terminated:
-        return Decision("hold", "its query terminated: nothing to decide until it starts again", obs)
+        return Decision("hold", "its query terminated: nothing to decide until it starts again", obs, current=knobs)
 
     def profile() -> StreamProfile | None:
         if activities is None:

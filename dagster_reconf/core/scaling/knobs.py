@@ -11,14 +11,15 @@ import hashlib
 import json
 import os
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import SpecError
 from ..spec import StreamSpec, validated
 
-__all__ = ["Knobs", "ScalingPlan", "known_cores", "spec_cores"]
+__all__ = ["Knobs", "ScalingPlan", "ScalingStep", "known_cores", "spec_cores"]
 
 _LOCAL = re.compile(r"^local\[(\d+)(,\d+)?\]$")
 
@@ -84,6 +85,62 @@ def known_cores(spec: StreamSpec) -> int | None:
         return None
 
 
+StepKind = Literal["scale_up", "scale_down", "interval_change", "repartition", "hold"]
+
+
+@dataclass(frozen=True)
+class ScalingStep:
+    """What a decision does to a stream's resources: its kind, and the cores it holds before and after.
+
+    Why: an autoscaler is judged on efficiency as much as on keeping up, so every decision
+    says what it saves or costs, as reserved core-seconds per hour (cores x 3600).
+    ``interval_change``: the cores stay and the trigger interval moves; ``repartition``:
+    only partitions or the batch cap move; ``hold``: nothing changes.
+    """
+
+    kind: StepKind
+    cores_before: int
+    cores_after: int
+
+    @classmethod
+    def between(cls, current: Knobs, target: Knobs) -> "ScalingStep":
+        if target.cores != current.cores:
+            kind: StepKind = "scale_up" if target.cores > current.cores else "scale_down"
+        elif target.trigger_interval_s != current.trigger_interval_s:
+            kind = "interval_change"
+        else:
+            kind = "hold" if target == current else "repartition"
+        return cls(kind, current.cores, target.cores)
+
+    @property
+    def core_seconds_per_hour_before(self) -> int:
+        return self.cores_before * 3600
+
+    @property
+    def core_seconds_per_hour_after(self) -> int:
+        return self.cores_after * 3600
+
+    @property
+    def core_seconds_per_hour_saved(self) -> int:
+        """Reserved core-seconds per hour the step gives back (negative: what it costs)."""
+        return self.core_seconds_per_hour_before - self.core_seconds_per_hour_after
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "cores_before": self.cores_before, "cores_after": self.cores_after,
+                "core_seconds_per_hour_before": self.core_seconds_per_hour_before,
+                "core_seconds_per_hour_after": self.core_seconds_per_hour_after,
+                "core_seconds_per_hour_saved": self.core_seconds_per_hour_saved}
+
+    def describe(self) -> str:
+        """One line for logs and reports, e.g. ``scale_down: 12 -> 4 cores, saves 28,800 core-s/h``."""
+        if self.kind == "hold":
+            return f"hold: {self.cores_before} cores ({self.core_seconds_per_hour_before:,} core-s/h)"
+        saved = self.core_seconds_per_hour_saved
+        effect = (f"saves {saved:,} core-s/h" if saved > 0 else f"costs {-saved:,} core-s/h" if saved < 0
+                  else "same cores")
+        return f"{self.kind}: {self.cores_before} -> {self.cores_after} cores, {effect}"
+
+
 class ScalingPlan(BaseModel):
     """Target knobs for one stream, the knobs they replace, and the evidence."""
 
@@ -118,6 +175,11 @@ class ScalingPlan(BaseModel):
         """Stable hash of what the plan does and where it starts from (not of its evidence)."""
         core = {"stream": self.stream, "epoch": self.epoch, "current": self.current.model_dump(), "target": self.target.model_dump()}
         return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def step(self) -> ScalingStep:
+        """The kind of step and what it saves or costs (see :class:`ScalingStep`)."""
+        return ScalingStep.between(self.current, self.target)
 
     def changed(self) -> dict[str, tuple[Any, Any]]:
         """Knob -> (from, to) for the knobs the plan changes."""

@@ -1,11 +1,12 @@
 """The production policy's guards, DS2 decisions, the baselines, and the evidence window."""
 
+import dataclasses
 import pandas as pd
 import pytest
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
+from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.policy import (
     DhalionPolicy,
     DS2Policy,
@@ -71,6 +72,49 @@ def test_scale_down_waits_then_moves_to_what_the_model_needs():
     assert "scale-down waits 60 s" in policy.decide("s", big, obs(config_age_s=30, **idle), profile(cores=8)).reason
     decision = policy.decide("s", big, obs(**idle), profile(cores=8))
     assert decision.action == "scale_down" and decision.plan.target.cores < 8
+
+
+def test_every_decision_says_its_step_and_what_it_saves_or_costs():
+    up = DS2Policy().decide("s", KNOBS, obs(), profile(), restart_s=2.0).step
+    assert (up.kind, up.cores_before, up.cores_after, up.core_seconds_per_hour_saved) == ("scale_up", 1, 4, -3 * 3600)
+    assert up.describe() == "scale_up: 1 -> 4 cores, costs 10,800 core-s/h"
+    big = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
+    idle = dict(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2)
+    down = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide("s", big, obs(**idle), profile(cores=8)).step
+    assert down.kind == "scale_down" and down.core_seconds_per_hour_saved == (8 - down.cores_after) * 3600 > 0
+    held = DS2Policy(PolicyConfig(stabilization_s=30)).decide("s", big, obs(config_age_s=10), profile()).step
+    assert held.as_dict() == {"kind": "hold", "cores_before": 8, "cores_after": 8, "core_seconds_per_hour_before": 28_800,
+                              "core_seconds_per_hour_after": 28_800, "core_seconds_per_hour_saved": 0}
+    longer = KNOBS.model_copy(update={"trigger_interval_s": 4.0})
+    assert ScalingStep.between(KNOBS, longer).kind == "interval_change"
+    assert ScalingStep.between(KNOBS, KNOBS.model_copy(update={"state_partitions": 16})).kind == "repartition"
+    assert ScalingStep.between(KNOBS, longer).describe() == "interval_change: 1 -> 1 cores, same cores"
+
+
+def test_fixed_costs_hide_over_provisioning_from_utilization_but_not_from_ds2():
+    # 12 cores, 200 events/s of 1.5 ms each: 0.3 core-seconds a second, yet fixed costs keep batches at 0.5 of the
+    # interval (above utilization_low). DS2 plans down in one step; the baselines, with no model, hold in band.
+    twelve = Knobs(cores=12, source_partitions=12, state_partitions=12, trigger_interval_s=1.0)
+    busy_looking = obs(source_rate=200, processed_rate=200, backlog=50, backlog_growth=0, utilization=0.5)
+    policy = DS2Policy(PolicyConfig(scale_down_delay_s=60))
+    waiting = policy.decide("s", twelve, dataclasses.replace(busy_looking, config_age_s=30),
+                            profile(cores=12, state_partitions=12))
+    assert waiting.action == "hold" and waiting.reason.startswith("below the target utilization (0.50): the model is asked")
+    down = policy.decide("s", twelve, busy_looking, profile(cores=12, state_partitions=12))
+    assert down.action == "scale_down" and down.requests_run and down.plan.target.cores <= 2
+    assert down.step.core_seconds_per_hour_saved >= 10 * 3600
+    assert DhalionPolicy().decide("s", twelve, busy_looking, profile(cores=12, state_partitions=12)).action == "hold"
+    light = policy.decide("s", twelve, busy_looking, None, plan=False)  # no model without traces: in band
+    assert light.action == "hold" and light.reason.startswith("in band")
+    # Where the model puts the steady state above the plans' floor (the middle of low and target, 52.5 %), the stream
+    # is in band: a plan DS2 made is never undone. 5 cores use (100 + 1450 * 1.5 / 5) / 1000 = 53 % at 1450 events/s.
+    five = twelve.model_copy(update={"cores": 5, "source_partitions": 5, "state_partitions": 8})
+    near = policy.decide("s", five, obs(source_rate=1450, processed_rate=1450, backlog=50, backlog_growth=0, utilization=0.6),
+                         profile(cores=5, state_partitions=8))
+    assert near.action == "hold" and near.reason.startswith("in band: utilization 0.60") and "not over-provisioned" in near.reason
+    slower = policy.decide("s", five, obs(source_rate=1000, processed_rate=1000, backlog=50, backlog_growth=0, utilization=0.45),
+                           profile(cores=5, state_partitions=8))
+    assert slower.action == "scale_down" and slower.plan.target.cores < 5  # 5 cores would use 40 %
 
 
 def test_skewed_operator_is_flagged_not_scaled():
