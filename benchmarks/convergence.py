@@ -8,7 +8,13 @@ this machine's 2 cores. A policy watches it exactly as the scaling sensor does (
 configuration window over the metrics store, traces from the event logs), and each
 plan it makes is applied by restarting the stream with the plan's knobs. A run has
 *converged* when, on a full metric window, the stream keeps up (its backlog does not
-grow) and the policy holds. ``steps`` counts the plans
+grow), the policy holds, and it is right-sized: on at most 1.25x the fewest cores that
+sustain the rate (rounded up). That minimum is measured in the same run, per query,
+before the policies run: a binary search over the cores on one stream restarted per
+probe, each probe judged on a full settled window (no backlog growth, batches within the
+interval). A policy that never scales down no longer converges from an over-provisioned
+start. ``core_seconds``: the cores held times the wall-clock time until the run converged
+(or ended); ``kinds``: each applied step's kind. ``steps`` counts the plans
 applied until then; an *oscillation* is a plan that reverses the previous one's
 direction. Runs that have not converged after ``MAX_STEPS`` plans count as
 ``MAX_STEPS + 1`` steps and are listed, as do runs still moving after ``RUN_TIMEOUT_S``
@@ -29,6 +35,7 @@ over steps is reported, the maximum beside it.
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -54,7 +61,8 @@ COST_MICROS = 8000  # simulated I/O per event: about 2 core-seconds of work per 
 TRIGGER_S = 2.0  # fixed batch costs are ~0.4 s here: a 2 s interval leaves them a fifth
 STATE_PARTITIONS = 2  # few state commits per batch: on this machine they contend for the disk
 MAX_STEPS = 3
-RUN_TIMEOUT_S = 120.0  # per run (quick: 85 s)
+RUN_TIMEOUT_S = 120.0  # per run (quick: 110 s)
+RIGHT_SIZE_SLACK = 1.25  # a converged run ends within this factor of the minimum cores
 # A new SparkContext starts its Python workers in its first batches: those of the first 10 s are left out.
 POLICY = PolicyConfig(window_batches=3, warmup_batches=1, stabilization_s=10, scale_down_delay_s=0,
                       allow_state_migration=False, max_cores=12, utilization_low=0.4)
@@ -73,6 +81,7 @@ class Run:
     errors: list[float] = field(default_factory=list)
     seconds: float = 0.0
     core_seconds: float = 0.0  # cores held x wall-clock time, until converged or the run ended
+    minimum: int = 1  # the fewest cores that sustain the rate (minimum_cores)
     kinds: list[str] = field(default_factory=list)  # each applied step's kind (scale_up, scale_down, interval_change, ...)
 
 
@@ -82,13 +91,64 @@ def spec_for(query: str, cores: int) -> StreamSpec:
                         max_per_trigger=int(1.5 * RATE * TRIGGER_S), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
 
 
-def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: float = RUN_TIMEOUT_S) -> Run:
-    """One stream, one policy: decide every second, apply plans, stop when converged or out of steps/time."""
+def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.0) -> tuple[bool, str]:
+    """Whether the running configuration keeps up with RATE on a full settled window, and what it showed.
+
+    Its backlog shrinks, or stays put with batches that fit the interval."""
+    window, offset, started = ConfigurationWindow(), 0, time.monotonic()
+    probe = POLICIES["ds2"](POLICY)  # only for its observation of the window: no traces, no plan
+    while time.monotonic() - started < timeout_s:
+        time.sleep(1.0)
+        records, offset = store.read(offset)
+        window.update(records)
+        obs = decide(probe, window, time.time(), plan=False).observation
+        if obs.batches >= POLICY.window_batches and window.started_at and time.time() - window.started_at >= POLICY.stabilization_s:
+            # Batches run back to back while a backlog clears (they are capped at 1.5x a steady batch): a shrinking
+            # backlog sustains the rate; a steady one only with batches inside the interval (else it is at capacity).
+            keeps_up = obs.backlog_growth < 0 or (obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE
+                                                  and obs.utilization <= 1.0)
+            return keeps_up, f"utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} ({obs.backlog_growth:+.0f}/s)"
+    return False, f"no full window in {timeout_s:g} s"
+
+
+def minimum_cores(query: str, home: Path, upper: int) -> int:
+    """The fewest cores that sustain RATE at the trigger interval: a binary search over 1..``upper`` on one stream
+    restarted per probe (more cores never hurt here until per-task costs dominate, far above the minimum).
+    ``upper`` is not probed: where even it does not sustain the rate, the answer is ``upper`` (the sweep says so)."""
+    spec = spec_for(query, upper)
+    paths = StreamPaths(home / f"{query}-minimum", spec.name)
+    runtime, store = StreamRuntime(spec, paths), MetricsStore(paths.metrics)
+    lo, hi = POLICY.min_cores, upper
+    try:
+        runtime.start()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            runtime.restart(Knobs.of(runtime.spec).model_copy(update={"cores": mid, "source_partitions": mid})
+                            .changes_for(runtime.spec))
+            ok, shown = sustains(runtime, store)
+            print(f"    {query}: minimum sweep: {mid} cores {'sustain' if ok else 'do not sustain'} {RATE:g} events/s "
+                  f"({shown})", flush=True)
+            lo, hi = (lo, mid) if ok else (mid + 1, hi)
+    finally:
+        runtime.shutdown(timeout_s=60)
+    return lo
+
+
+def right_sized_bound(minimum: int) -> int:
+    """The most cores a right-sized run may end on: 1.25x the minimum, rounded up."""
+    return math.ceil(RIGHT_SIZE_SLACK * minimum)
+
+
+def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: float = RUN_TIMEOUT_S,
+        minimum: int = 1) -> Run:
+    """One stream, one policy: decide every second, apply plans, stop when converged (right-sized: within
+    RIGHT_SIZE_SLACK of ``minimum`` cores) or out of steps/time."""
     spec = spec_for(query, SCENARIOS[scenario])
     paths = StreamPaths(home / f"{query}-{scenario}-{policy_name}", spec.name)
     policy = POLICIES[policy_name](POLICY)
     store, traces = MetricsStore(paths.metrics), TraceStore(paths.traces)
-    result = Run(query, scenario, policy_name, cores=[SCENARIOS[scenario]])
+    result = Run(query, scenario, policy_name, cores=[SCENARIOS[scenario]], minimum=minimum)
+    said_oversized = False
     runtime = StreamRuntime(spec, paths)
     window, offset, last_direction = ConfigurationWindow(), 0, None
     pending: tuple[StreamProfile, Knobs] | None = None  # DS2's profile before a step, to score its prediction
@@ -124,9 +184,16 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                       f"(error {result.errors[-1]:.0%})", flush=True)
                 pending = None
             keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE  # no backlog growth
-            if decision.action == "hold" and keeps_up:
+            if decision.action == "hold" and keeps_up and cores <= right_sized_bound(minimum):
                 result.converged = True
+                print(f"    {query}/{scenario}/{policy_name}: holds at {decision.step.describe()}: {decision.reason[:160]}",
+                      flush=True)
                 break
+            if decision.action == "hold" and keeps_up and not said_oversized:  # keeps up, but on more than it needs
+                said_oversized = True
+                print(f"    {query}/{scenario}/{policy_name}: holds on {cores} cores, more than "
+                      f"{right_sized_bound(minimum)} ({RIGHT_SIZE_SLACK:g}x the minimum {minimum}): {decision.reason[:140]}",
+                      flush=True)
             if not decision.requests_run:
                 print(f"    {query}/{scenario}/{policy_name}: {decision.reason[:120]}", flush=True)
                 continue
@@ -165,6 +232,8 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
         "mean_steps": round(sum(steps) / len(steps), 2),
         "oscillations": sum(r.oscillations for r in runs),
         "core_seconds_median": round(median([r.core_seconds for r in runs]), 1),
+        "final_over_minimum_median": round(median([r.cores[-1] / r.minimum for r in runs]), 2),
+        "final_over_minimum_max": round(max(r.cores[-1] / r.minimum for r in runs), 2),
         "not_converged": [f"{r.query}/{r.scenario}" for r in runs if not r.converged],
     }
 
@@ -180,14 +249,18 @@ def main() -> None:
     def add_options(parser):
         parser.add_argument("--cases", default="", help="QUERY/SCENARIO,... instead of the default set, e.g. "
                                                         f"q2/under1,q11/under1 (scenarios: {', '.join(SCENARIOS)})")
-        parser.add_argument("--policies", default=",".join(POLICIES), help="POLICY,... to run (default: all; the "
-                                                                           "comparisons need ds2 and both baselines)")
+        parser.add_argument("--policies", default=None, help="POLICY,... to run (default: all; quick: ds2 alone, beside the "
+                                                             "minimum's sweep in 5 minutes; the comparisons need ds2 "
+                                                             "and both baselines)")
+        parser.add_argument("--minimum", default="", help="QUERY=CORES,... minima measured before (skips their sweep; "
+                                                          "the JSON says which were given)")
         parser.add_argument("--run-timeout-s", type=float, default=None,
-                            help=f"wall-clock limit per run (default {RUN_TIMEOUT_S:g} s, quick 85 s); the joins (q3, q8) "
+                            help=f"wall-clock limit per run (default {RUN_TIMEOUT_S:g} s, quick 110 s); the joins (q3, q8) "
                                  "at 1 core take 14 s per batch, so their first window alone takes a minute: give them 300")
 
     args = parse_args(__doc__.splitlines()[0], add_options)
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    chosen = args.policies or ("ds2" if args.quick and not args.cases else ",".join(POLICIES))
+    policies = [p.strip() for p in chosen.split(",") if p.strip()]
     if unknown := sorted(set(policies) - set(POLICIES)):
         raise SystemExit(f"--policies: unknown {unknown}; choose from {', '.join(POLICIES)}")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -195,18 +268,27 @@ def main() -> None:
     if args.cases:
         cases, timeout_s = [_case(c) for c in args.cases.split(",")], RUN_TIMEOUT_S
     elif args.quick:
-        cases, timeout_s = [("q5", "under1")], 85.0  # under1: a doubling policy needs two steps
+        # DS2 alone, against the minimum measured in the same run: a run needs ~100 s (a step, then the new
+        # SparkContext's Python workers warm up for 10-15 s before a full window), and the sweep ~2 minutes.
+        cases, timeout_s = [("q5", "under1")], 110.0
+        sweep_max = 6  # three probes instead of four (Q5 needs fewer: see the README)
     else:
         # Each step costs a restart, stabilization and a window (~25 s with Python workers warming up), so a
         # 30-minute run holds 4 cases of 3 policies: Q2, Q3, Q8 and Q11 are not in it.
         cases, timeout_s = [("q1", "under1"), ("q5", "under1"), ("wordcount", "under2"), ("q5", "over")], RUN_TIMEOUT_S
     if args.run_timeout_s is not None:
         timeout_s = args.run_timeout_s
+    if not args.quick:
+        sweep_max = POLICY.max_cores
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp:
+        given = {q: int(n) for q, _, n in (item.partition("=") for item in args.minimum.split(",") if item.strip())}
+        minima = {query: given.get(query) or minimum_cores(query, Path(tmp), sweep_max)
+                  for query in dict.fromkeys(q for q, _ in cases)}
+        print(f"minimum cores that sustain {RATE:g} events/s: {minima}", flush=True)
         for query, scenario in cases:
             for policy_name in policies:
-                r = run(query, scenario, policy_name, Path(tmp), timeout_s)
+                r = run(query, scenario, policy_name, Path(tmp), timeout_s, minima[query])
                 runs.append(r)
                 print(f"{query}/{scenario}/{policy_name}: {'converged' if r.converged else 'NOT converged'} in {r.steps} "
                       f"steps, cores {r.cores}, {r.seconds:.0f} s", flush=True)
@@ -225,6 +307,8 @@ def main() -> None:
             ds2.steps <= min(o.steps for o in runs if o.query == ds2.query and o.scenario == ds2.scenario and o.policy != "ds2")
             for ds2 in runs if ds2.policy == "ds2"
         )
+    result["minimum_cores"] = minima
+    result["minimum_given"] = sorted(set(given) & set(minima))
     result["runs"] = [{"case": f"{r.query}/{r.scenario}/{r.policy}", "steps": r.steps, "cores": r.cores, "kinds": r.kinds,
                        "core_seconds": round(r.core_seconds, 1)} for r in runs]
     result["wall_s"] = round(time.monotonic() - started, 1)

@@ -284,6 +284,21 @@ class DS2Policy(ScalingPolicy):
 
     name = "ds2"
 
+    def _wasted_cores(self, profile: StreamProfile, current: Knobs, rate: float) -> str | None:
+        """None where the model puts the steady state on ``current`` below the floor DS2's own plans keep
+        (:meth:`PolicyConfig.limits`), else why the cores are needed.
+
+        It judges only the configuration the profile was measured on, where the model is
+        calibrated, never a prediction for other knobs (less accurate: see the convergence
+        benchmark). A catch-up plan DS2 made keeps its steady state above the floor, so it is
+        never undone here.
+        """
+        floor = self.config.limits().utilization_floor
+        if profile.capacity(current, floor) > rate:
+            return None
+        return (f"the model puts {current.cores} cores at or above {floor:.0%} of the interval for {rate:,.0f} events/s: "
+                "not over-provisioned")
+
     def _may_be_over_provisioned(self, obs: Observation, current: Knobs) -> bool:
         """Below the target utilization, settled, with cores to give back: ask the model (its plan needs traces)."""
         cfg = self.config
@@ -302,12 +317,10 @@ class DS2Policy(ScalingPolicy):
         if direction == "scale_down" and target.cores >= current.cores:
             return Decision("hold", f"utilization is low, but the model needs {target.cores} cores for "
                                     f"{planned.target_rate:,.0f} events/s", obs)
-        floor = self.config.limits().utilization_floor
-        if (direction == "scale_down" and obs.utilization >= self.config.utilization_low
-                and profile.capacity(current, floor) <= obs.source_rate):
-            # The plans' own bound (see Limits.utilization_floor): a plan that passed it is never undone here.
-            return Decision("hold", f"the model puts {current.cores} cores at or above {floor:.0%} of the interval for "
-                                    f"{obs.source_rate:,.0f} events/s: not over-provisioned", obs)
+        if direction == "scale_down" and obs.utilization >= self.config.utilization_low:
+            wasted = self._wasted_cores(profile, current, obs.source_rate)
+            if wasted is not None:
+                return Decision("hold", wasted, obs)
         if direction == "scale_up" and target.cores < current.cores:
             if obs.backlog_growth < 0:  # clearing, if more slowly than catch_up_s: more cores would idle once caught up
                 return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "

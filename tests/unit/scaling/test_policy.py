@@ -1,6 +1,7 @@
 """The production policy's guards, DS2 decisions, the baselines, and the evidence window."""
 
 import dataclasses
+
 import pandas as pd
 import pytest
 
