@@ -67,6 +67,15 @@ class StopReport:
     finished_batch: int | None = None
 
 
+def _missing_connector_hint(message: str) -> str:
+    """The fix for a source or sink whose connector is not on the classpath (Kafka's above all: pyspark lacks it)."""
+    if "KAFKA_DATA_SOURCE_NOT_ENABLED" in message or "Failed to find data source: kafka" in message:
+        return ("; put Spark's Kafka connector on the driver's classpath through the spec's spark_conf: "
+                "spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version> (or spark.jars "
+                "naming its jar files)")
+    return ""
+
+
 class StreamRuntime:
     """One managed stream in this process (see module docstring for the contract).
 
@@ -156,8 +165,9 @@ class StreamRuntime:
         except (SpecError, StreamStartError):
             raise
         except Exception as exc:
-            raise StreamStartError(f"stream definition {self.definition.name} raised {type(exc).__name__}: "
-                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise StreamStartError(f"stream definition {self.definition.name} raised {type(exc).__name__}: {first}"
+                                   f"{_missing_connector_hint(first)}") from exc
         if isinstance(result, StreamOutput):
             result = result.writer()
         if not isinstance(result, DataStreamWriter):

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.errors import StreamStartError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.spec import StreamSpec
@@ -77,6 +78,15 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
     comparison = json.loads(check.stdout.strip().splitlines()[-1])
     assert comparison["lost"] == 0 and comparison["duplicated"] == 0, comparison
     assert comparison["expected_rows"] == comparison["actual_rows"] > producer.sent / 3  # half the clicks are new users
+
+
+def test_a_stream_without_the_connector_is_refused_with_the_fix(supervisor, broker, tmp_path):
+    spec = StreamSpec(name="noconnector", entrypoint="examples.kafka_clicks.streams:first_clicks",
+                      options={"bootstrap_servers": broker.bootstrap_servers, "topic": TOPIC,
+                               "output_dir": str(tmp_path / "out")})
+    with pytest.raises(StreamStartError, match=r"Failed to find data source: kafka.*; put Spark's Kafka connector on "
+                                               r"the driver's classpath .*spark-sql-kafka-0-10_2.13"):
+        supervisor.start(spec)
 
 
 def test_the_connector_jars_missing_is_said_with_the_fix(monkeypatch, tmp_path):
