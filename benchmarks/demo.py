@@ -8,13 +8,19 @@ and act; this only reads the outcome. The baseline, in the same run, is the stre
 own first configuration before the loop acted: its backlog growth (events/s, fitted)
 against the growth over the last batches once converged (negative: catching up).
 ``--quick`` bounds the loop at 280 s, a full run at 600 s.
+
+``--repeat N`` runs the loop N times, each on a fresh home, and reports how often it
+converges: the share of runs that converged, the distribution of steps, downtime p50
+and max over every reconfiguration, lost and duplicated summed, and each run's figures.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,24 +52,61 @@ def growth_before_and_after(home: Path, report: LoopReport) -> tuple[float | Non
     return backlog_growth(before.iloc[1:]), backlog_growth(frame.iloc[-LAST_BATCHES:]) if changes else None
 
 
-def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
-    timeout_s = 280.0 if args.quick else 600.0
+def one_loop(timeout_s: float) -> dict[str, Any]:
+    """The closed loop once, on a fresh home: its outcome and figures."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="reconf-demo-") as tmp:
         home = Path(tmp) / "home"
         report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)
         before, after = growth_before_and_after(home, report)
-    spec = demo_spec()
-    emit({
-        "benchmark": "demo", "mode": "quick" if args.quick else "full", "converged": report.converged, "steps": report.steps,
+    return {
+        "converged": report.converged, "steps": report.steps,
         "seconds_to_converge": report.seconds_to_converge, "lost": report.lost, "duplicated": report.duplicated,
-        "rate": spec.options["rate"], "backlog_growth_unmanaged_per_s": before, "backlog_growth_converged_per_s": after,
+        "rate": demo_spec().options["rate"], "backlog_growth_unmanaged_per_s": before, "backlog_growth_converged_per_s": after,
         "reconfigurations": [{k: r.get(k) for k in ("outcome", "cores", "state_partitions", "downtime_s", "catch_up_s", "verified")}
                              for r in report.reconfigurations],
         "runs": [f"{r['job']}:{r['status']}" for r in report.runs],
         "wall_s": round(time.monotonic() - started, 1),
-    })
+    }
+
+
+def summarize(loops: list[dict[str, Any]]) -> dict[str, Any]:
+    """How often the loop converged, in how many steps, with what downtime, and whether it lost or duplicated."""
+    downtimes = [r["downtime_s"] for loop in loops for r in loop["reconfigurations"] if r.get("downtime_s") is not None]
+    return {
+        "repeat": len(loops),
+        "converged_share": round(sum(bool(loop["converged"]) for loop in loops) / len(loops), 3),
+        "steps": {str(k): v for k, v in sorted(Counter(loop["steps"] for loop in loops).items())},
+        "downtime_s_p50": round(float(np.median(downtimes)), 1) if downtimes else 0.0,
+        "downtime_s_max": round(max(downtimes), 1) if downtimes else 0.0,
+        "reconfigurations": len(downtimes),
+        "lost": sum(loop["lost"] or 0 for loop in loops),
+        "duplicated": sum(loop["duplicated"] or 0 for loop in loops),
+        "not_checked": sum(loop["lost"] is None or loop["duplicated"] is None for loop in loops),
+    }
+
+
+def main() -> None:
+    def add_options(parser):
+        parser.add_argument("--repeat", type=int, default=1, help="run the loop N times (each on a fresh home) and "
+                                                                   "report the share that converged")
+
+    args = parse_args(__doc__.splitlines()[0], add_options)
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat {args.repeat}: give a number of runs, 1 or more")
+    timeout_s = 280.0 if args.quick else 600.0
+    started = time.monotonic()
+    loops = []
+    for n in range(args.repeat):
+        loops.append(one_loop(timeout_s))
+        if args.repeat > 1:
+            print(f"loop {n + 1}/{args.repeat}: {'converged' if loops[-1]['converged'] else 'NOT converged'} in "
+                  f"{loops[-1]['steps']} steps; downtime {[r['downtime_s'] for r in loops[-1]['reconfigurations']]}", flush=True)
+    mode = {"benchmark": "demo", "mode": "quick" if args.quick else "full"}
+    if args.repeat == 1:
+        emit({**mode, **loops[0]})
+    else:
+        emit({**mode, **summarize(loops), "loops": loops, "wall_s": round(time.monotonic() - started, 1)})
 
 
 if __name__ == "__main__":
