@@ -145,6 +145,11 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
     )
 
 
+def _settled(obs: Observation, current: Knobs) -> bool:
+    """No more backlog than two batches' worth: the stream is not catching up."""
+    return obs.backlog <= obs.source_rate * max(current.trigger_interval_s, 1.0) * 2
+
+
 @dataclass
 class Decision:
     """A policy's answer for one stream: act (with a plan) or not (with the reason)."""
@@ -212,8 +217,8 @@ class ScalingPolicy(ABC):
             return Decision("hold", f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
                                     f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s", obs)
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
-            signal = (f"below the target utilization ({obs.utilization:.2f}): the model is asked after" if model_check
-                      else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits")
+            signal = (f"below the target utilization ({obs.utilization:.2f}): a scale-down the model checks first waits"
+                      if model_check else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits")
             return Decision("hold", f"{signal} {cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
         if not plan:
             return Decision(direction, f"{direction.replace('_', ' ')} wanted: utilization {obs.utilization:.2f}, backlog "
@@ -240,8 +245,7 @@ class ScalingPolicy(ABC):
             return "scale_up" if obs.backlog / -obs.backlog_growth > cfg.catch_up_s else None
         if obs.backlog > obs.source_rate * cfg.catch_up_s or obs.utilization > cfg.utilization_high:
             return "scale_up"
-        settled = obs.backlog <= obs.source_rate * max(current.trigger_interval_s, 1.0) * 2
-        if obs.utilization < cfg.utilization_low and settled and current.cores > cfg.min_cores:
+        if obs.utilization < cfg.utilization_low and _settled(obs, current) and current.cores > cfg.min_cores:
             return "scale_down"
         return None
 
@@ -284,9 +288,9 @@ class DS2Policy(ScalingPolicy):
 
     name = "ds2"
 
-    def _wasted_cores(self, profile: StreamProfile, current: Knobs, rate: float) -> str | None:
-        """None where the model puts the steady state on ``current`` below the floor DS2's own plans keep
-        (:meth:`PolicyConfig.limits`), else why the cores are needed.
+    def _needed_cores(self, profile: StreamProfile, current: Knobs, rate: float) -> str | None:
+        """Why the model needs the cores of ``current``; None where it puts the steady state on them below the
+        floor DS2's own plans keep (:meth:`PolicyConfig.limits`): over-provisioned.
 
         It judges only the configuration the profile was measured on, where the model is
         calibrated, never a prediction for other knobs (less accurate: see the convergence
@@ -302,8 +306,7 @@ class DS2Policy(ScalingPolicy):
     def _may_be_over_provisioned(self, obs: Observation, current: Knobs) -> bool:
         """Below the target utilization, settled, with cores to give back: ask the model (its plan needs traces)."""
         cfg = self.config
-        settled = obs.backlog <= obs.source_rate * max(current.trigger_interval_s, 1.0) * 2
-        return obs.utilization < cfg.utilization_target and settled and current.cores > cfg.min_cores
+        return obs.utilization < cfg.utilization_target and _settled(obs, current) and current.cores > cfg.min_cores
 
     def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
         if profile is None:
@@ -318,9 +321,9 @@ class DS2Policy(ScalingPolicy):
             return Decision("hold", f"utilization is low, but the model needs {target.cores} cores for "
                                     f"{planned.target_rate:,.0f} events/s", obs)
         if direction == "scale_down" and obs.utilization >= self.config.utilization_low:
-            wasted = self._wasted_cores(profile, current, obs.source_rate)
-            if wasted is not None:
-                return Decision("hold", wasted, obs)
+            needed = self._needed_cores(profile, current, obs.source_rate)
+            if needed is not None:
+                return Decision("hold", needed, obs)
         if direction == "scale_up" and target.cores < current.cores:
             if obs.backlog_growth < 0:  # clearing, if more slowly than catch_up_s: more cores would idle once caught up
                 return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
