@@ -19,16 +19,12 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Self
 
-__all__ = ["SPARK_KAFKA_COORDINATES", "KafkaBroker", "KafkaSetupError", "jvm_dir", "spark_kafka_jars"]
+__all__ = ["KafkaBroker", "KafkaSetupError", "jvm_dir", "spark_kafka_jars"]
 
 LOOPBACK = "127.0.0.1"
-SPARK_KAFKA_VERSION = "4.2.0"
-SPARK_KAFKA_COORDINATES = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_KAFKA_VERSION}"
-"""The connector Maven Central serves nearest the pinned pyspark 4.3.0 (it serves no 4.3.0 build)."""
 
 
 class KafkaSetupError(RuntimeError):
@@ -215,21 +211,6 @@ class KafkaBroker:
             return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in sorted(partitions)}
         finally:
             consumer.close()
-
-    def produce(self, topic: str, records: Iterable[tuple[str, str]], timeout_s: float = 30.0) -> int:
-        """Write (key, value) records, keyed so that one key always lands in one partition; returns how many."""
-        from confluent_kafka import Producer
-
-        producer = Producer(self.client_config(**{"linger.ms": 5, "enable.idempotence": True}))
-        count = 0
-        for key, value in records:
-            producer.produce(topic, key=key.encode(), value=value.encode())
-            count += 1
-            if count % 10_000 == 0:
-                producer.poll(0)
-        if producer.flush(timeout_s) != 0:
-            raise KafkaSetupError(f"{topic}: records still unsent after {timeout_s} s")
-        return count
 
 
 def _cluster_id() -> str:
