@@ -17,7 +17,8 @@ ENV_VAR = "DAGSTER_RECONF_ENV"
 
 _LOCAL_HOME = os.environ.get("RECONF_HOME", ".reconf")
 RESOURCES_LOCAL: dict[str, Any] = {
-    "streams": StreamRuntimeResource(home=_LOCAL_HOME),
+    # RECONF_HANDOVER=0: restart the SparkContext in the paused driver (the benchmarks' baseline)
+    "streams": StreamRuntimeResource(home=_LOCAL_HOME, handover=os.environ.get("RECONF_HANDOVER", "1") != "0"),
     "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=_LOCAL_HOME),  # default: SQLite in the home
 }
 

@@ -12,6 +12,13 @@ endpoint, SIGTERM or SIGINT), then stops the query at a batch boundary and exits
 
 ``driver.json`` moves through ``starting -> running -> stopped``, or ``failed`` with
 the error, written atomically so a reader never sees half a file.
+
+``--standby`` starts a warm standby for a reconfiguration whose new settings need a new
+SparkContext: it reads ``standby-spec.json``, starts the SparkContext, warms the Python
+workers and analyses the user's query (:meth:`StreamRuntime.warm_up`), records itself in
+``standby.json`` as ``warm``, and waits. ``POST /v1/promote`` makes it the stream's
+driver (it rewrites ``driver.json``) once the old driver has paused and exited; the
+reconfiguration then continues in it with that start-up already paid.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from .control import (
     StopRequest,
     read_token,
 )
+from .errors import StreamStateError
 from .paths import StreamPaths
 from .reconfig.migration import StreamMigrator
 from .runtime import StreamRuntime
@@ -48,11 +56,11 @@ from .spec import StreamSpec
 __all__ = ["main", "write_driver_info"]
 
 
-def write_driver_info(paths: StreamPaths, info: dict[str, Any]) -> None:
-    """Replace ``driver.json`` atomically."""
-    tmp = paths.driver.with_suffix(".json.tmp")
+def write_driver_info(path: Path, info: dict[str, Any]) -> None:
+    """Replace a driver record (``driver.json``, or a standby's ``standby.json``) atomically."""
+    tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(info, indent=2, default=str))
-    os.replace(tmp, paths.driver)
+    os.replace(tmp, path)
 
 
 FIRST_TRIGGER_TIMEOUT_S = 150.0
@@ -63,15 +71,16 @@ def control_host(bind_address: str) -> str:
     return socket.gethostname() if bind_address in ("0.0.0.0", "::", "") else bind_address
 
 
-def run(paths: StreamPaths, paused: bool = False) -> int:
+def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     info: dict[str, Any] = {"pid": os.getpid(), "name": paths.name, "host": socket.gethostname(), "status": "starting",
                             "started_at": time.time()}
+    record = paths.standby if standby else paths.driver  # a standby's record becomes driver.json when it is promoted
     try:
-        spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
+        spec = StreamSpec.parse(json.loads((paths.standby_spec if standby else paths.spec).read_text()))
         runtime = StreamRuntime(spec, paths)
     except BaseException as exc:  # a bad definition or spec: the supervisor reads the error from driver.json
         info.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
-        write_driver_info(paths, info)
+        write_driver_info(record, info)
         raise
     migrator = StreamMigrator(runtime)
     shutdown = threading.Event()
@@ -91,7 +100,19 @@ def run(paths: StreamPaths, paused: bool = False) -> int:
     def record_running() -> None:
         context = runtime.spark.sparkContext
         info.update(status="running", app_id=context.applicationId, spark_ui=context.uiWebUrl, master=runtime.spec.master)
-        write_driver_info(paths, info)
+        write_driver_info(record, info)
+
+    def promote(_: StartRequest) -> dict[str, Any]:
+        nonlocal record
+        if record == paths.driver:
+            return info
+        if info.get("status") != "warm":
+            raise StreamStateError(f"the standby driver of stream {paths.name!r} is {info.get('status')}, not warm")
+        record = paths.driver
+        info["promoted_at"] = time.time()
+        record_running()
+        paths.standby.unlink(missing_ok=True)
+        return info
 
     def resume(req: ResumeRequest) -> dict[str, Any]:
         report = migrator.resume(req.settings)
@@ -117,20 +138,27 @@ def run(paths: StreamPaths, paused: bool = False) -> int:
             ("POST", "/v1/migrate"): (MigrateRequest, lambda req: migrator.migrate(req.state_partitions, req.strategy)),
             ("POST", "/v1/rollback-replay"): (RollbackReplayRequest, lambda req: migrator.rollback_replay(req.generation)),
             ("POST", "/v1/resume"): (ResumeRequest, resume),
+            ("POST", "/v1/promote"): (StartRequest, promote),
         },
         host=spec.control_bind_address,
     )
     server.start()
     info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
-    write_driver_info(paths, info)
+    write_driver_info(record, info)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: shutdown.set())
     try:
         runtime.spark.sparkContext.setLogLevel("WARN")
-        if not paused:
-            runtime.start()
-            info["first_trigger"] = runtime.await_healthy(FIRST_TRIGGER_TIMEOUT_S)
-        record_running()
+        if standby:
+            warm_up = runtime.warm_up()
+            info.update(status="warm", warm_up={**warm_up, "since_start_s": round(time.time() - info["started_at"], 3)},
+                        spec=runtime.spec.model_dump(mode="json"))
+            write_driver_info(record, info)
+        else:
+            if not paused:
+                runtime.start()
+                info["first_trigger"] = runtime.await_healthy(FIRST_TRIGGER_TIMEOUT_S)
+            record_running()
         while not shutdown.wait(0.5):
             pass
         runtime.shutdown()
@@ -144,19 +172,19 @@ def run(paths: StreamPaths, paused: bool = False) -> int:
             print(f"cleanup after failure also failed: {cleanup}", file=sys.stderr)
         raise
     finally:
-        write_driver_info(paths, info)
+        write_driver_info(record, info)
         server.close()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    paused = "--paused" in args
-    args = [a for a in args if a != "--paused"]
-    if len(args) != 1:
-        print("usage: python -m dagster_reconf.core.driver <stream directory> [--paused]", file=sys.stderr)
+    flags = {a for a in args if a.startswith("--")}
+    args = [a for a in args if not a.startswith("--")]
+    if len(args) != 1 or not flags <= {"--paused", "--standby"}:
+        print("usage: python -m dagster_reconf.core.driver <stream directory> [--paused | --standby]", file=sys.stderr)
         return 2
     root = Path(args[0]).resolve()
-    return run(StreamPaths(root.parent.parent, root.name), paused)
+    return run(StreamPaths(root.parent.parent, root.name), "--paused" in flags, "--standby" in flags)
 
 
 if __name__ == "__main__":

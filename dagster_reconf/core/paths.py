@@ -67,6 +67,16 @@ class StreamPaths:
         return self.root / "driver.json"
 
     @property
+    def standby(self) -> Path:
+        """A warm standby driver's record (as ``driver.json``) until it takes the stream over in a reconfiguration."""
+        return self.root / "standby.json"
+
+    @property
+    def standby_spec(self) -> Path:
+        """The settings a standby driver starts its SparkContext with: the spec in force plus the session changes."""
+        return self.root / "standby-spec.json"
+
+    @property
     def driver_log(self) -> Path:
         return self.root / "driver.log"
 

@@ -267,6 +267,23 @@ class StreamRuntime:
                                        f"(status: {status.get('message')!r})")
             time.sleep(0.1)
 
+    def warm_up(self) -> dict[str, Any]:
+        """Pay a new driver's start-up before the stream needs it (a standby driver, see :mod:`.driver`).
+
+        Starts the SparkContext, runs a small Python job on every task slot (Spark keeps those
+        workers for the stream's Python tasks) and builds the user's query, which imports their
+        code and analyses the plan. The query is not started.
+        """
+        with self.lock:
+            started = time.monotonic()
+            spark = self.spark
+            slots = spark.sparkContext.defaultParallelism
+            frame = spark.range(0, 64 * slots, numPartitions=slots)
+            frame.mapInArrow(_same_batches, frame.schema).count()
+            workers_s = time.monotonic() - started
+            self.writer()
+            return {"slots": slots, "python_workers_s": round(workers_s, 3), "seconds": round(time.monotonic() - started, 3)}
+
     def _check_checkpoint_matches(self, spec: StreamSpec) -> None:
         info = checkpoint_facts(self.paths.checkpoint)
         if info.stateful and info.state_partitions not in (None, spec.state_partitions):
@@ -444,6 +461,11 @@ class StreamRuntime:
                 if self._owns_session and self._spark is not None:
                     self._drop_session()
             return report
+
+
+def _same_batches(batches):
+    """The warm-up's Python task: Arrow batches through a Python worker, unchanged."""
+    yield from batches
 
 
 def _first_line(exc: Any) -> str:

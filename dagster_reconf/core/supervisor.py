@@ -109,6 +109,25 @@ def signal_processes(processes: list[psutil.Process], sig: signal.Signals) -> No
             pass
 
 
+def wait_for_exit(pid: int, timeout_s: float) -> bool:
+    """Whether process ``pid`` exits within ``timeout_s``. A zombie has exited: only a parent that is not this process
+    (and does not reap it yet) still holds its pid, so waiting on it would run into the timeout."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        proc = psutil.Process(pid)
+        while time.monotonic() < deadline:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+            try:
+                proc.wait(timeout=0.2)  # reaps it where it is our child
+                return True
+            except psutil.TimeoutExpired:
+                continue
+    except psutil.NoSuchProcess:
+        return True
+    return False
+
+
 def terminate_process_tree(session_id: int, grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM every process of the driver's session, then SIGKILL what survives ``grace_s``."""
     processes = session_processes(session_id)
@@ -118,6 +137,11 @@ def terminate_process_tree(session_id: int, grace_s: float = KILL_GRACE_S) -> No
         if not alive:
             return
         processes = alive
+
+
+def _client_of(info: dict[str, Any], paths: StreamPaths) -> ControlClient:
+    """A client for the driver (or standby) that ``info`` records."""
+    return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK)
 
 
 class StreamSupervisor:
@@ -146,12 +170,21 @@ class StreamSupervisor:
     def driver_info(self, name: str) -> dict[str, Any] | None:
         """``driver.json`` of a *live* driver, or None."""
         paths = self.paths(name)
+        return self._live_record(paths, paths.driver)
+
+    def standby_info(self, name: str) -> dict[str, Any] | None:
+        """``standby.json`` of a *live* standby driver (see :meth:`start_standby`), or None."""
+        paths = self.paths(name)
+        return self._live_record(paths, paths.standby)
+
+    @staticmethod
+    def _live_record(paths: StreamPaths, record: Path) -> dict[str, Any] | None:
         try:
-            info = json.loads(paths.driver.read_text())
+            info = json.loads(record.read_text())
         except (OSError, json.JSONDecodeError):
             return None
         if info.get("host", socket.gethostname()) != socket.gethostname():  # a driver on another host: trust its record
-            return info if info.get("status") in ("starting", "running") else None
+            return info if info.get("status") in ("starting", "running", "warm") else None
         pid = int(info.get("pid", 0))
         try:
             cmdline = psutil.Process(pid).cmdline()
@@ -166,7 +199,7 @@ class StreamSupervisor:
         info = self.driver_info(name)
         if info is None or "control_port" not in info:
             raise StreamStateError(f"stream {name!r} has no running driver; start it with `reconf stream start`")
-        return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK)
+        return _client_of(info, paths)
 
     def list(self) -> list[dict[str, Any]]:
         """Every stream under the home with its entrypoint, master and whether its driver runs."""
@@ -216,32 +249,37 @@ class StreamSupervisor:
         new_token(paths.token)
         paths.write_spec(spec.model_dump_json(indent=2))
         paths.driver.unlink(missing_ok=True)
-        env = driver_environment(spec)
+        return self._spawn(paths, spec, paths.driver, ["--paused"] if paused else [], "running", timeout_s)
+
+    def _spawn(self, paths: StreamPaths, spec: StreamSpec, record: Path, flags: list[str], ready: str,
+               timeout_s: float) -> dict[str, Any]:
+        """Start a driver process in its own session and wait until its ``record`` says ``ready``; on failure, kill it."""
         with open(paths.driver_log, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", DRIVER_MODULE, str(paths.root), *(["--paused"] if paused else [])],
+                [sys.executable, "-m", DRIVER_MODULE, str(paths.root), *flags],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env=env,
+                env=driver_environment(spec),
             )
+        what = "standby driver" if record == paths.standby else "driver"
         deadline = time.monotonic() + timeout_s
         try:
             while True:
-                info = self._read_driver_json(paths)
-                if info.get("pid") == proc.pid and info.get("status") == "running":
+                info = self._read_record(record)
+                if info.get("pid") == proc.pid and info.get("status") == ready:
                     return info
                 if info.get("pid") == proc.pid and info.get("status") == "failed":
-                    raise StreamStartError(f"stream {spec.name!r} failed to start: {info.get('error')}")
+                    raise StreamStartError(f"{what} of stream {spec.name!r} failed to start: {info.get('error')}")
                 if proc.poll() is not None:
                     raise StreamStartError(
-                        f"driver of stream {spec.name!r} exited with code {proc.returncode} before it ran; "
+                        f"{what} of stream {spec.name!r} exited with code {proc.returncode} before it ran; "
                         f"log tail:\n{self.log_tail(spec.name)}"
                     )
                 if time.monotonic() > deadline:
                     raise StreamStartError(
-                        f"driver of stream {spec.name!r} did not start within {timeout_s:g} s; "
+                        f"{what} of stream {spec.name!r} did not start within {timeout_s:g} s; "
                         f"log tail:\n{self.log_tail(spec.name)}"
                     )
                 time.sleep(0.2)
@@ -250,10 +288,84 @@ class StreamSupervisor:
             proc.wait(timeout=KILL_GRACE_S)
             raise
 
+    # -- handover to a warm standby driver --------------------------------------------------------
+
+    def start_standby(self, name: str, changes: dict[str, Any], timeout_s: float = DEFAULT_START_TIMEOUT_S) -> dict[str, Any]:
+        """Start a warm standby driver with the stream's spec plus ``changes`` (settings that need a new SparkContext).
+
+        It starts its SparkContext, warms its Python workers and analyses the query while the
+        stream keeps running in its driver, then waits to be promoted (:meth:`hand_over`).
+        Idempotent: a live standby with the same settings is kept; one with other settings is
+        replaced.
+
+        Raises:
+            SpecError: the changes are invalid for the stream.
+            StreamStartError: the standby failed to start (its error and log tail are in the message).
+        """
+        paths = self.require(name)
+        spec = StreamSpec.parse(json.loads(paths.spec.read_text())).with_changes(changes)
+        validate_spec(spec)
+        existing = self.standby_info(name)
+        if existing is not None and existing.get("status") == "warm" and existing.get("spec") == spec.model_dump(mode="json"):
+            return {**existing, "reused": True}
+        self.discard_standby(name)
+        _check_master_reachable(spec.master)
+        tmp = paths.standby_spec.with_suffix(".json.tmp")
+        tmp.write_text(spec.model_dump_json(indent=2))
+        os.replace(tmp, paths.standby_spec)
+        return self._spawn(paths, spec, paths.standby, ["--standby"], "warm", timeout_s)
+
+    def hand_over(self, name: str, standby_pid: int, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Make the warm standby ``standby_pid`` the stream's driver: the old driver stops (at a batch boundary) and
+        exits first.
+
+        Call it with the stream paused; the standby then runs the rest of the reconfiguration.
+        Idempotent: a standby already promoted is reported as such.
+
+        Raises:
+            StreamStateError: that standby is not alive (it died, or was replaced).
+        """
+        paths = self.require(name)
+        current = self.driver_info(name)
+        if current is not None and current.get("pid") == standby_pid:
+            return {"driver_pid": standby_pid, "already_promoted": True}
+        standby = self.standby_info(name)
+        if standby is None or standby.get("pid") != standby_pid:
+            raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} is gone; resume in the "
+                                   "current driver, which restarts its SparkContext")
+        started = time.monotonic()
+        retired = None
+        if current is not None:
+            retired = current["pid"]
+            self.stop(name, timeout_s)  # it is paused: its stop returns at once, then the process exits
+        info = _client_of(standby, paths).request("POST", "promote", {})
+        return {"driver_pid": info["pid"], "retired_pid": retired, "seconds": round(time.monotonic() - started, 3),
+                "warm_up": standby.get("warm_up")}
+
+    def discard_standby(self, name: str) -> dict[str, Any] | None:
+        """Stop a standby driver that was not promoted (a reconfiguration that ended without it); None if there is none."""
+        paths = self.paths(name)
+        standby = self.standby_info(name)
+        result = None
+        if standby is not None:
+            current = self.driver_info(name)
+            if current is not None and current.get("pid") == standby.get("pid"):
+                return None  # promoted: it is the driver now
+            pid = int(standby["pid"])
+            try:
+                _client_of(standby, paths).shutdown(30)
+            except (ControlRequestError, StreamStateError):
+                pass  # hung or gone: the kill below
+            terminate_process_tree(pid)
+            result = {"discarded_pid": pid}
+        for path in (paths.standby, paths.standby_spec):
+            path.unlink(missing_ok=True)
+        return result
+
     @staticmethod
-    def _read_driver_json(paths: StreamPaths) -> dict[str, Any]:
+    def _read_record(record: Path) -> dict[str, Any]:
         try:
-            return json.loads(paths.driver.read_text())
+            return json.loads(record.read_text())
         except (OSError, json.JSONDecodeError):
             return {}
 
@@ -297,11 +409,7 @@ class StreamSupervisor:
             report["stop"] = self.client(name).shutdown(timeout_s)
         except (ControlRequestError, StreamStateError) as exc:  # hung, gone or refused: fall through to the kill
             report["graceful_error"] = str(exc)
-        try:
-            psutil.Process(pid).wait(timeout=KILL_GRACE_S + timeout_s)
-        except psutil.NoSuchProcess:
-            pass
-        except psutil.TimeoutExpired:
+        if not wait_for_exit(pid, KILL_GRACE_S + timeout_s):
             report["forced"] = True
         terminate_process_tree(pid)
         return report

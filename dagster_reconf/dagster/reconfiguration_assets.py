@@ -75,7 +75,8 @@ def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPla
 def _reconfigurer(context: OpExecutionContext, streams: StreamRuntimeResource, ledger: AuditLedger, strategy: str,
                   observe_timeout_s: float) -> Reconfigurer:
     return Reconfigurer(DriverStream(streams.supervisor(), context.partition_key), ledger, strategy=strategy,
-                        holder=f"dagster run {context.run_id}", observe_timeout_s=observe_timeout_s)
+                        holder=f"dagster run {context.run_id}", observe_timeout_s=observe_timeout_s,
+                        handover=streams.handover)
 
 
 def _run_step(context: OpExecutionContext, reconfigurer: Reconfigurer, reconfiguration: Reconfiguration, step: str) -> dict[str, Any]:

@@ -40,6 +40,12 @@ class StreamRuntimeResource(ConfigurableResource):
         description="Runtime home directory holding every managed stream (relative paths resolve against the "
         "code location's working directory). Default: .reconf.",
     )
+    handover: bool = Field(
+        default=True,
+        description="Reconfigurations that need a new SparkContext (cores, master, executors) start a warm standby "
+        "driver while the stream runs and hand the stream over to it at the pause, so the resume pays no SparkContext "
+        "or Python worker start-up. False restarts the SparkContext in the paused driver. Default: true.",
+    )
 
     @property
     def home_path(self) -> Path:

@@ -4,6 +4,9 @@
 :class:`DriverStream` talks to a supervised driver (the production path: the driver
 keeps its JVM and executors warm, and a driver that died mid-reconfiguration is
 started again *paused*, so the steps continue before the query runs again).
+:class:`DriverStream` can also hand a change that needs a new SparkContext over to a warm
+standby driver started while the stream still runs (see
+:meth:`~dagster_reconf.core.supervisor.StreamSupervisor.start_standby`).
 :class:`LocalStream` wraps a :class:`~dagster_reconf.core.runtime.StreamRuntime` in
 this process (tests and benchmarks).
 """
@@ -82,6 +85,22 @@ class StreamHandle(ABC):
     def validate(self, spec: StreamSpec) -> None:
         """Raise :class:`~dagster_reconf.core.errors.SpecError` if the definition cannot run ``spec``."""
         validate_spec(spec, self.definition())
+
+    # A change that needs a new SparkContext can be handed over to a warm standby driver; only a
+    # stream in its own driver process can (in this process there is one SparkContext at a time).
+    supports_handover = False
+
+    def prepare_standby(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Start a warm standby driver with ``changes`` (session settings) while the stream runs."""
+        raise StreamStateError(f"stream {self.name!r} runs in this process: it cannot hand over to a standby driver")
+
+    def hand_over(self, standby_pid: int, timeout_s: float) -> dict[str, Any]:
+        """Make standby ``standby_pid`` the stream's driver (the stream is paused); the old driver exits."""
+        raise StreamStateError(f"stream {self.name!r} runs in this process: it cannot hand over to a standby driver")
+
+    def discard_standby(self) -> dict[str, Any] | None:
+        """Stop a standby that was not promoted; None if there is none."""
+        return None
 
 
 class LocalStream(StreamHandle):
@@ -185,3 +204,14 @@ class DriverStream(StreamHandle):
 
     def definition(self) -> StreamDefinition:
         return load_definition(self.spec().entrypoint)
+
+    supports_handover = True
+
+    def prepare_standby(self, changes: dict[str, Any]) -> dict[str, Any]:
+        return self.supervisor.start_standby(self.name, changes)
+
+    def hand_over(self, standby_pid: int, timeout_s: float) -> dict[str, Any]:
+        return self.supervisor.hand_over(self.name, standby_pid, timeout_s)
+
+    def discard_standby(self) -> dict[str, Any] | None:
+        return self.supervisor.discard_standby(self.name)

@@ -9,9 +9,15 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
   refusal lists every problem with its fix, and changes nothing.
 * **prepare** does what can be done while the stream still runs (Megaphone's
   "prepared ahead"): it reads the state's size and checksums, which also loads the
-  state readers, so the pause is spent only on the migration.
+  state readers, so the pause is spent only on the migration. Where the plan changes
+  settings that need a new SparkContext (cores, master, executors) and the stream runs
+  in its own driver, it also starts a warm standby driver with them: its SparkContext,
+  Python workers and the user's query are ready before the pause.
 * **pause** stops only this stream's query, at a micro-batch boundary (Trisk's partial
-  pause); the driver and its executors stay up.
+  pause); the driver and its executors stay up. With a standby, the paused driver then
+  exits and the standby becomes the stream's driver: the rest runs there, and the resume
+  starts the query without a new SparkContext. A standby that failed is recorded and the
+  old driver carries on as without one.
 * **migrate** moves the state (see :mod:`.migration`), after a restorable snapshot of
   the checkpoint for the native path.
 * **verify** compares the state before and after (rows and checksums per store,
@@ -111,6 +117,15 @@ class Reconfiguration:
         return {a["knob"]: a["after"] for a in self.actions}
 
     @property
+    def session_changes(self) -> dict[str, Any]:
+        """The settings that need a new SparkContext: what a standby driver starts with."""
+        return {a["knob"]: a["after"] for a in self.actions if a["effect"] == "session_restart"}
+
+    @property
+    def handed_over(self) -> bool:
+        return "driver_pid" in (self.results.get("pause") or {}).get("handover", {})
+
+    @property
     def finished(self) -> bool:
         return self.outcome is not None
 
@@ -159,11 +174,13 @@ class Reconfigurer:
         pause_timeout_s: how long to wait for the running micro-batch to commit.
         observe_timeout_s: how long to watch the stream catch up after resuming.
         after_step: called with each step's name after its end is journaled (tests inject faults here).
+        handover: hand changes that need a new SparkContext over to a warm standby driver where the
+            stream can (its own driver process); False restarts the SparkContext in the paused driver.
     """
 
     def __init__(self, stream: StreamHandle, ledger: AuditLedger, *, strategy: str = "native", holder: str | None = None,
                  pause_timeout_s: float = 120.0, observe_timeout_s: float = 60.0,
-                 after_step: Callable[[str], None] | None = None) -> None:
+                 after_step: Callable[[str], None] | None = None, handover: bool = True) -> None:
         if strategy not in STRATEGIES:
             raise SpecError(f"unknown migration strategy {strategy!r}; use one of {list(STRATEGIES)}")
         self.stream = stream
@@ -173,6 +190,7 @@ class Reconfigurer:
         self.pause_timeout_s = pause_timeout_s
         self.observe_timeout_s = observe_timeout_s
         self.after_step = after_step
+        self.handover = handover
 
     # -- the whole thing ------------------------------------------------------------------------
 
@@ -307,6 +325,7 @@ class Reconfigurer:
         self.ledger.append(stream=reconfiguration.stream, kind="reconfiguration.finished",
                            reconfiguration_id=reconfiguration.id, payload=payload)
         CheckpointSnapshot(self._snapshot_dir(reconfiguration)).discard()
+        self.stream.discard_standby()  # one a refusal, rollback or fallback left unused
         self.ledger.release_lock(reconfiguration.stream, reconfiguration.id)
 
     def _snapshot_dir(self, reconfiguration: Reconfiguration):
@@ -387,6 +406,11 @@ class Reconfigurer:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
             result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
             warm_up_verification()  # GX's cold start would otherwise fall inside the pause
+        if r.session_changes and self.handover and self.stream.supports_handover:
+            try:
+                result["standby"] = self.stream.prepare_standby(r.session_changes)
+            except ReconfError as exc:  # the old driver restarts its SparkContext instead, as without a standby
+                result["standby"] = {"failed": str(exc)}
         return result
 
     def _recent_backlog(self) -> dict[str, Any]:
@@ -404,8 +428,16 @@ class Reconfigurer:
         self.stream.ensure_driver()
         paused_at = time.time()
         report = self.stream.pause(self.pause_timeout_s)
-        return {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
-                "batch_id": report.get("last_committed_batch")}
+        result = {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
+                  "batch_id": report.get("last_committed_batch")}
+        standby = r.results["prepare"].get("standby") or {}
+        if "pid" in standby:
+            try:
+                result["handover"] = self.stream.hand_over(int(standby["pid"]), self.pause_timeout_s)
+            except ReconfError as exc:  # the standby died: carry on in a driver of the old settings
+                result["handover"] = {"failed": str(exc)}
+                self.stream.discard_standby()
+        return result
 
     def _migrate(self, r: Reconfiguration) -> dict[str, Any]:
         if not r.needs_migration:
@@ -464,7 +496,10 @@ class Reconfigurer:
                     undone = snapshot.restore()
             else:
                 undone = self.stream.rollback_replay(paused["generation"])
-        undone["resume"] = self.stream.resume({})  # idempotent: a stream never paused keeps running
+        # Idempotent: a stream never paused keeps running. A standby that took over has the new session
+        # settings: it goes back to the old ones.
+        before = {a["knob"]: a["before"] for a in r.actions if a["effect"] == "session_restart"}
+        undone["resume"] = self.stream.resume(before if r.handed_over else {})
         self._finish(r, "rolled_back", {"reason": reason, "undone": undone})
         return {"reason": reason, **undone}
 

@@ -1,0 +1,115 @@
+"""Handover to a warm standby driver: a reconfiguration that needs a new SparkContext (here, other cores)
+starts a standby with the new settings while the stream runs, and the stream moves to it at the pause.
+
+Proved on a real stream in its own driver: the standby becomes the driver and the old one exits; the
+resume starts only the query (the SparkContext and Python workers were warm); the reconfiguring
+process killed after ``prepare`` (a standby left running) and after ``pause`` (the stream already handed
+over) is finished by a re-run; a standby killed before the pause makes the old driver carry on as
+without one. Nothing is left running that should not be, and the output equals the oracle.
+"""
+
+import json
+import signal
+
+import psutil
+import pytest
+
+from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor, session_processes, signal_processes
+from dagster_reconf.workloads.streams import bundled_spec
+
+from .conftest import drivers_under, wait_until
+from .test_reconfiguration_crash import assert_output_matches_oracle, reconf_cli
+
+pytestmark = pytest.mark.spark
+
+OBSERVE_S = 8.0
+NAME = "handover"
+
+
+@pytest.fixture(name="stream")
+def stream_fixture(tmp_path):
+    supervisor = StreamSupervisor(tmp_path / "home")
+    spec = bundled_spec(NAME, "wordcount", rate=400, source_partitions=1, state_partitions=4,
+                        trigger_interval_s=0.5, vocabulary=800).with_changes({"master": "local[1]"})
+    supervisor.start(spec)
+    wait_until(lambda: (checkpoint_facts(supervisor.paths(NAME).checkpoint).last_committed_batch or -1) >= 1,
+               what="two batches")
+    yield supervisor, spec
+    if supervisor.driver_info(NAME) is not None:
+        supervisor.stop(NAME, timeout_s=60)
+    supervisor.discard_standby(NAME)
+
+
+def last_finished(ledger: AuditLedger) -> dict:
+    return ledger.records(stream=NAME, kinds=["reconfiguration.finished"])[-1].payload
+
+
+def assert_handed_over(supervisor: StreamSupervisor, finished: dict, master: str) -> None:
+    handover = finished["steps"]["pause"]["handover"]
+    assert handover["driver_pid"] == supervisor.driver_info(NAME)["pid"], handover
+    if handover.get("retired_pid"):
+        assert not psutil.pid_exists(handover["retired_pid"]) or psutil.Process(handover["retired_pid"]).status() == "zombie"
+    assert finished["steps"]["resume"]["scope"] == "query", "the standby's SparkContext already had the new settings"
+    assert supervisor.status(NAME)["master"] == master
+    assert supervisor.standby_info(NAME) is None and not supervisor.paths(NAME).standby.exists()
+    assert len(drivers_under(supervisor.home)) == 1, "one driver per stream, no standby left"
+
+
+def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills(spark, stream):
+    supervisor, spec = stream
+    home = supervisor.home
+    ledger = AuditLedger(default_ledger_url(home))
+    first_driver = supervisor.driver_info(NAME)["pid"]
+
+    # Killed after prepare: the standby runs beside the live driver; the re-run hands over to that very standby.
+    args = ("reconfigure", "apply", NAME, "--set", "master=local[2]", "--set", "state_partitions=5",
+            "--observe-s", str(OBSERVE_S))
+    killed = reconf_cli(home, *args, kill_after="prepare")
+    assert killed.returncode == 137, killed.stdout + killed.stderr
+    standby = supervisor.standby_info(NAME)
+    assert standby is not None and standby["status"] == "warm" and standby["warm_up"]["slots"] == 2
+    assert supervisor.status(NAME)["state"] == "running", "the stream runs on while the standby waits"
+    rerun = reconf_cli(home, *args)
+    assert rerun.returncode == 0 and ": succeeded" in rerun.stdout, rerun.stdout + rerun.stderr
+    finished = last_finished(ledger)
+    assert_handed_over(supervisor, finished, "local[2]")
+    assert finished["steps"]["pause"]["handover"]["driver_pid"] == standby["pid"]
+    assert not psutil.pid_exists(first_driver) or psutil.Process(first_driver).status() == "zombie"
+    assert checkpoint_facts(supervisor.paths(NAME).checkpoint).state_partitions == 5
+    assert finished["steps"]["verify"]["ok"]
+
+    # The standby killed before the pause: the old driver restarts its own SparkContext, as without a standby.
+    def kill_standby(step: str) -> None:
+        if step == "prepare":
+            info = supervisor.standby_info(NAME)
+            assert info is not None
+            signal_processes(session_processes(int(info["pid"])), signal.SIGKILL)
+            wait_until(lambda: supervisor.standby_info(NAME) is None, timeout_s=30, what="standby gone")
+
+    driver = supervisor.driver_info(NAME)["pid"]
+    plan = ExecutionPlan.of(StreamSpec.parse(json.loads(supervisor.paths(NAME).spec.read_text()))).model_dump()
+    plan["resources"]["master"] = "local[1]"
+    result = Reconfigurer(DriverStream(supervisor, NAME), ledger, observe_timeout_s=OBSERVE_S,
+                          after_step=kill_standby).run(plan)
+    assert result.outcome == "succeeded", result.results
+    assert "failed" in result.results["pause"]["handover"], result.results["pause"]
+    assert result.results["resume"]["scope"] == "session"
+    assert supervisor.driver_info(NAME)["pid"] == driver and supervisor.status(NAME)["master"] == "local[1]"
+    assert len(drivers_under(home)) == 1 and not supervisor.paths(NAME).standby_spec.exists()
+
+    # Killed after pause: the stream is already in the standby, paused; the re-run finishes there.
+    args = ("reconfigure", "apply", NAME, "--set", "master=local[2]", "--observe-s", str(OBSERVE_S))
+    killed = reconf_cli(home, *args, kill_after="pause")
+    assert killed.returncode == 137, killed.stdout + killed.stderr
+    assert supervisor.driver_info(NAME)["pid"] != driver and supervisor.status(NAME)["state"] == "stopped"
+    rerun = reconf_cli(home, *args)
+    assert rerun.returncode == 0 and ": succeeded" in rerun.stdout, rerun.stdout + rerun.stderr
+    assert_handed_over(supervisor, last_finished(ledger), "local[2]")
+
+    assert ledger.verify().ok and ledger.lock(NAME) is None
+    assert_output_matches_oracle(spark, supervisor, spec)
+    assert not drivers_under(home)
