@@ -17,7 +17,8 @@ the error, written atomically so a reader never sees half a file.
 SparkContext: it reads ``standby-spec.json``, starts the SparkContext, warms the Python
 workers and analyses the user's query (:meth:`StreamRuntime.warm_up`), records itself in
 ``standby.json`` as ``warm``, and waits. ``POST /v1/promote`` makes it the stream's
-driver (it rewrites ``driver.json``) once the old driver has paused and exited; the
+driver (it rewrites ``driver.json``) once the old driver has paused and been told to
+retire (``POST /v1/retire``: it exits without touching ``driver.json`` again); the
 reconfiguration then continues in it with that start-up already paid.
 """
 
@@ -119,6 +120,16 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         record_running()
         return report
 
+    retired = False
+
+    def retire(_: StartRequest) -> dict[str, Any]:
+        nonlocal retired
+        if runtime.is_active:
+            raise StreamStateError(f"stream {paths.name!r} is running in this driver: pause it before handing it over")
+        retired = True  # driver.json is the standby's from now on: never write it again
+        shutdown.set()
+        return {"retired": True, "pid": os.getpid()}
+
     def shutdown_request(req: StopRequest) -> dict[str, Any]:
         try:
             return asdict(runtime.stop_at_batch_boundary(req.timeout_s))
@@ -139,6 +150,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             ("POST", "/v1/rollback-replay"): (RollbackReplayRequest, lambda req: migrator.rollback_replay(req.generation)),
             ("POST", "/v1/resume"): (ResumeRequest, resume),
             ("POST", "/v1/promote"): (StartRequest, promote),
+            ("POST", "/v1/retire"): (StartRequest, retire),
         },
         host=spec.control_bind_address,
     )
@@ -151,6 +163,13 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         runtime.spark.sparkContext.setLogLevel("WARN")
         if standby:
             warm_up = runtime.warm_up()
+            if runtime.stateful:  # load the state readers too: the verify after the pause reads state in this driver
+                began = time.monotonic()
+                try:
+                    migrator.state_summary()
+                    warm_up["state_readers_s"] = round(time.monotonic() - began, 3)
+                except Exception as exc:  # the live driver's maintenance may drop files mid-read: only a warm-up lost
+                    warm_up["state_readers_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             info.update(status="warm", warm_up={**warm_up, "since_start_s": round(time.time() - info["started_at"], 3)},
                         spec=runtime.spec.model_dump(mode="json"))
             write_driver_info(record, info)
@@ -172,7 +191,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             print(f"cleanup after failure also failed: {cleanup}", file=sys.stderr)
         raise
     finally:
-        write_driver_info(record, info)
+        if not retired:
+            write_driver_info(record, info)
         server.close()
 
 

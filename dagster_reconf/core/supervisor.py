@@ -308,7 +308,7 @@ class StreamSupervisor:
         existing = self.standby_info(name)
         if existing is not None and existing.get("status") == "warm" and existing.get("spec") == spec.model_dump(mode="json"):
             return {**existing, "reused": True}
-        self.discard_standby(name)
+        self.clean_up_drivers(name)
         _check_master_reachable(spec.master)
         tmp = paths.standby_spec.with_suffix(".json.tmp")
         tmp.write_text(spec.model_dump_json(indent=2))
@@ -335,32 +335,40 @@ class StreamSupervisor:
                                    "current driver, which restarts its SparkContext")
         started = time.monotonic()
         retired = None
-        if current is not None:
+        if current is not None:  # it is paused; it exits on its own, without writing driver.json again
             retired = current["pid"]
-            self.stop(name, timeout_s)  # it is paused: its stop returns at once, then the process exits
+            try:
+                _client_of(current, paths).request("POST", "retire", {})
+            except ControlRequestError:  # hung or refused: it must not run beside the standby
+                self.stop(name, timeout_s)
         info = _client_of(standby, paths).request("POST", "promote", {})
         return {"driver_pid": info["pid"], "retired_pid": retired, "seconds": round(time.monotonic() - started, 3),
                 "warm_up": standby.get("warm_up")}
 
-    def discard_standby(self, name: str) -> dict[str, Any] | None:
-        """Stop a standby driver that was not promoted (a reconfiguration that ended without it); None if there is none."""
+    def clean_up_drivers(self, name: str) -> list[int]:
+        """Stop every driver process of the stream but the one ``driver.json`` names: a standby that was not promoted,
+        an old driver still exiting after a handover. Returns their pids."""
         paths = self.paths(name)
+        current = self.driver_info(name)
         standby = self.standby_info(name)
-        result = None
-        if standby is not None:
-            current = self.driver_info(name)
-            if current is not None and current.get("pid") == standby.get("pid"):
-                return None  # promoted: it is the driver now
-            pid = int(standby["pid"])
-            try:
-                _client_of(standby, paths).shutdown(30)
-            except (ControlRequestError, StreamStateError):
-                pass  # hung or gone: the kill below
+        keep = current.get("pid") if current else None
+        strays = []
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdline = proc.info["cmdline"] or []
+            if proc.pid != keep and DRIVER_MODULE in cmdline and str(paths.root) in cmdline:
+                strays.append(proc.pid)
+        for pid in strays:
+            if standby is not None and standby.get("pid") == pid:
+                try:
+                    _client_of(standby, paths).shutdown(30)
+                except (ControlRequestError, StreamStateError):
+                    pass  # hung or gone: the kill below
+            wait_for_exit(pid, KILL_GRACE_S)
             terminate_process_tree(pid)
-            result = {"discarded_pid": pid}
-        for path in (paths.standby, paths.standby_spec):
-            path.unlink(missing_ok=True)
-        return result
+        if standby is None or standby.get("pid") != keep:
+            for path in (paths.standby, paths.standby_spec):
+                path.unlink(missing_ok=True)
+        return strays
 
     @staticmethod
     def _read_record(record: Path) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def stream_fixture(tmp_path):
     yield supervisor, spec
     if supervisor.driver_info(NAME) is not None:
         supervisor.stop(NAME, timeout_s=60)
-    supervisor.discard_standby(NAME)
+    supervisor.clean_up_drivers(NAME)
 
 
 def last_finished(ledger: AuditLedger) -> dict:

@@ -98,9 +98,9 @@ class StreamHandle(ABC):
         """Make standby ``standby_pid`` the stream's driver (the stream is paused); the old driver exits."""
         raise StreamStateError(f"stream {self.name!r} runs in this process: it cannot hand over to a standby driver")
 
-    def discard_standby(self) -> dict[str, Any] | None:
-        """Stop a standby that was not promoted; None if there is none."""
-        return None
+    def clean_up_drivers(self) -> list[int]:
+        """Stop a standby that was not promoted and an old driver still exiting after a handover; their pids."""
+        return []
 
 
 class LocalStream(StreamHandle):
@@ -213,5 +213,5 @@ class DriverStream(StreamHandle):
     def hand_over(self, standby_pid: int, timeout_s: float) -> dict[str, Any]:
         return self.supervisor.hand_over(self.name, standby_pid, timeout_s)
 
-    def discard_standby(self) -> dict[str, Any] | None:
-        return self.supervisor.discard_standby(self.name)
+    def clean_up_drivers(self) -> list[int]:
+        return self.supervisor.clean_up_drivers(self.name)

@@ -325,7 +325,7 @@ class Reconfigurer:
         self.ledger.append(stream=reconfiguration.stream, kind="reconfiguration.finished",
                            reconfiguration_id=reconfiguration.id, payload=payload)
         CheckpointSnapshot(self._snapshot_dir(reconfiguration)).discard()
-        self.stream.discard_standby()  # one a refusal, rollback or fallback left unused
+        self.stream.clean_up_drivers()  # a standby left unused, the old driver after a handover
         self.ledger.release_lock(reconfiguration.stream, reconfiguration.id)
 
     def _snapshot_dir(self, reconfiguration: Reconfiguration):
@@ -436,7 +436,7 @@ class Reconfigurer:
                 result["handover"] = self.stream.hand_over(int(standby["pid"]), self.pause_timeout_s)
             except ReconfError as exc:  # the standby died: carry on in a driver of the old settings
                 result["handover"] = {"failed": str(exc)}
-                self.stream.discard_standby()
+                self.stream.clean_up_drivers()
         return result
 
     def _migrate(self, r: Reconfiguration) -> dict[str, Any]:
