@@ -12,10 +12,15 @@ against the growth over the last batches once converged (negative: catching up).
 ``--repeat N`` runs the loop N times, each on a fresh home, and reports how often it
 converges: the share of runs that converged, the distribution of steps, downtime p50
 and max over every reconfiguration, lost and duplicated summed, and each run's figures.
+
+``--handover both`` alternates loops with the handover to a warm standby driver (the
+default, ``on``) and without it (``off``: the paused driver restarts its SparkContext),
+and reports each side and the ratio of their downtime medians: the baseline in the same run.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections import Counter
@@ -52,14 +57,16 @@ def growth_before_and_after(home: Path, report: LoopReport) -> tuple[float | Non
     return backlog_growth(before.iloc[1:]), backlog_growth(frame.iloc[-LAST_BATCHES:]) if changes else None
 
 
-def one_loop(timeout_s: float) -> dict[str, Any]:
+def one_loop(timeout_s: float, handover: bool = True) -> dict[str, Any]:
     """The closed loop once, on a fresh home: its outcome and figures."""
     started = time.monotonic()
+    os.environ["RECONF_HANDOVER"] = "1" if handover else "0"  # the code location's streams resource reads it
     with tempfile.TemporaryDirectory(prefix="reconf-demo-") as tmp:
         home = Path(tmp) / "home"
         report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)
         before, after = growth_before_and_after(home, report)
     return {
+        "handover": handover,
         "converged": report.converged, "steps": report.steps,
         "seconds_to_converge": report.seconds_to_converge, "lost": report.lost, "duplicated": report.duplicated,
         "rate": demo_spec().options["rate"], "backlog_growth_unmanaged_per_s": before, "backlog_growth_converged_per_s": after,
@@ -90,20 +97,33 @@ def main() -> None:
     def add_options(parser):
         parser.add_argument("--repeat", type=int, default=1, help="run the loop N times (each on a fresh home) and "
                                                                    "report the share that converged")
+        parser.add_argument("--handover", choices=("on", "off", "both"), default="on",
+                            help="hand the stream to a warm standby driver (on), restart the SparkContext in the paused "
+                                 "driver (off), or alternate and compare (both)")
 
     args = parse_args(__doc__.splitlines()[0], add_options)
     if args.repeat < 1:
         raise SystemExit(f"--repeat {args.repeat}: give a number of runs, 1 or more")
     timeout_s = 280.0 if args.quick else 600.0
     started = time.monotonic()
+    runs = args.repeat * (2 if args.handover == "both" else 1)
     loops = []
-    for n in range(args.repeat):
-        loops.append(one_loop(timeout_s))
-        if args.repeat > 1:
-            print(f"loop {n + 1}/{args.repeat}: {'converged' if loops[-1]['converged'] else 'NOT converged'} in "
-                  f"{loops[-1]['steps']} steps; downtime {[r['downtime_s'] for r in loops[-1]['reconfigurations']]}", flush=True)
-    mode = {"benchmark": "demo", "mode": "quick" if args.quick else "full"}
-    if args.repeat == 1:
+    for n in range(runs):
+        handover = args.handover == "on" or (args.handover == "both" and n % 2 == 0)
+        loops.append(one_loop(timeout_s, handover))
+        if runs > 1:
+            print(f"loop {n + 1}/{runs} (handover {'on' if handover else 'off'}): "
+                  f"{'converged' if loops[-1]['converged'] else 'NOT converged'} in {loops[-1]['steps']} steps; "
+                  f"downtime {[r['downtime_s'] for r in loops[-1]['reconfigurations']]}", flush=True)
+    mode = {"benchmark": "demo", "mode": "quick" if args.quick else "full", "handover": args.handover}
+    if args.handover == "both":
+        with_handover = summarize([loop for loop in loops if loop["handover"]])
+        restarting = summarize([loop for loop in loops if not loop["handover"]])
+        ratio = (round(with_handover["downtime_s_p50"] / restarting["downtime_s_p50"], 3)
+                 if restarting["downtime_s_p50"] else 0.0)
+        emit({**mode, "downtime_p50_ratio_handover_vs_restart": ratio, "handover_on": with_handover,
+              "handover_off": restarting, "loops": loops, "wall_s": round(time.monotonic() - started, 1)})
+    elif runs == 1:
         emit({**mode, **loops[0]})
     else:
         emit({**mode, **summarize(loops), "loops": loops, "wall_s": round(time.monotonic() - started, 1)})

@@ -1,0 +1,76 @@
+"""The supervisor's handover plumbing without Spark: waiting on a driver that exited but was not reaped, refusing a
+handover to a standby that is gone, and cleaning up stray driver records. The handover itself, on real drivers, is
+``tests/integration/test_handover.py``."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dagster_reconf.core.driver import main as driver_main
+from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
+from dagster_reconf.core.reconfig.reconfigurer import Reconfiguration
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.supervisor import StreamSupervisor, wait_for_exit
+
+SPEC = {"name": "s", "entrypoint": "dagster_reconf.workloads.streams:q5", "master": "local[1]", "state_partitions": 2}
+
+
+@pytest.fixture(name="supervisor")
+def supervisor_fixture(tmp_path):
+    supervisor = StreamSupervisor(tmp_path / "home")
+    paths = supervisor.paths("s")
+    paths.create()
+    paths.write_spec(json.dumps(SPEC))
+    return supervisor
+
+
+def test_an_exited_child_not_yet_reaped_counts_as_exited():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    time.sleep(1.0)  # it has exited; nobody has reaped it: a zombie
+    started = time.monotonic()
+    assert wait_for_exit(child.pid, timeout_s=30)
+    assert time.monotonic() - started < 5, "a zombie must not be waited on until the timeout"
+
+
+def test_a_running_process_is_waited_on_until_the_timeout():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not wait_for_exit(child.pid, timeout_s=0.5)
+    finally:
+        child.kill()
+        child.wait()
+    assert wait_for_exit(child.pid, timeout_s=1)
+
+
+def test_a_handover_to_a_standby_that_is_gone_is_refused_with_the_way_on(supervisor):
+    supervisor.paths("s").standby.write_text(json.dumps({"pid": 999_999_999, "status": "warm", "control_port": 1}))
+    with pytest.raises(StreamStateError, match="standby driver 999999999 of stream 's' is gone; resume in the current"):
+        supervisor.hand_over("s", 999_999_999)
+
+
+def test_clean_up_removes_the_records_of_a_dead_standby(supervisor):
+    paths = supervisor.paths("s")
+    paths.standby.write_text(json.dumps({"pid": 999_999_999, "status": "warm", "control_port": 1}))
+    paths.standby_spec.write_text(json.dumps(SPEC))
+    assert supervisor.standby_info("s") is None
+    assert supervisor.clean_up_drivers("s") == []
+    assert not paths.standby.exists() and not paths.standby_spec.exists()
+
+
+def test_only_settings_that_need_a_new_context_go_to_the_standby():
+    spec = StreamSpec.parse(SPEC)
+    target = spec.with_changes({"master": "local[4]", "state_partitions": 4, "trigger_interval_s": 3.0})
+    diff = diff_plans(ExecutionPlan.of(spec), ExecutionPlan.of(target), spec, ("0",))
+    reconfiguration = Reconfiguration("r", "s", "native", ExecutionPlan.of(spec), ExecutionPlan.of(target), diff.as_rows())
+    assert reconfiguration.session_changes == {"master": "local[4]"}
+    assert not reconfiguration.handed_over
+
+
+@pytest.mark.parametrize("argv", [[], ["a", "b"], ["a", "--warm"]])
+def test_the_driver_refuses_bad_arguments(argv, capsys):
+    assert driver_main(argv) == 2
+    assert "--paused | --standby" in capsys.readouterr().err
