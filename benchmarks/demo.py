@@ -70,7 +70,8 @@ def one_loop(timeout_s: float, handover: bool = True) -> dict[str, Any]:
         "converged": report.converged, "steps": report.steps,
         "seconds_to_converge": report.seconds_to_converge, "lost": report.lost, "duplicated": report.duplicated,
         "rate": demo_spec().options["rate"], "backlog_growth_unmanaged_per_s": before, "backlog_growth_converged_per_s": after,
-        "reconfigurations": [{k: r.get(k) for k in ("outcome", "cores", "state_partitions", "downtime_s", "catch_up_s", "verified")}
+        "reconfigurations": [{k: r.get(k) for k in ("outcome", "cores", "state_partitions", "downtime_s", "catch_up_s", "verified",
+                                                     "handed_over", "step_seconds")}
                              for r in report.reconfigurations],
         "runs": [f"{r['job']}:{r['status']}" for r in report.runs],
         "wall_s": round(time.monotonic() - started, 1),

@@ -64,6 +64,8 @@ class StopRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     timeout_s: float = Field(120.0, gt=0, le=3600, description="How long to wait for the running batch to commit.")
+    finish: bool = Field(True, description="Finish an interrupted batch before answering (False: the next driver "
+                                           "finishes it, after a handover).")
 
 
 class StartRequest(BaseModel):
@@ -270,8 +272,11 @@ class ControlClient:
     def status(self) -> dict[str, Any]:
         return self.request("GET", "status")
 
-    def stop(self, timeout_s: float = 120.0) -> dict[str, Any]:
-        return self.request("POST", "stop", {"timeout_s": timeout_s}, timeout_s + 30)
+    def stop(self, timeout_s: float = 120.0, finish: bool = True) -> dict[str, Any]:
+        body: dict[str, Any] = {"timeout_s": timeout_s}
+        if not finish:
+            body["finish"] = False  # only then: a driver of an older release knows no such field
+        return self.request("POST", "stop", body, timeout_s + 30)
 
     def start(self) -> dict[str, Any]:
         return self.request("POST", "start", {})

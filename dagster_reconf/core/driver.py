@@ -87,7 +87,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     shutdown = threading.Event()
 
     def stop(req: StopRequest) -> dict[str, Any]:
-        return asdict(runtime.stop_at_batch_boundary(req.timeout_s))
+        return asdict(runtime.stop_at_batch_boundary(req.timeout_s, finish=req.finish))
 
     def start(_: StartRequest) -> dict[str, Any]:
         runtime.start()
@@ -180,13 +180,13 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             record_running()
         while not shutdown.wait(0.5):
             pass
-        runtime.shutdown()
+        runtime.shutdown(finish=not retired)  # retired: the stream's batches are the new driver's to finish
         info.update(status="stopped", stopped_at=time.time())
         return 0
     except BaseException as exc:  # recorded for the supervisor, then re-raised
         info.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         try:
-            runtime.shutdown(timeout_s=10)
+            runtime.shutdown(timeout_s=10, finish=not retired)
         except Exception as cleanup:  # the original error matters more; keep both in the log
             print(f"cleanup after failure also failed: {cleanup}", file=sys.stderr)
         raise

@@ -293,14 +293,19 @@ class StreamRuntime:
                 f"state_partitions={info.state_partitions} or run a reconfiguration"
             )
 
-    def stop_at_batch_boundary(self, timeout_s: float = 120.0) -> StopReport:
-        """Stop with the checkpoint's last batch committed (see module docstring)."""
+    def stop_at_batch_boundary(self, timeout_s: float = 120.0, *, finish: bool = True) -> StopReport:
+        """Stop with the checkpoint's last batch committed (see module docstring).
+
+        ``finish=False`` leaves an interrupted batch planned but uncommitted, for a driver that
+        finishes it next (a warm standby with more cores, after a handover); the report's
+        ``attempts`` is 2 and ``finished_batch`` None then.
+        """
         with self.lock:
             started = time.monotonic()
             deadline = started + timeout_s
             if not self.is_active:
                 info = checkpoint_facts(self.paths.checkpoint)
-                if info.committed:
+                if info.committed or not finish:
                     return StopReport(info.last_committed_batch, 0.0, 0)
                 finished = self._finish_pending(deadline, timeout_s)  # a driver died mid-batch
                 return self._stopped(started, 1, finished)
@@ -310,7 +315,7 @@ class StreamRuntime:
             if checkpoint_facts(self.paths.checkpoint).committed:
                 return self._stopped(started, 1, None)
             # Batches ran back to back, or a trigger began between the check and the stop.
-            return self._stopped(started, 2, self._finish_pending(deadline, timeout_s))
+            return self._stopped(started, 2, self._finish_pending(deadline, timeout_s) if finish else None)
 
     def _boundary_wait_s(self) -> float:
         """How long to wait for a gap between triggers: two intervals where batches leave gaps, none where they run
@@ -449,12 +454,15 @@ class StreamRuntime:
                 "spec": self.spec.model_dump(),
             }
 
-    def shutdown(self, timeout_s: float = 120.0) -> StopReport | None:
-        """Stop the query at a batch boundary (forcibly if that fails) and the session we own."""
+    def shutdown(self, timeout_s: float = 120.0, *, finish: bool = True) -> StopReport | None:
+        """Stop the query at a batch boundary (forcibly if that fails) and the session we own.
+
+        ``finish=False``: a driver that handed its stream over leaves an interrupted batch to the new driver.
+        """
         with self.lock:
             report = None
             try:
-                report = self.stop_at_batch_boundary(timeout_s)
+                report = self.stop_at_batch_boundary(timeout_s, finish=finish)
             finally:
                 if self.query is not None and self.query.isActive:
                     self.query.stop()

@@ -161,6 +161,8 @@ def reconfigurations(ledger: AuditLedger, spec: StreamSpec, since: float) -> lis
             "max_event_latency_s": observed.get("max_event_latency_s"),
             "verified": verification.get("ok", "no state moved" if "skipped" in verification else None),
             "paused_at": steps.get("pause"), "resumed_at": steps.get("resume"), "run_id": (p.get("trigger") or {}).get("run_id"),
+            "step_seconds": p.get("timings") or {},
+            "handed_over": "driver_pid" in (((p.get("steps") or {}).get("pause") or {}).get("handover") or {}),
         })
     return rows
 

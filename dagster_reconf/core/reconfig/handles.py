@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from ..definition import StreamDefinition, load_definition
-from ..errors import StreamStateError
+from ..errors import ControlRequestError, StreamStateError
 from ..paths import StreamPaths
 from ..spec import StreamSpec, validate_spec
 
@@ -55,8 +55,9 @@ class StreamHandle(ABC):
         """Make sure the stream's query runs with the settings in force."""
 
     @abstractmethod
-    def pause(self, timeout_s: float) -> dict[str, Any]:
-        """Stop at a micro-batch boundary; the last batch is committed when this returns."""
+    def pause(self, timeout_s: float, finish: bool = True) -> dict[str, Any]:
+        """Stop at a micro-batch boundary; the last batch is committed when this returns (with ``finish``; without,
+        an interrupted batch stays planned for the next driver to finish)."""
 
     @abstractmethod
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
@@ -128,10 +129,10 @@ class LocalStream(StreamHandle):
             return {"started": True}
         return {"started": False}
 
-    def pause(self, timeout_s: float) -> dict[str, Any]:
+    def pause(self, timeout_s: float, finish: bool = True) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self.runtime.stop_at_batch_boundary(timeout_s))
+        return asdict(self.runtime.stop_at_batch_boundary(timeout_s, finish=finish))
 
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
         return self.migrator.state_summary(generation, batch_id)
@@ -182,8 +183,13 @@ class DriverStream(StreamHandle):
             return {"started": True, "driver": "kept"}
         return {"started": False}
 
-    def pause(self, timeout_s: float) -> dict[str, Any]:
-        return self._client().stop(timeout_s)
+    def pause(self, timeout_s: float, finish: bool = True) -> dict[str, Any]:
+        try:
+            return self._client().stop(timeout_s, finish)
+        except ControlRequestError as exc:
+            if finish or exc.status != 400:
+                raise
+            return self._client().stop(timeout_s)  # a driver of an older release: it finishes the batch itself
 
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
         return self._client().state(generation, batch_id)

@@ -15,8 +15,9 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
   Python workers and the user's query are ready before the pause.
 * **pause** stops only this stream's query, at a micro-batch boundary (Trisk's partial
   pause); the driver and its executors stay up. With a standby, the paused driver then
-  exits and the standby becomes the stream's driver: the rest runs there, and the resume
-  starts the query without a new SparkContext. A standby that failed is recorded and the
+  exits and the standby becomes the stream's driver: a batch the stop interrupted is
+  finished there (with the new cores), the rest runs there, and the resume starts the
+  query without a new SparkContext. A standby that failed is recorded and the
   old driver carries on as without one.
 * **migrate** moves the state (see :mod:`.migration`), after a restorable snapshot of
   the checkpoint for the native path.
@@ -427,16 +428,24 @@ class Reconfigurer:
     def _pause(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_driver()
         paused_at = time.time()
-        report = self.stream.pause(self.pause_timeout_s)
-        result = {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
-                  "batch_id": report.get("last_committed_batch")}
         standby = r.results["prepare"].get("standby") or {}
+        report = self.stream.pause(self.pause_timeout_s, finish="pid" not in standby)
+        handover = None
         if "pid" in standby:
             try:
-                result["handover"] = self.stream.hand_over(int(standby["pid"]), self.pause_timeout_s)
+                handover = self.stream.hand_over(int(standby["pid"]), self.pause_timeout_s)
             except ReconfError as exc:  # the standby died: carry on in a driver of the old settings
-                result["handover"] = {"failed": str(exc)}
+                handover = {"failed": str(exc)}
                 self.stream.clean_up_drivers()
+            self.stream.ensure_driver()
+            finished = self.stream.pause(self.pause_timeout_s)  # a batch the stop interrupted: finished by the new driver
+            report = {**report, "last_committed_batch": finished["last_committed_batch"],
+                      "finished_batch": finished.get("finished_batch"),
+                      "seconds": round(report["seconds"] + finished["seconds"], 3)}
+        result = {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
+                  "batch_id": report.get("last_committed_batch")}
+        if handover is not None:
+            result["handover"] = handover
         return result
 
     def _migrate(self, r: Reconfiguration) -> dict[str, Any]:
