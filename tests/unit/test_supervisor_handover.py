@@ -61,12 +61,13 @@ def test_clean_up_removes_the_records_of_a_dead_standby(supervisor):
     assert not paths.standby.exists() and not paths.standby_spec.exists()
 
 
-def test_only_settings_that_need_a_new_context_go_to_the_standby():
+def test_the_standby_starts_with_every_change_but_the_state_partitions_and_code():
     spec = StreamSpec.parse(SPEC)
     target = spec.with_changes({"master": "local[4]", "state_partitions": 4, "trigger_interval_s": 3.0})
     diff = diff_plans(ExecutionPlan.of(spec), ExecutionPlan.of(target), spec, ("0",))
     reconfiguration = Reconfiguration("r", "s", "native", ExecutionPlan.of(spec), ExecutionPlan.of(target), diff.as_rows())
-    assert reconfiguration.session_changes == {"master": "local[4]"}
+    assert reconfiguration.needs_new_context
+    assert reconfiguration.standby_changes == {"master": "local[4]", "trigger_interval_s": 3.0}
     assert not reconfiguration.handed_over
 
 

@@ -118,9 +118,15 @@ class Reconfiguration:
         return {a["knob"]: a["after"] for a in self.actions}
 
     @property
-    def session_changes(self) -> dict[str, Any]:
-        """The settings that need a new SparkContext: what a standby driver starts with."""
-        return {a["knob"]: a["after"] for a in self.actions if a["effect"] == "session_restart"}
+    def needs_new_context(self) -> bool:
+        return any(a["effect"] == "session_restart" for a in self.actions)
+
+    @property
+    def standby_changes(self) -> dict[str, Any]:
+        """What a standby driver starts with: every change but the state partitions (the checkpoint keeps the old ones
+        until the migration) and the code version (batches run the old code until the resume). So a batch the pause
+        interrupted is finished there with the new cores and source partitions."""
+        return {a["knob"]: a["after"] for a in self.actions if a["knob"] not in ("state_partitions", "code_version")}
 
     @property
     def handed_over(self) -> bool:
@@ -407,9 +413,9 @@ class Reconfigurer:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
             result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
             warm_up_verification()  # GX's cold start would otherwise fall inside the pause
-        if r.session_changes and self.handover and self.stream.supports_handover:
+        if r.needs_new_context and self.handover and self.stream.supports_handover:
             try:
-                result["standby"] = self.stream.prepare_standby(r.session_changes)
+                result["standby"] = self.stream.prepare_standby(r.standby_changes)
             except ReconfError as exc:  # the old driver restarts its SparkContext instead, as without a standby
                 result["standby"] = {"failed": str(exc)}
         return result
@@ -505,9 +511,9 @@ class Reconfigurer:
                     undone = snapshot.restore()
             else:
                 undone = self.stream.rollback_replay(paused["generation"])
-        # Idempotent: a stream never paused keeps running. A standby that took over has the new session
-        # settings: it goes back to the old ones.
-        before = {a["knob"]: a["before"] for a in r.actions if a["effect"] == "session_restart"}
+        # Idempotent: a stream never paused keeps running. A standby that took over has the new settings
+        # (but the state partitions): it goes back to the old ones.
+        before = {a["knob"]: a["before"] for a in r.actions if a["knob"] in r.standby_changes}
         undone["resume"] = self.stream.resume(before if r.handed_over else {})
         self._finish(r, "rolled_back", {"reason": reason, "undone": undone})
         return {"reason": reason, **undone}
