@@ -163,6 +163,10 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         runtime.spark.sparkContext.setLogLevel("WARN")
         if standby:
             warm_up = runtime.warm_up()
+            try:  # the stream's own query once, output discarded: its source reader and code warm in every worker
+                warm_up["rehearsal"] = migrator.rehearse()
+            except Exception as exc:  # a source that no longer serves its first batch: only a warm-up lost
+                warm_up["rehearsal"] = {"ran": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
             if runtime.stateful:  # load the state readers too: the verify after the pause reads state in this driver
                 began = time.monotonic()
                 try:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -133,35 +135,57 @@ class StreamMigrator:
         checkpoint, output discarded, reads the state schemas it writes, and compares them
         with the stream's (as Spark does on restart).
         """
-        spec = self.runtime.spec
-        new_spec = spec.with_changes({"code_version": code_version})
+        new_spec = self.runtime.spec.with_changes({"code_version": code_version})
         self.runtime.definition.check_code_version(code_version)
-        facts = checkpoint_facts(self.paths.checkpoint)
-        if not facts.stateful:
+        if not checkpoint_facts(self.paths.checkpoint).stateful:
             return {"compatible": True, "problems": [], "note": "no state to check"}
+        started = time.monotonic()
+        with self._first_batch_probe(new_spec) as (probe, error):
+            if probe is None:
+                return {"compatible": True, "problems": [], "note": "no batch to probe with"}
+            if error is not None:
+                return {"compatible": False, "seconds": round(time.monotonic() - started, 3),
+                        "problems": [f"the new code failed on the stream's first batch: {error}"]}
+            new = state_schemas(self.runtime.spark, probe)
+            stored = state_schemas(self.runtime.spark, self.paths.checkpoint)
+        problems = schema_problems(stored, new)
+        return {"compatible": not problems, "problems": problems, "seconds": round(time.monotonic() - started, 3)}
+
+    def rehearse(self) -> dict[str, Any]:
+        """Run the stream's query once over its first batch, output discarded, so that a new driver has planned it and
+        its Python workers have imported the user's code and the source's reader before the stream needs them (a
+        standby driver, while the stream still runs in the old one)."""
+        started = time.monotonic()
+        with self._first_batch_probe(self.runtime.spec) as (probe, error):
+            pass
+        result: dict[str, Any] = {"ran": probe is not None and error is None, "seconds": round(time.monotonic() - started, 3)}
+        if error is not None:
+            result["error"] = error
+        return result
+
+    @contextmanager
+    def _first_batch_probe(self, spec: StreamSpec) -> Iterator[tuple[Path | None, str | None]]:
+        """Run ``spec``'s query over the stream's first retained batch (its logged offsets) into a scratch checkpoint,
+        output discarded. Yields the scratch checkpoint (None: no batch to probe with) and the first line of the
+        query's error (None: it ran)."""
+        facts = checkpoint_facts(self.paths.checkpoint)
         first = _retained_batches(self.paths.checkpoint, facts.last_offset_batch or 0)
         if not first:
-            return {"compatible": True, "problems": [], "note": "no batch to probe with"}
-        started = time.monotonic()
+            yield None, None
+            return
         with self.runtime.lock, tempfile.TemporaryDirectory(prefix="reconf-probe-") as scratch:
             probe = Path(scratch) / "checkpoint"
             copy_source_logs(self.paths.checkpoint, probe)
             copy_offset_entry(self.paths.checkpoint, probe, first[0], spec.state_partitions)
             if first[0] != 0:  # older entries purged: probe the earliest retained one as the scratch checkpoint's first
                 (probe / "offsets" / str(first[0])).rename(probe / "offsets" / "0")
-            query = self.runtime.start_query(new_spec, checkpoint=probe, purpose="probe", once=True)
+            query = self.runtime.start_query(spec, checkpoint=probe, purpose="probe", once=True)
             try:
                 query.awaitTermination(BATCH_TIMEOUT_S)
             finally:
                 query.stop()
-            if query.exception() is not None:
-                return {"compatible": False, "seconds": round(time.monotonic() - started, 3),
-                        "problems": [f"the new code failed on the stream's first batch: "
-                                     f"{str(query.exception()).strip().splitlines()[0]}"]}
-            new = state_schemas(self.runtime.spark, probe)
-            stored = state_schemas(self.runtime.spark, self.paths.checkpoint)
-        problems = schema_problems(stored, new)
-        return {"compatible": not problems, "problems": problems, "seconds": round(time.monotonic() - started, 3)}
+            exception = query.exception()
+            yield probe, (str(exception).strip().splitlines()[0] if exception is not None else None)
 
     def migrate(self, partitions: int, strategy: Strategy = "native") -> dict[str, Any]:
         """Move the paused stream's state to ``partitions`` partitions.
