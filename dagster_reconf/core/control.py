@@ -18,7 +18,9 @@ batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings
 stopped query (:mod:`dagster_reconf.core.reconfig.migration`): ``POST state`` (state
 rows and checksums), ``POST code-check`` (state schema compatibility of a code
 version), ``POST migrate`` (state partitions), ``POST rollback-replay`` and
-``POST resume`` (start with new settings).
+``POST resume`` (start with new settings); for a handover to a warm standby driver
+(:mod:`dagster_reconf.core.driver`), ``POST promote`` (the standby) and ``POST retire``
+(the paused old driver).
 """
 
 from __future__ import annotations

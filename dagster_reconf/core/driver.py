@@ -15,8 +15,9 @@ the error, written atomically so a reader never sees half a file.
 
 ``--standby`` starts a warm standby for a reconfiguration whose new settings need a new
 SparkContext: it reads ``standby-spec.json``, starts the SparkContext, warms the Python
-workers and analyses the user's query (:meth:`StreamRuntime.warm_up`), records itself in
-``standby.json`` as ``warm``, and waits. ``POST /v1/promote`` makes it the stream's
+workers and analyses the user's query (:meth:`StreamRuntime.warm_up`), loads the state
+readers, rehearses the query over the stream's first batch (output discarded), records
+itself in ``standby.json`` as ``warm``, and waits. ``POST /v1/promote`` makes it the stream's
 driver (it rewrites ``driver.json``) once the old driver has paused and been told to
 retire (``POST /v1/retire``: it exits without touching ``driver.json`` again); the
 reconfiguration then continues in it with that start-up already paid.

@@ -512,7 +512,7 @@ class Reconfigurer:
             else:
                 undone = self.stream.rollback_replay(paused["generation"])
         # Idempotent: a stream never paused keeps running. A standby that took over has the new settings
-        # (but the state partitions): it goes back to the old ones.
+        # (all but the state partitions and code version): it goes back to the old ones.
         before = {a["knob"]: a["before"] for a in r.actions if a["knob"] in r.standby_changes}
         undone["resume"] = self.stream.resume(before if r.handed_over else {})
         self._finish(r, "rolled_back", {"reason": reason, "undone": undone})
