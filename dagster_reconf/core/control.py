@@ -10,7 +10,9 @@ another address (``control_bind_address``: Dagster run workers on another host);
 0600, readable only by the user who started the stream). Bodies are validated with
 pydantic (unknown fields refused). A refused request changes nothing and answers
 ``{"error": "..."}`` with 400 (malformed), 401 (token), 404 (path), 409 (state) or
-413 (too large).
+413 (too large); a failure the handler did not expect (Spark's own, a lost JVM) answers 500
+with its type and first line, its traceback in the driver's log, so a client never sees a
+connection closed without a reply.
 
 Endpoints (all under ``/v1``): ``GET status``, ``POST stop`` (stop the query at a
 batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings),
@@ -29,7 +31,9 @@ import hmac
 import json
 import os
 import secrets
+import sys
 import threading
+import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -214,6 +218,10 @@ class ControlServer:
             return 409, {"error": str(exc)}
         except ReconfError as exc:
             return 500, {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - Spark's, py4j's: answered, not a dropped connection; the traceback goes to the log
+            traceback.print_exc(file=sys.stderr)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return 500, {"error": f"unexpected {type(exc).__name__}: {first} (the driver's log has the traceback)"}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self

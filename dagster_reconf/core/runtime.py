@@ -352,7 +352,7 @@ class StreamRuntime:
         query = self.start_query(once=True)
         self.query = query
         self.paths.add_query_id(str(query.id))
-        if not query.awaitTermination(max(1.0, deadline - time.monotonic())):
+        if not await_termination(query, max(1.0, deadline - time.monotonic())):
             query.stop()
             raise StreamStateError(f"stream {self.spec.name!r}: the interrupted batch {info.last_offset_batch} did not "
                                    f"finish within {timeout_s:g} s; it is finished when the stream starts again")
@@ -469,6 +469,17 @@ class StreamRuntime:
                 if self._owns_session and self._spark is not None:
                     self._drop_session()
             return report
+
+
+def await_termination(query: StreamingQuery, timeout_s: float) -> bool:
+    """Whether ``query`` ended within ``timeout_s``; a query that failed has ended too (pyspark raises its failure
+    from ``awaitTermination``: callers read it from ``query.exception()`` and say what failed)."""
+    try:
+        return bool(query.awaitTermination(timeout_s))
+    except Exception:  # StreamingQueryException: the query's own failure
+        if query.exception() is None:
+            raise
+        return True
 
 
 def _same_batches(batches):

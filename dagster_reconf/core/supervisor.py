@@ -341,7 +341,13 @@ class StreamSupervisor:
                 _client_of(current, paths).request("POST", "retire", {})
             except ControlRequestError:  # hung or refused: it must not run beside the standby
                 self.stop(name, timeout_s)
-        info = _client_of(standby, paths).request("POST", "promote", {})
+        try:
+            info = _client_of(standby, paths).request("POST", "promote", {})
+        except ControlRequestError as exc:  # the old driver is leaving: let it go, so the caller starts a fresh one
+            if retired is not None and not wait_for_exit(retired, timeout_s):
+                terminate_process_tree(retired)
+            raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} refused to take over "
+                                   f"({exc}); the old driver {retired} has exited: start a driver of the old settings") from None
         return {"driver_pid": info["pid"], "retired_pid": retired, "seconds": round(time.monotonic() - started, 3),
                 "warm_up": standby.get("warm_up")}
 

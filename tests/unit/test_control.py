@@ -22,6 +22,8 @@ def server_fixture(calls):
         return {"scope": "query"}
 
     def stop(req):
+        if req.timeout_s == 7:
+            raise RuntimeError("py4j: Answer from Java side is empty\nmore detail")
         if req.timeout_s < 1:
             raise StreamStateError("the running micro-batch did not commit within 0.5 s")
         calls.append(("stop", req.timeout_s))
@@ -89,6 +91,13 @@ def test_state_errors_are_409(server):
     with pytest.raises(ControlRequestError, match="did not commit within 0.5 s") as err:
         ControlClient(server.port, TOKEN).stop(timeout_s=0.5)
     assert err.value.status == 409
+
+
+def test_an_unexpected_failure_is_answered_with_its_type_and_the_server_keeps_serving(server, capfd):
+    with pytest.raises(ControlRequestError, match=r"unexpected RuntimeError: py4j: Answer from Java side is empty \(") as err:
+        ControlClient(server.port, TOKEN).stop(timeout_s=7)
+    assert err.value.status == 500 and "more detail" in capfd.readouterr().err  # the traceback, in the driver's log
+    assert ControlClient(server.port, TOKEN).stop(timeout_s=2) == {"last_committed_batch": 3}  # not left busy
 
 
 def test_valid_request_reaches_handler(server, calls):

@@ -75,3 +75,49 @@ def test_the_standby_starts_with_every_change_but_the_state_partitions_and_code(
 def test_the_driver_refuses_bad_arguments(argv, capsys):
     assert driver_main(argv) == 2
     assert "--paused | --standby" in capsys.readouterr().err
+
+
+FAKE_DRIVER = """
+import json, os, sys, threading
+from dagster_reconf.core.control import ControlServer, StartRequest, read_token
+from dagster_reconf.core.errors import StreamStateError
+from pathlib import Path
+role, root, record = sys.argv[1], Path(sys.argv[3]), Path(sys.argv[4])
+done = threading.Event()
+def retire(_):
+    threading.Timer(0.5, done.set).start()
+    return {"retired": True, "pid": os.getpid()}
+def promote(_):
+    raise StreamStateError("the standby driver is failed, not warm")
+server = ControlServer(read_token(root / "token"), {("POST", "/v1/retire"): (StartRequest, retire),
+                                                      ("POST", "/v1/promote"): (StartRequest, promote)})
+server.start()
+record.with_suffix(".tmp").write_text(json.dumps({"pid": os.getpid(), "control_port": server.port,
+                                                 "status": "warm" if role == "standby" else "running"}))
+os.replace(record.with_suffix(".tmp"), record)
+done.wait(60)
+"""
+
+
+def test_a_standby_that_refuses_to_take_over_leaves_no_old_driver_behind(supervisor):
+    """The old driver was told to retire, then the standby refused: the caller must find no driver (and start one of
+    the old settings), never the retiring one, whose exit would cut its next request."""
+    from dagster_reconf.core.control import new_token
+    from dagster_reconf.core.supervisor import DRIVER_MODULE
+
+    paths = supervisor.paths("s")
+    new_token(paths.token)
+    fakes = {role: subprocess.Popen([sys.executable, "-c", FAKE_DRIVER, role, DRIVER_MODULE, str(paths.root), str(record)])
+             for role, record in (("old", paths.driver), ("standby", paths.standby))}
+    try:
+        for record in (paths.driver, paths.standby):
+            deadline = time.monotonic() + 60
+            while not record.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        with pytest.raises(StreamStateError, match=r"refused to take over .*not warm.*has exited: start a driver of"):
+            supervisor.hand_over("s", fakes["standby"].pid, timeout_s=30)
+        assert fakes["old"].poll() is not None and supervisor.driver_info("s") is None
+    finally:
+        for fake in fakes.values():
+            fake.kill()
+            fake.wait()

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..checkpoint import checkpoint_facts, copy_offset_entry, copy_source_logs, renew_query_id
 from ..errors import SpecError, StreamStateError
+from ..runtime import await_termination
 from ..spec import SESSION_FIELDS, RestartScope, StreamSpec
 from ..storage import Location, remove_tree, spark_uri
 from .state import schema_problems, state_schemas, state_summary
@@ -71,7 +72,7 @@ def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_i
         copy_offset_entry(old, new, batch_id, spec.state_partitions)
         query = runtime.start_query(spec, checkpoint=new, purpose=purpose, once=True)
         try:
-            if not query.awaitTermination(BATCH_TIMEOUT_S):
+            if not await_termination(query, BATCH_TIMEOUT_S):
                 raise StreamStateError(f"{purpose} of batch {batch_id} into {new} did not finish in {BATCH_TIMEOUT_S:g} s")
             if query.exception() is not None:
                 raise StreamStateError(f"{purpose} of batch {batch_id} into {new} failed: "
@@ -181,7 +182,7 @@ class StreamMigrator:
                 (probe / "offsets" / str(first[0])).rename(probe / "offsets" / "0")
             query = self.runtime.start_query(spec, checkpoint=probe, purpose="probe", once=True)
             try:
-                query.awaitTermination(BATCH_TIMEOUT_S)
+                await_termination(query, BATCH_TIMEOUT_S)
             finally:
                 query.stop()
             exception = query.exception()
