@@ -56,6 +56,7 @@ __all__ = [
     "RollbackReplayRequest",
     "StateRequest",
     "StopRequest",
+    "log_tail",
     "new_token",
     "read_token",
 ]
@@ -253,12 +254,28 @@ class ControlServer:
         return RequestHandler
 
 
-class ControlClient:
-    """Talks to one driver's control endpoint."""
+def log_tail(path: Path, lines: int = 30, *, without_stack_frames: bool = False) -> str:
+    """The last ``lines`` lines of a driver's log (JVM stack frames left out on request: the errors stay readable)."""
+    if not path.exists():
+        return "(no driver log)"
+    text = path.read_text(errors="replace").splitlines()
+    if without_stack_frames:
+        text = [line for line in text if line.strip() and not line.lstrip().startswith(("at ", "..."))]
+    return "\n".join(text[-lines:])
 
-    def __init__(self, port: int, token: str, host: str = LOOPBACK) -> None:
+
+class ControlClient:
+    """Talks to one driver's control endpoint.
+
+    Args:
+        log: the driver's log; when the endpoint cannot be reached (the driver died or dropped
+            the request), the error carries the log's last lines.
+    """
+
+    def __init__(self, port: int, token: str, host: str = LOOPBACK, log: Path | None = None) -> None:
         self.base = f"http://{host}:{port}/v1"
         self.token = token
+        self.log = log
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
@@ -277,7 +294,10 @@ class ControlClient:
             raise ControlRequestError(message, exc.code) from None
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ControlRequestError(f"control endpoint {self.base} unreachable: {reason}", 503) from None
+            message = f"control endpoint {self.base} unreachable: {reason}"
+            if self.log is not None and self.log.exists():
+                message += f"; the driver's log ({self.log}) ends:\n{log_tail(self.log, 12, without_stack_frames=True)}"
+            raise ControlRequestError(message, 503) from None
 
     def status(self) -> dict[str, Any]:
         return self.request("GET", "status")

@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from .checkpoint import checkpoint_facts
-from .control import LOOPBACK, ControlClient, new_token, read_token
+from .control import LOOPBACK, ControlClient, log_tail, new_token, read_token
 from .definition import entrypoint_root
 from .errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
 from .metrics import MetricsStore, status_figures
@@ -141,7 +141,8 @@ def terminate_process_tree(session_id: int, grace_s: float = KILL_GRACE_S) -> No
 
 def _client_of(info: dict[str, Any], paths: StreamPaths) -> ControlClient:
     """A client for the driver (or standby) that ``info`` records."""
-    return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK)
+    return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK,
+                         paths.driver_log)
 
 
 class StreamSupervisor:
@@ -429,8 +430,4 @@ class StreamSupervisor:
         return report
 
     def log_tail(self, name: str, lines: int = 30) -> str:
-        path = self.paths(name).driver_log
-        if not path.exists():
-            return "(no driver log)"
-        text = path.read_text(errors="replace").splitlines()
-        return "\n".join(line for line in text[-lines:])
+        return log_tail(self.paths(name).driver_log, lines)

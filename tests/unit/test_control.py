@@ -108,3 +108,14 @@ def test_valid_request_reaches_handler(server, calls):
 def test_unreachable_endpoint_is_clear():
     with pytest.raises(ControlRequestError, match=r"control endpoint http://127.0.0.1:1/v1 unreachable"):
         ControlClient(1, TOKEN).status()
+
+
+def test_an_unreachable_driver_error_carries_its_log_without_the_stack_frames(tmp_path):
+    log = tmp_path / "driver.log"
+    log.write_text("started\njava.lang.OutOfMemoryError: Java heap space\n\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
+                   "\t... 12 more\nTraceback (most recent call last):\n")
+    with pytest.raises(ControlRequestError) as err:
+        ControlClient(1, TOKEN, log=log).status()
+    assert err.value.status == 503
+    assert str(err.value).endswith(f"the driver's log ({log}) ends:\nstarted\njava.lang.OutOfMemoryError: Java heap space\n"
+                                   "Traceback (most recent call last):")
