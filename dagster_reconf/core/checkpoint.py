@@ -27,6 +27,7 @@ __all__ = [
     "CheckpointFacts",
     "CheckpointSnapshot",
     "checkpoint_facts",
+    "copy_checkpoint_as_of",
     "copy_offset_entry",
     "copy_source_logs",
     "renew_query_id",
@@ -100,19 +101,59 @@ def checkpoint_facts(checkpoint: Location, *, with_offsets: bool = False) -> Che
                            stateful)
 
 
-def copy_offset_entry(source: Location, target: Location, batch_id: int, shuffle_partitions: int | None = None) -> None:
-    """Plan batch ``batch_id`` of checkpoint ``source`` in checkpoint ``target``: the same offsets, optionally
-    another ``spark.sql.shuffle.partitions`` (a query started on ``target`` then runs exactly that batch first)."""
+def copy_offset_entry(source: Location, target: Location, batch_id: int, shuffle_partitions: int | None = None,
+                      as_batch: int | None = None) -> None:
+    """Plan batch ``batch_id`` of checkpoint ``source`` in checkpoint ``target`` (as batch ``as_batch``, default the
+    same id): the same offsets, optionally another ``spark.sql.shuffle.partitions`` (a query started on ``target``
+    then runs exactly that batch first)."""
     lines = (source / "offsets" / str(batch_id)).read_text().splitlines()
     if shuffle_partitions is not None and len(lines) > 1 and lines[1].strip():
         metadata = json.loads(lines[1])
         metadata.setdefault("conf", {})["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
         lines[1] = json.dumps(metadata, separators=(",", ":"))
-    entry = target / "offsets" / str(batch_id)
+    entry = target / "offsets" / str(batch_id if as_batch is None else as_batch)
     entry.parent.mkdir(parents=True, exist_ok=True)
     if not (target / "metadata").exists():  # Spark refuses offsets without the query's metadata: a query of its own
         renew_query_id(target)
     entry.write_text("\n".join(lines))
+
+
+def copy_checkpoint_as_of(source: Location, target: Location, batch_id: int) -> dict[str, int]:
+    """Copy checkpoint ``source`` as of its committed batch ``batch_id`` into ``target``, while its query may still run.
+
+    The files of committed versions never change, so the copy is consistent: the offset and
+    commit logs up to ``batch_id``, the sources' logs, and every state file of versions up to
+    ``batch_id + 1`` (a state version is its batch id plus one). Files of later batches, and
+    temporary ones, are left out; a file Spark's maintenance deletes during the walk is one
+    no committed version up to ``batch_id`` still needs beyond the retention, so it is skipped.
+    Returns counts of copied and skipped files.
+    """
+    copied = skipped = 0
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        parts, name = relative.parts, path.name
+        top = parts[0]
+        version = _leading_int(name.lstrip("."))  # ".12.zip.crc" is version 12's checksum
+        later = (top in ("offsets", "commits") and version is not None and version > batch_id) or \
+                (top == "state" and len(parts) == 4 and version is not None and version > batch_id + 1)  # not SSTs/*
+        if later or name.endswith(".tmp") or top not in ("metadata", "offsets", "commits", "sources", "state"):
+            skipped += 1
+            continue
+        try:
+            if path.is_dir():
+                continue
+            destination = target / relative.as_posix()
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            copy_file(path, destination)
+            copied += 1
+        except FileNotFoundError:
+            skipped += 1
+    return {"copied": copied, "skipped": skipped}
+
+
+def _leading_int(name: str) -> int | None:
+    digits = name[: len(name) - len(name.lstrip("0123456789"))]
+    return int(digits) if digits else None
 
 
 def renew_query_id(checkpoint: Location) -> str:

@@ -9,7 +9,7 @@
     reconf stream list
     reconf cluster start [--workers 1 --cores 2 --memory 2g] | stop | status
     reconf reconfigure plan NAME
-    reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay]
+    reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay|precopy]
     reconf reconfigure abort NAME
     reconf audit list [--stream NAME] | show ID | verify [--expect-head HASH]
 
@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("name")
     apply.add_argument("--plan", help="execution plan JSON file")
     apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="change a setting of the plan in force")
-    apply.add_argument("--strategy", choices=["native", "replay"], default="native", help="how state moves")
+    apply.add_argument("--strategy", choices=["native", "replay", "precopy"], default="native", help="how state moves")
     apply.add_argument("--observe-s", type=float, default=60.0, help="how long to watch the stream catch up")
     abort = reconfigure_actions.add_parser("abort", help="roll back the stream's unfinished reconfiguration")
     abort.add_argument("name")

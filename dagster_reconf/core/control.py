@@ -19,7 +19,8 @@ batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings
 ``POST shutdown`` (stop the query and the driver), and for reconfigurations of a
 stopped query (:mod:`dagster_reconf.core.reconfig.migration`): ``POST state`` (state
 rows and checksums), ``POST code-check`` (state schema compatibility of a code
-version), ``POST migrate`` (state partitions), ``POST rollback-replay`` and
+version), ``POST migrate`` (state partitions), ``POST precopy`` (a repartitioned copy prepared while
+the query runs), ``POST rollback-replay`` and
 ``POST resume`` (start with new settings); for a handover to a warm standby driver
 (:mod:`dagster_reconf.core.driver`), ``POST promote`` (the standby) and ``POST retire``
 (the paused old driver).
@@ -51,6 +52,7 @@ __all__ = [
     "ControlClient",
     "ControlServer",
     "MigrateRequest",
+    "PrecopyRequest",
     "RestartRequest",
     "ResumeRequest",
     "RollbackReplayRequest",
@@ -109,7 +111,15 @@ class MigrateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
-    strategy: str = Field("native", pattern="^(native|replay)$", description="native (Spark's repartition) or replay.")
+    strategy: str = Field("native", pattern="^(native|replay|precopy)$",
+                          description="native (Spark's repartition), replay, or precopy (finish a prepared copy).")
+
+
+class PrecopyRequest(BaseModel):
+    """Body of ``POST /v1/precopy``: prepare a repartitioned copy of the running stream's checkpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+    state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
 
 
 class RollbackReplayRequest(BaseModel):
@@ -325,6 +335,9 @@ class ControlClient:
 
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self.request("POST", "migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
+
+    def precopy(self, state_partitions: int) -> dict[str, Any]:
+        return self.request("POST", "precopy", {"state_partitions": state_partitions}, 3600)
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self.request("POST", "rollback-replay", {"generation": generation})

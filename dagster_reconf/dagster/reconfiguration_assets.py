@@ -135,7 +135,7 @@ def build_stream_configuration(
 
     Args:
         partitions_def: the streams (the same partitions as ``ds2_plans``).
-        strategy: how state moves by default: ``native`` or ``replay``.
+        strategy: how state moves by default: ``native``, ``replay`` or ``precopy``.
         observe_timeout_s: how long the observe step watches the stream catch up.
         group_name: asset group in the UI.
         translator: names the asset, its input and its ops (default: the plain names).

@@ -110,7 +110,7 @@ class ReconfigureConfig(Config):
 
     plan: Optional[ExecutionPlanConfig] = Field(None, description="An execution plan to apply instead of the ds2_plans "
                                                 "decision (the stream is the run's partition).")
-    strategy: Optional[Strategy] = Field(None, description="How state moves: native or replay. Empty: the asset's default.")
+    strategy: Optional[Strategy] = Field(None, description="How state moves: native, replay or precopy. Empty: the asset's default.")
     recommend_only: bool = Field(False, description="Validate and record the plan, but do not apply it.")
 
     def run_config(self, translator: ReconfTranslator | None = None) -> dict[str, Any]:

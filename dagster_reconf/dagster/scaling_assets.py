@@ -129,7 +129,7 @@ def build_scaling_assets(
         policy: ``ds2`` (default), or a baseline (``dhalion``, ``dynalloc``).
         policy_config: :class:`PolicyConfig` fields (validated here).
         group_name: asset group in the UI (default: the translator's ``scaling``).
-        strategy: how a plan that moves state migrates it: ``native`` or ``replay``.
+        strategy: how a plan that moves state migrates it: ``native``, ``replay`` or ``precopy``.
         observe_timeout_s: how long a reconfiguration watches the stream catch up.
         translator: names keys, the group and the job (default: the plain names).
     """

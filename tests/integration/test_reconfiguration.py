@@ -82,6 +82,27 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
     assert_output_matches_oracle(spark, runtime)
 
 
+def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_the_rest(spark, tmp_path):
+    runtime = start_stream(spark, tmp_path, "q5")
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 4, what="5 batches")
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    result = Reconfigurer(LocalStream(runtime), ledger, strategy="precopy", observe_timeout_s=15).run(
+        plan_with(runtime, state_partitions=6))
+    assert result.outcome == "succeeded", result.results
+    prepared, paused, migrated = result.results["prepare"]["precopy"], result.results["pause"], result.results["migrate"]
+    assert "failed" not in prepared and prepared["generation"] == 1 and prepared["copied_files"] > 0
+    assert prepared["from_batch"] >= 4  # copied as of a batch the live stream had committed, not from the start
+    assert "fell_back" not in migrated and migrated["strategy"] == "precopy"
+    # The pause replayed only what the live stream committed after the last round before it, not its history.
+    assert migrated["replayed_batches"] == paused["batch_id"] - prepared["caught_up_to"] <= paused["batch_id"] - prepared["from_batch"]
+    assert migrated["batch_id"] == paused["batch_id"] + 1  # the copy's repartition batch shifts its ids by one
+    verification = result.results["verify"]
+    assert verification["ok"], verification
+    assert all(s["rows_before"] == s["rows_after"] and s["max_partition_id"] < 6 for s in verification["stores"])
+    assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
+    assert_output_matches_oracle(spark, runtime)
+
+
 def test_bad_plans_are_refused_and_change_nothing(spark, tmp_path):
     runtime = start_stream(spark, tmp_path, "wordcount")
     ledger = AuditLedger(default_ledger_url(tmp_path))

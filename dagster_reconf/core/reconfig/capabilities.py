@@ -36,6 +36,7 @@ class Capabilities:
     replay: bool
     oracle: bool
     reasons: dict[str, str]
+    replay_recent: bool = False  # the sources replay recent batches from their logged offsets (a precopy's delta)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,10 +65,11 @@ def stream_capabilities(definition: StreamDefinition, last_progress: dict[str, A
                                  "definition if it can")
         elif not kinds:
             reasons["replay"] = "no batch has run yet, so its sources are not known"
+    replay_recent = replay
     problem = replay_problem(checkpoint) if replay else None
     if problem:
         replay, reasons["replay"] = False, problem
     oracle = definition.oracle is not None
     if not oracle:
         reasons["oracle"] = f"stream definition {definition.name} has no oracle to compare its output with"
-    return Capabilities(pause, replay, oracle, reasons)
+    return Capabilities(pause, replay, oracle, reasons, replay_recent)

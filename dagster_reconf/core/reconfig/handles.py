@@ -72,6 +72,10 @@ class StreamHandle(ABC):
         """Move the paused stream's state to ``state_partitions``."""
 
     @abstractmethod
+    def precopy(self, state_partitions: int) -> dict[str, Any]:
+        """Prepare a repartitioned copy of the running stream's checkpoint (the ``precopy`` strategy)."""
+
+    @abstractmethod
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         """Return to checkpoint generation ``generation``."""
 
@@ -143,6 +147,9 @@ class LocalStream(StreamHandle):
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self.migrator.migrate(state_partitions, strategy)  # type: ignore[arg-type]
 
+    def precopy(self, state_partitions: int) -> dict[str, Any]:
+        return self.migrator.precopy(state_partitions)
+
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self.migrator.rollback_replay(generation)
 
@@ -199,6 +206,9 @@ class DriverStream(StreamHandle):
 
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self._client().migrate(state_partitions, strategy)
+
+    def precopy(self, state_partitions: int) -> dict[str, Any]:
+        return self._client().precopy(state_partitions)
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self._client().rollback_replay(generation)

@@ -19,10 +19,21 @@ Two ways to change a stateful stream's state partitions:
   Kafka within retention, the bundled generators); it works for any state store
   provider, and its cost grows with the stream's whole history (about a query start per
   batch). It is also the naive baseline the benchmark compares against.
+* ``precopy``: prepared while the stream runs (:meth:`StreamMigrator.precopy`). The
+  checkpoint is copied as of a committed batch N into the next generation (committed
+  files never change), repartitioned there by Spark's offline repartition (which adds
+  batch N+1 to the copy) and brought near the live stream by replaying the batches
+  committed meanwhile, a bounded number of rounds, like iterative pre-copy in VM live
+  migration. After the pause, :meth:`StreamMigrator.migrate` replays only the batches
+  since the last round (output discarded: the live stream wrote it), so the pause does
+  not scan the state. The copy's batch ids are the live ones plus one (its repartition
+  batch); the stream goes on from there, after its last committed batch, as after a
+  ``native`` migration.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..checkpoint import checkpoint_facts, copy_offset_entry, copy_source_logs, renew_query_id
+from ..checkpoint import checkpoint_facts, copy_checkpoint_as_of, copy_offset_entry, copy_source_logs, renew_query_id
 from ..errors import SpecError, StreamStateError
 from ..runtime import await_termination
 from ..spec import SESSION_FIELDS, RestartScope, StreamSpec
@@ -42,8 +53,11 @@ if TYPE_CHECKING:
 
 __all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_available", "replay_batches"]
 
-Strategy = Literal["native", "replay"]
-STRATEGIES: tuple[str, ...] = ("native", "replay")
+Strategy = Literal["native", "replay", "precopy"]
+STRATEGIES: tuple[str, ...] = ("native", "replay", "precopy")
+PRECOPY_MANIFEST = "precopy.json"  # in the prepared generation: what it was copied from and how far it got
+PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
+PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
 BATCH_TIMEOUT_S = 600.0
 
 
@@ -56,7 +70,7 @@ def native_repartition_available() -> tuple[bool, str]:
 
 
 def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_ids: list[int], spec: StreamSpec,
-                   purpose: str = "replay") -> int:
+                   purpose: str = "replay", shift: int = 0) -> int:
     """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint ``new``.
 
     Each batch's offset entry is copied (with ``spec``'s state partitions) and a once-trigger
@@ -66,10 +80,11 @@ def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_i
         StreamStateError: a batch failed or did not commit.
     """
     copy_source_logs(old, new)
-    for batch_id in batch_ids:
+    for source_batch in batch_ids:
+        batch_id = source_batch + shift  # a precopy's batches run one id later than the live ones
         if batch_id in _committed(new):
             continue  # an earlier attempt got this far
-        copy_offset_entry(old, new, batch_id, spec.state_partitions)
+        copy_offset_entry(old, new, source_batch, spec.state_partitions, as_batch=batch_id)
         query = runtime.start_query(spec, checkpoint=new, purpose=purpose, once=True)
         try:
             if not await_termination(query, BATCH_TIMEOUT_S):
@@ -105,6 +120,17 @@ def replay_problem(checkpoint: Location) -> str | None:
                 "(spark.sql.streaming.minBatchesToRetain), so state cannot be rebuilt from the start; use the native "
                 "strategy, or raise minBatchesToRetain in spark_conf for streams that must stay replayable")
     return None
+
+
+def _read_manifest(copy: Location) -> dict[str, Any] | None:
+    try:
+        return json.loads((copy / PRECOPY_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_manifest(copy: Location, manifest: dict[str, Any]) -> None:
+    (copy / PRECOPY_MANIFEST).write_text(json.dumps(manifest))
 
 
 class StreamMigrator:
@@ -211,12 +237,17 @@ class StreamMigrator:
                     "pause the stream (which finishes the batch) before migrating"
                 )
             started = time.monotonic()
-            result = self._native(partitions) if strategy == "native" else self._replay(partitions)
+            migrate = {"native": self._native, "replay": self._replay, "precopy": self._finish_precopy}[strategy]
+            result = migrate(partitions)
             after = checkpoint_facts(self.paths.checkpoint)
             return {**result, "strategy": strategy, "seconds": round(time.monotonic() - started, 3),
                     "generation": self.paths.generation, "batch_id": after.last_committed_batch}
 
     def _native(self, partitions: int) -> dict[str, Any]:
+        self._repartition(self.paths.checkpoint, partitions)
+        return {}
+
+    def _repartition(self, checkpoint: Location, partitions: int) -> None:
         from py4j.protocol import Py4JJavaError
 
         available, version = native_repartition_available()
@@ -224,11 +255,84 @@ class StreamMigrator:
             raise StreamStateError(f"PySpark {version} has no offline state repartition (needs 4.2+, Spark Classic); "
                                    "use the replay strategy")
         try:
-            self.runtime.spark._streamingCheckpointManager.repartition(spark_uri(self.paths.checkpoint), partitions)
+            self.runtime.spark._streamingCheckpointManager.repartition(spark_uri(checkpoint), partitions)
         except Py4JJavaError as exc:
             message = str(exc.java_exception).splitlines()[0] if exc.java_exception is not None else str(exc)
-            raise StreamStateError(f"Spark refused to repartition {self.paths.checkpoint}: {message}") from None
-        return {}
+            raise StreamStateError(f"Spark refused to repartition {checkpoint}: {message}") from None
+
+    def precopy(self, partitions: int) -> dict[str, Any]:
+        """Prepare a ``precopy`` migration while the stream runs (see module docstring).
+
+        Copies the checkpoint as of its last committed batch into the next generation,
+        repartitions the copy, then replays the batches committed meanwhile into it, at most
+        :data:`PRECOPY_ROUNDS` rounds, until no more than :data:`PRECOPY_CLOSE_ENOUGH` are
+        left for the pause. Idempotent: a copy prepared earlier for the same generation and
+        partitions is caught up, not made again.
+
+        Raises:
+            StreamStateError: nothing committed yet, or Spark refused the repartition or a replay.
+        """
+        live, generation = self.paths.checkpoint, self.paths.generation
+        copy = self.paths.checkpoint_of(generation + 1)
+        facts = checkpoint_facts(live)
+        if facts.last_committed_batch is None or not facts.stateful:
+            raise StreamStateError(f"checkpoint {live} has no committed state to copy yet; wait for the first batch")
+        started = time.monotonic()
+        manifest = _read_manifest(copy)
+        if manifest is None or (manifest["from_generation"], manifest["partitions"]) != (generation, partitions):
+            remove_tree(copy)  # none, another plan's, or a crashed copy: made again
+            batch = facts.last_committed_batch
+            counts = copy_checkpoint_as_of(live, copy, batch)
+            renew_query_id(copy)  # its replays run beside the live query, which has the live id
+            self._repartition(copy, partitions)
+            repartitioned = checkpoint_facts(copy)
+            if repartitioned.last_committed_batch != batch + 1 or repartitioned.state_partitions != partitions:
+                raise StreamStateError(f"the repartitioned copy {copy} ended at batch {repartitioned.last_committed_batch} "
+                                       f"with {repartitioned.state_partitions} partitions, not {batch + 1} with {partitions}")
+            manifest = {"from_generation": generation, "partitions": partitions, "from_batch": batch,
+                        "caught_up_to": batch, "copied_files": counts["copied"],
+                        "copy_s": round(time.monotonic() - started, 3)}
+            _write_manifest(copy, manifest)
+        rounds = []
+        for _ in range(PRECOPY_ROUNDS):
+            behind = self._behind(live, manifest["caught_up_to"])
+            if len(behind) <= PRECOPY_CLOSE_ENOUGH:
+                break
+            self._catch_up(live, copy, behind, partitions, manifest)
+            rounds.append(len(behind))
+        left = len(self._behind(live, manifest["caught_up_to"]))
+        return {**manifest, "generation": generation + 1, "rounds": rounds, "batches_left": left,
+                "seconds": round(time.monotonic() - started, 3)}
+
+    def _behind(self, live: Location, caught_up_to: int) -> list[int]:
+        last = checkpoint_facts(live).last_committed_batch
+        return [b for b in _retained_batches(live, last) if b > caught_up_to] if last is not None else []
+
+    def _catch_up(self, live: Location, copy: Location, batches: list[int], partitions: int, manifest: dict[str, Any]) -> None:
+        spec = self.runtime.spec.with_changes({"state_partitions": partitions})
+        replay_batches(self.runtime, live, copy, batches, spec, purpose="precopy", shift=1)
+        manifest["caught_up_to"] = batches[-1]
+        _write_manifest(copy, manifest)
+
+    def _finish_precopy(self, partitions: int) -> dict[str, Any]:
+        """The paused half of a precopy: replay what the live stream committed since the copy's last round, switch."""
+        live, generation = self.paths.checkpoint, self.paths.generation
+        copy = self.paths.checkpoint_of(generation + 1)
+        manifest = _read_manifest(copy)
+        if manifest is None or (manifest["from_generation"], manifest["partitions"]) != (generation, partitions):
+            raise StreamStateError(f"no copy of {live} with {partitions} state partitions was prepared; prepare one "
+                                   "(the reconfiguration's prepare step) or use strategy 'native'")
+        behind = self._behind(live, manifest["caught_up_to"])
+        if behind:
+            self._catch_up(live, copy, behind, partitions, manifest)
+        paused_at = checkpoint_facts(live).last_committed_batch
+        after = checkpoint_facts(copy)
+        if after.last_committed_batch != paused_at + 1:
+            raise StreamStateError(f"the copy {copy} is at batch {after.last_committed_batch}, not {paused_at + 1} (the "
+                                   f"paused stream's {paused_at} plus its repartition batch)")
+        renew_query_id(copy)  # the stream goes on under an id of its own: traces never mix the replays into it
+        self.paths.set_generation(generation + 1)  # the switch
+        return {"replayed_batches": len(behind), "from_generation": generation, "from_batch": manifest["from_batch"]}
 
     def _replay(self, partitions: int) -> dict[str, Any]:
         old = self.paths.checkpoint

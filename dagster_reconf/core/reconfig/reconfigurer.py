@@ -176,7 +176,8 @@ class Reconfigurer:
     Args:
         stream: how to reach the stream (:class:`~.handles.DriverStream` or :class:`~.handles.LocalStream`).
         ledger: the audit ledger (journal, lock, final record).
-        strategy: how state moves: ``native`` (Spark's offline repartition) or ``replay``.
+        strategy: how state moves: ``native`` (Spark's offline repartition), ``replay``, or ``precopy``
+            (a repartitioned copy prepared while the stream runs; the pause replays only the batches since).
         holder: who runs it (a Dagster run id, a user); default ``host:pid``.
         pause_timeout_s: how long to wait for the running micro-batch to commit.
         observe_timeout_s: how long to watch the stream catch up after resuming.
@@ -364,6 +365,9 @@ class Reconfigurer:
         if r.needs_migration and r.strategy == "replay" and not capabilities.replay:
             problems.append(f"the replay strategy cannot rebuild the state of stream {r.stream!r}: "
                             f"{capabilities.reasons.get('replay')}; use strategy 'native'")
+        if r.needs_migration and r.strategy == "precopy" and not capabilities.replay_recent:
+            problems.append(f"the precopy strategy replays the batches of stream {r.stream!r} since its copy, but "
+                            f"{capabilities.reasons.get('replay')}; use strategy 'native'")
         if r.needs_migration:
             problems += self._migration_problems(r, checkpoint, facts, checks)
         if r.target.logic.code_version != r.current.logic.code_version and status.get("state") == "running":
@@ -390,7 +394,7 @@ class Reconfigurer:
                 known = ", ".join(f"{k} ({v})" for k, v in operators.items()) or "none"
                 problems.append(f"partitioning.state_partitions names unknown stateful operator(s) {unknown}; "
                                 f"the checkpoint has {known}")
-        if r.strategy == "native":
+        if r.strategy in ("native", "precopy"):  # a precopy repartitions its copy the native way
             available, version = native_repartition_available()
             checks["spark"] = version
             if not available:
@@ -418,6 +422,11 @@ class Reconfigurer:
                 result["standby"] = self.stream.prepare_standby(r.standby_changes)
             except ReconfError as exc:  # the old driver restarts its SparkContext instead, as without a standby
                 result["standby"] = {"failed": str(exc)}
+        if r.needs_migration and r.strategy == "precopy":  # last: its catch-up rounds end as close to the pause as can be
+            try:
+                result["precopy"] = self.stream.precopy(r.target.partitioning.state_partition_count)
+            except ReconfError as exc:  # the migration runs the native way in the pause instead, and says so
+                result["precopy"] = {"failed": str(exc)}
         return result
 
     def _recent_backlog(self) -> dict[str, Any]:
@@ -460,7 +469,9 @@ class Reconfigurer:
         self.stream.ensure_driver()
         partitions = r.target.partitioning.state_partition_count
         paused = r.results["pause"]
-        if r.strategy == "native":
+        if r.strategy == "precopy" and "failed" not in r.results["prepare"].get("precopy", {"failed": "not prepared"}):
+            return self.stream.migrate(partitions, "precopy")
+        if r.strategy in ("native", "precopy"):  # a precopy that could not be prepared falls back to native
             snapshot = CheckpointSnapshot(self._snapshot_dir(r))
             checkpoint = self.stream.paths.checkpoint
             if snapshot.exists and snapshot.manifest()["batch_id"] == paused["batch_id"]:
@@ -473,6 +484,8 @@ class Reconfigurer:
                 snapshot.take(checkpoint, paused["batch_id"])
                 restored = None
             result = self.stream.migrate(partitions, "native")
+            if r.strategy == "precopy":
+                result["fell_back"] = "native: " + r.results["prepare"].get("precopy", {}).get("failed", "not prepared")
             return {**result, "snapshot": str(snapshot.directory), "restored_partial_attempt": restored}
         return self.stream.migrate(partitions, "replay")
 
@@ -505,12 +518,11 @@ class Reconfigurer:
         paused = r.results.get("pause")
         undone: dict[str, Any] = {}
         if paused is not None:
-            if r.strategy == "native":
-                snapshot = CheckpointSnapshot(self._snapshot_dir(r))
-                if snapshot.exists:
-                    undone = snapshot.restore()
-            else:
-                undone = self.stream.rollback_replay(paused["generation"])
+            snapshot = CheckpointSnapshot(self._snapshot_dir(r))
+            if r.strategy in ("native", "precopy") and snapshot.exists:  # a native migration (a precopy's fallback)
+                undone = snapshot.restore()
+            if r.strategy in ("replay", "precopy"):  # back to the paused generation; the newer one is removed
+                undone.update(self.stream.rollback_replay(paused["generation"]))
         # Idempotent: a stream never paused keeps running. A standby that took over has the new settings
         # (all but the state partitions and code version): it goes back to the old ones.
         before = {a["knob"]: a["before"] for a in r.actions if a["knob"] in r.standby_changes}
