@@ -10,7 +10,9 @@ stream, in the same run, two reconfigurations through the full journaled steps
 (preflight ... record, :mod:`dagster_reconf.core.reconfig`):
 
 * ``native``: state partitions 4 -> 8 with Spark's offline repartition;
-* ``replay`` (the baseline): 8 -> 4 by rebuilding state in a new checkpoint from the
+* ``precopy``: 8 -> 6 with a repartitioned copy prepared while the stream runs; the pause
+  replays only the batches committed since its last round;
+* ``replay`` (the baseline): 6 -> 4 by rebuilding state in a new checkpoint from the
   stream's whole history.
 
 Per reconfiguration: ``downtime_s`` (pause begin to the first batch committed after
@@ -51,6 +53,7 @@ LOAD_BATCH_SENTENCES = 4_000  # 200k words per batch while loading the history
 TRIGGER_S = 1.0
 CAUGHT_UP_TIMEOUT_S = 900.0
 OBSERVE_TIMEOUT_S = 300.0
+STEPS = (("native", 8), ("precopy", 6), ("replay", 4))  # strategy, state partitions after it
 
 
 def wait_caught_up(runtime: StreamRuntime, history: int) -> None:
@@ -60,7 +63,7 @@ def wait_caught_up(runtime: StreamRuntime, history: int) -> None:
         progress = runtime.query.lastProgress if runtime.query is not None else None
         if progress:
             row = progress_row(dict(progress))
-            if row["end_offset"] >= history and (row["backlog_events"] or 0) <= 5 * STEADY_SENTENCES_PER_S:
+            if (row["end_offset"] or 0) >= history and (row["backlog_events"] or 0) <= 5 * STEADY_SENTENCES_PER_S:  # None: a first batch
                 return
         time.sleep(1.0)
     raise RuntimeError(f"stream did not load its history of {history:,} sentences in {CAUGHT_UP_TIMEOUT_S:g} s")
@@ -83,11 +86,21 @@ def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, part
         "verify_s": result.timings["verify"],
         "state_rows": sum(s["rows_after"] for s in result.results["verify"]["stores"]),
         "verified": result.results["verify"]["ok"],
+        **(_precopy_figures(result.results) if strategy == "precopy" else {}),
     }
 
 
-def run_size(keys: int, home: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
-    """Load a stream with ``keys`` state keys; native 4 -> 8, then replay 8 -> 4; oracle check."""
+def _precopy_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """What the precopy did before the pause (copy, repartition, catch-up rounds) and what was left for it."""
+    prepared, migrated = results["prepare"]["precopy"], results["migrate"]
+    if "failed" in prepared or "fell_back" in migrated:
+        raise RuntimeError(f"the precopy was not prepared: {prepared.get('failed') or migrated.get('fell_back')}")
+    return {"prepare_s": prepared["seconds"], "copy_s": prepared["copy_s"], "rounds": prepared["rounds"],
+            "replayed_in_pause": migrated["replayed_batches"]}
+
+
+def run_size(keys: int, home: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """Load a stream with ``keys`` state keys; native 4 -> 8, precopy 8 -> 6, then replay 6 -> 4; oracle check."""
     history = math.ceil(keys * HISTORY_WORDS_PER_KEY / WORDS_PER_SENTENCE)
     # The replay rebuilds state from every batch: the offset log must keep them all (Spark keeps 100 by default).
     spec = bundled_spec(f"bench-{keys}", "wordcount", master="local[2]", rate=STEADY_SENTENCES_PER_S,
@@ -105,19 +118,18 @@ def run_size(keys: int, home: Path) -> tuple[dict[str, Any], dict[str, Any], dic
         started = time.monotonic()
         wait_caught_up(runtime, history)
         print(f"{keys:,} keys: history of {history:,} sentences loaded in {time.monotonic() - started:.0f} s", flush=True)
-        native = reconfigure(runtime, ledger, "native", 8)
-        print(f"  native: {native}", flush=True)
-        time.sleep(3 * TRIGGER_S)
-        replay = reconfigure(runtime, ledger, "replay", 4)
-        print(f"  replay: {replay}", flush=True)
-        time.sleep(3 * TRIGGER_S)
+        figures = {}
+        for strategy, partitions in STEPS:
+            figures[strategy] = reconfigure(runtime, ledger, strategy, partitions)
+            print(f"  {strategy}: {figures[strategy]}", flush=True)
+            time.sleep(3 * TRIGGER_S)
         runtime.stop_at_batch_boundary()
         comparison = check_stream_output(runtime.spark, home, runtime.spec)
         if not ledger.verify().ok:
             raise RuntimeError("the audit ledger's chain is broken")
     finally:
         runtime.shutdown(timeout_s=120)
-    return native, replay, {"lost": comparison.lost, "duplicated": comparison.duplicated, "rows": comparison.expected_rows}
+    return figures, {"lost": comparison.lost, "duplicated": comparison.duplicated, "rows": comparison.expected_rows}
 
 
 def main() -> None:
@@ -126,19 +138,23 @@ def main() -> None:
     started = time.monotonic()
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     result: dict[str, Any] = {"benchmark": "reconfiguration", "mode": "quick" if args.quick else "full",
-                              "native": {}, "replay": {}, "lost": 0, "duplicated": 0}
+                              **{strategy: {} for strategy, _ in STEPS}, "lost": 0, "duplicated": 0}
     with tempfile.TemporaryDirectory(prefix="reconf-bench-") as tmp:
         for keys in sizes:
-            native, replay, correctness = run_size(keys, Path(tmp))
-            result["native"][str(keys)] = native
-            result["replay"][str(keys)] = replay
+            figures, correctness = run_size(keys, Path(tmp))
+            for strategy, row in figures.items():
+                result[strategy][str(keys)] = row
             result["lost"] += correctness["lost"]
             result["duplicated"] += correctness["duplicated"]
             print(f"  output vs oracle: {correctness}", flush=True)
-    result["max_latency_ratio_replay_over_native"] = {
-        k: round(result["replay"][k]["max_latency_s"] / max(result["native"][k]["max_latency_s"], 1e-9), 2)
-        for k in result["native"]
-    }
+    for baseline in ("native", "precopy"):
+        result[f"max_latency_ratio_replay_over_{baseline}"] = {
+            k: round(result["replay"][k]["max_latency_s"] / max(result[baseline][k]["max_latency_s"], 1e-9), 2)
+            for k in result[baseline]
+        }
+    smallest, largest = str(sizes[0]), str(sizes[-1])
+    result["precopy_downtime_ratio_largest_over_smallest"] = round(
+        result["precopy"][largest]["downtime_s"] / max(result["precopy"][smallest]["downtime_s"], 1e-9), 2)
     result["wall_s"] = round(time.monotonic() - started, 1)
     emit(result)
 
