@@ -9,7 +9,7 @@ from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
+from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer, migration
 from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -82,16 +82,35 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
     assert_output_matches_oracle(spark, runtime)
 
 
-def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_the_rest(spark, tmp_path):
+def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_the_rest(spark, tmp_path, monkeypatch):
     runtime = start_stream(spark, tmp_path, "q5")
-    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 4, what="5 batches")
     ledger = AuditLedger(default_ledger_url(tmp_path))
-    result = Reconfigurer(LocalStream(runtime), ledger, strategy="precopy", observe_timeout_s=15).run(
-        plan_with(runtime, state_partitions=6))
+    reconfigurer = Reconfigurer(LocalStream(runtime), ledger, strategy="precopy", observe_timeout_s=15)
+    # A copy that cannot be made (here a file in its way; a full disk alike) falls back to native and says why.
+    blocked = runtime.paths.checkpoint_of(1)
+    blocked.write_text("in the way")
+    fallback = reconfigurer.run(plan_with(runtime, state_partitions=3))
+    assert fallback.outcome == "succeeded", fallback.results
+    assert "could not copy" in fallback.results["prepare"]["precopy"]["failed"]
+    assert fallback.results["migrate"]["fell_back"].startswith("native: could not copy")
+    assert runtime.paths.generation == 0 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3
+    blocked.unlink()
+
+    # A copy left too far behind by the pause (here: any delta is too far) is removed; native runs in the pause.
+    monkeypatch.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", -1)
+    behind = reconfigurer.run(plan_with(runtime, state_partitions=5))
+    assert behind.outcome == "succeeded", behind.results
+    assert "batches behind the paused stream" in behind.results["migrate"]["fell_back"]
+    assert not runtime.paths.checkpoint_of(1).exists() and runtime.paths.generation == 0
+    assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 5
+    monkeypatch.undo()
+
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 6, what="more batches")
+    result = reconfigurer.run(plan_with(runtime, state_partitions=6))
     assert result.outcome == "succeeded", result.results
     prepared, paused, migrated = result.results["prepare"]["precopy"], result.results["pause"], result.results["migrate"]
     assert "failed" not in prepared and prepared["generation"] == 1 and prepared["copied_files"] > 0
-    assert prepared["from_batch"] >= 4  # copied as of a batch the live stream had committed, not from the start
+    assert prepared["from_batch"] >= 6  # copied as of a batch the live stream had committed, not from the start
     assert "fell_back" not in migrated and migrated["strategy"] == "precopy"
     # The pause replayed only what the live stream committed after the last round before it, not its history.
     assert migrated["replayed_batches"] == paused["batch_id"] - prepared["caught_up_to"] <= paused["batch_id"] - prepared["from_batch"]

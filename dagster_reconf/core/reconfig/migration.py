@@ -41,7 +41,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..checkpoint import checkpoint_facts, copy_checkpoint_as_of, copy_offset_entry, copy_source_logs, renew_query_id
+from ..checkpoint import (
+    checkpoint_facts,
+    copy_checkpoint_as_of,
+    copy_offset_entry,
+    copy_source_logs,
+    partitions_at,
+    renew_query_id,
+)
 from ..errors import SpecError, StreamStateError
 from ..runtime import await_termination
 from ..spec import SESSION_FIELDS, RestartScope, StreamSpec
@@ -58,6 +65,7 @@ STRATEGIES: tuple[str, ...] = ("native", "replay", "precopy")
 PRECOPY_MANIFEST = "precopy.json"  # in the prepared generation: what it was copied from and how far it got
 PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
 PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
+PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is the cheaper one
 BATCH_TIMEOUT_S = 600.0
 
 
@@ -266,11 +274,14 @@ class StreamMigrator:
         Copies the checkpoint as of its last committed batch into the next generation,
         repartitions the copy, then replays the batches committed meanwhile into it, at most
         :data:`PRECOPY_ROUNDS` rounds, until no more than :data:`PRECOPY_CLOSE_ENOUGH` are
-        left for the pause. Idempotent: a copy prepared earlier for the same generation and
-        partitions is caught up, not made again.
+        left for the pause. Where the replay falls behind the live stream (a round's delta
+        grew) and a fresh copy costs less than replaying the delta, the copy is made again
+        from a newer batch, once. Idempotent: a copy prepared earlier for the same generation
+        and partitions, whose stream has not been migrated since, is caught up, not made again.
 
         Raises:
-            StreamStateError: nothing committed yet, or Spark refused the repartition or a replay.
+            StreamStateError: nothing committed yet, the copy could not be made, or Spark refused
+                the repartition or a replay.
         """
         live, generation = self.paths.checkpoint, self.paths.generation
         copy = self.paths.checkpoint_of(generation + 1)
@@ -279,30 +290,57 @@ class StreamMigrator:
             raise StreamStateError(f"checkpoint {live} has no committed state to copy yet; wait for the first batch")
         started = time.monotonic()
         manifest = _read_manifest(copy)
-        if manifest is None or (manifest["from_generation"], manifest["partitions"]) != (generation, partitions):
-            remove_tree(copy)  # none, another plan's, or a crashed copy: made again
-            batch = facts.last_committed_batch
-            counts = copy_checkpoint_as_of(live, copy, batch)
-            renew_query_id(copy)  # its replays run beside the live query, which has the live id
-            self._repartition(copy, partitions)
-            repartitioned = checkpoint_facts(copy)
-            if repartitioned.last_committed_batch != batch + 1 or repartitioned.state_partitions != partitions:
-                raise StreamStateError(f"the repartitioned copy {copy} ended at batch {repartitioned.last_committed_batch} "
-                                       f"with {repartitioned.state_partitions} partitions, not {batch + 1} with {partitions}")
-            manifest = {"from_generation": generation, "partitions": partitions, "from_batch": batch,
-                        "caught_up_to": batch, "copied_files": counts["copied"],
-                        "copy_s": round(time.monotonic() - started, 3)}
-            _write_manifest(copy, manifest)
-        rounds = []
+        if not self._copy_usable(live, generation, partitions, manifest):
+            manifest = self._copy(live, copy, generation, partitions)
+        rounds: list[int] = []
+        recopied = False
         for _ in range(PRECOPY_ROUNDS):
             behind = self._behind(live, manifest["caught_up_to"])
             if len(behind) <= PRECOPY_CLOSE_ENOUGH:
                 break
+            if rounds and len(behind) >= rounds[-1]:  # the replay is slower than the stream: more rounds only lose
+                per_batch_s = manifest["last_round_s"] / rounds[-1]
+                if recopied or len(behind) * per_batch_s <= manifest["copy_s"]:
+                    break
+                manifest, recopied = self._copy(live, copy, generation, partitions), True
+                continue
+            round_started = time.monotonic()
             self._catch_up(live, copy, behind, partitions, manifest)
+            manifest["last_round_s"] = round(time.monotonic() - round_started, 3)
+            _write_manifest(copy, manifest)
             rounds.append(len(behind))
         left = len(self._behind(live, manifest["caught_up_to"]))
-        return {**manifest, "generation": generation + 1, "rounds": rounds, "batches_left": left,
+        return {**manifest, "generation": generation + 1, "rounds": rounds, "recopied": recopied, "batches_left": left,
                 "seconds": round(time.monotonic() - started, 3)}
+
+    def _copy(self, live: Location, copy: Location, generation: int, partitions: int) -> dict[str, Any]:
+        """A repartitioned copy of ``live`` as of its last committed batch; its manifest."""
+        started = time.monotonic()
+        remove_tree(copy)  # none, another plan's, a stale or a crashed copy: made again
+        facts = checkpoint_facts(live)
+        batch = facts.last_committed_batch
+        try:
+            counts = copy_checkpoint_as_of(live, copy, batch)
+        except OSError as exc:  # a full disk, a path in the way: the live stream is untouched
+            raise StreamStateError(f"could not copy {live} as of batch {batch} to {copy}: {exc}") from None
+        renew_query_id(copy)  # its replays run beside the live query, which has the live id
+        self._repartition(copy, partitions)
+        repartitioned = checkpoint_facts(copy)
+        if repartitioned.last_committed_batch != batch + 1 or repartitioned.state_partitions != partitions:
+            raise StreamStateError(f"the repartitioned copy {copy} ended at batch {repartitioned.last_committed_batch} "
+                                   f"with {repartitioned.state_partitions} partitions, not {batch + 1} with {partitions}")
+        manifest = {"from_generation": generation, "partitions": partitions, "live_partitions": facts.state_partitions,
+                    "from_batch": batch, "caught_up_to": batch, "copied_files": counts["copied"],
+                    "copy_s": round(time.monotonic() - started, 3)}
+        _write_manifest(copy, manifest)
+        return manifest
+
+    def _copy_usable(self, live: Location, generation: int, partitions: int, manifest: dict[str, Any] | None) -> bool:
+        """Whether a prepared copy can be caught up: made for this generation and partitions, and every live batch
+        since it still has the partitions it had (a native migration in place since then would not)."""
+        if manifest is None or (manifest["from_generation"], manifest["partitions"]) != (generation, partitions):
+            return False
+        return all(partitions_at(live, b) == manifest["live_partitions"] for b in self._behind(live, manifest["caught_up_to"]))
 
     def _behind(self, live: Location, caught_up_to: int) -> list[int]:
         last = checkpoint_facts(live).last_committed_batch
@@ -319,10 +357,14 @@ class StreamMigrator:
         live, generation = self.paths.checkpoint, self.paths.generation
         copy = self.paths.checkpoint_of(generation + 1)
         manifest = _read_manifest(copy)
-        if manifest is None or (manifest["from_generation"], manifest["partitions"]) != (generation, partitions):
-            raise StreamStateError(f"no copy of {live} with {partitions} state partitions was prepared; prepare one "
-                                   "(the reconfiguration's prepare step) or use strategy 'native'")
+        if not self._copy_usable(live, generation, partitions, manifest):
+            raise StreamStateError(f"no usable copy of {live} with {partitions} state partitions was prepared; prepare "
+                                   "one (the reconfiguration's prepare step) or use strategy 'native'")
+        assert manifest is not None
         behind = self._behind(live, manifest["caught_up_to"])
+        if len(behind) > PRECOPY_MAX_PAUSE_BATCHES:
+            raise StreamStateError(f"the copy {copy} is {len(behind)} batches behind the paused stream; the pause replays "
+                                   f"at most {PRECOPY_MAX_PAUSE_BATCHES} (each costs a query start and the batch)")
         if behind:
             self._catch_up(live, copy, behind, partitions, manifest)
         paused_at = checkpoint_facts(live).last_committed_batch

@@ -49,7 +49,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, stateful_operators, tree_bytes
-from ..errors import ReconfError, SpecError
+from ..errors import ReconfError, SpecError, StreamStateError
 from ..ledger import AuditLedger
 from ..metrics import MetricsStore
 from ..storage import spark_uri
@@ -453,10 +453,17 @@ class Reconfigurer:
                 handover = {"failed": str(exc)}
                 self.stream.clean_up_drivers()
             self.stream.ensure_driver()
-            finished = self.stream.pause(self.pause_timeout_s)  # a batch the stop interrupted: finished by the new driver
+            try:
+                finished = self.stream.pause(self.pause_timeout_s)  # a batch the stop interrupted: finished by the new driver
+            except ReconfError as exc:  # once more, with the retired driver gone (not still exiting beside it)
+                self.stream.clean_up_drivers()
+                self.stream.ensure_driver()
+                finished = {**self.stream.pause(self.pause_timeout_s), "first_attempt_failed": str(exc)}
             report = {**report, "last_committed_batch": finished["last_committed_batch"],
                       "finished_batch": finished.get("finished_batch"),
                       "seconds": round(report["seconds"] + finished["seconds"], 3)}
+            if "first_attempt_failed" in finished:
+                report["first_attempt_failed"] = finished["first_attempt_failed"]
         result = {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
                   "batch_id": report.get("last_committed_batch")}
         if handover is not None:
@@ -469,9 +476,17 @@ class Reconfigurer:
         self.stream.ensure_driver()
         partitions = r.target.partitioning.state_partition_count
         paused = r.results["pause"]
-        if r.strategy == "precopy" and "failed" not in r.results["prepare"].get("precopy", {"failed": "not prepared"}):
-            return self.stream.migrate(partitions, "precopy")
-        if r.strategy in ("native", "precopy"):  # a precopy that could not be prepared falls back to native
+        fell_back = None
+        if r.strategy == "precopy":
+            prepared = r.results["prepare"].get("precopy") or {"failed": "not prepared"}
+            try:
+                if "failed" in prepared:
+                    raise StreamStateError(prepared["failed"])
+                return self.stream.migrate(partitions, "precopy")
+            except ReconfError as exc:  # not prepared, too far behind, no usable copy: the native way, the copy removed
+                fell_back = str(exc)
+                self.stream.rollback_replay(paused["generation"])
+        if r.strategy in ("native", "precopy"):  # a precopy that could not be prepared or finished falls back to native
             snapshot = CheckpointSnapshot(self._snapshot_dir(r))
             checkpoint = self.stream.paths.checkpoint
             if snapshot.exists and snapshot.manifest()["batch_id"] == paused["batch_id"]:
@@ -484,8 +499,8 @@ class Reconfigurer:
                 snapshot.take(checkpoint, paused["batch_id"])
                 restored = None
             result = self.stream.migrate(partitions, "native")
-            if r.strategy == "precopy":
-                result["fell_back"] = "native: " + r.results["prepare"].get("precopy", {}).get("failed", "not prepared")
+            if fell_back is not None:
+                result["fell_back"] = f"native: {fell_back}"
             return {**result, "snapshot": str(snapshot.directory), "restored_partial_attempt": restored}
         return self.stream.migrate(partitions, "replay")
 
