@@ -4,7 +4,7 @@ In a driver process these back the control endpoint (``/v1/state``, ``/v1/code-c
 ``/v1/migrate``, ``/v1/resume``); in tests and benchmarks they run in process. Every
 operation refuses to touch a running query.
 
-Two ways to change a stateful stream's state partitions:
+Three ways to change a stateful stream's state partitions:
 
 * ``native``: Spark's offline repartition (``StreamingCheckpointManager.repartition``,
   PySpark 4.2+, RocksDB state only) rewrites the state of the last committed batch into
@@ -26,7 +26,7 @@ Two ways to change a stateful stream's state partitions:
   committed meanwhile, a bounded number of rounds, like iterative pre-copy in VM live
   migration. After the pause, :meth:`StreamMigrator.migrate` replays only the batches
   since the last round (output discarded: the live stream wrote it), so the pause does
-  not scan the state. The copy's batch ids are the live ones plus one (its repartition
+  not repartition the state (verification still reads it). The copy's batch ids are the live ones plus one (its repartition
   batch); the stream goes on from there, after its last committed batch, as after a
   ``native`` migration.
 """
