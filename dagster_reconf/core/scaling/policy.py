@@ -217,7 +217,7 @@ class ScalingPolicy(ABC):
             return Decision("hold", f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
                                     f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s", obs)
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
-            signal = (f"below the target utilization ({obs.utilization:.2f}): a scale-down the model checks first waits"
+            signal = (f"below the target utilization ({obs.utilization:.2f}): the model-checked scale-down waits"
                       if model_check else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits")
             return Decision("hold", f"{signal} {cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
         if not plan:

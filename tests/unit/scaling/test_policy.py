@@ -100,7 +100,7 @@ def test_fixed_costs_hide_over_provisioning_from_utilization_but_not_from_ds2():
     policy = DS2Policy(PolicyConfig(scale_down_delay_s=60))
     waiting = policy.decide("s", twelve, dataclasses.replace(busy_looking, config_age_s=30),
                             profile(cores=12, state_partitions=12))
-    assert waiting.action == "hold" and waiting.reason.startswith("below the target utilization (0.50): a scale-down the model checks first waits 60 s")
+    assert waiting.action == "hold" and waiting.reason.startswith("below the target utilization (0.50): the model-checked scale-down waits 60 s")
     down = policy.decide("s", twelve, busy_looking, profile(cores=12, state_partitions=12))
     assert down.action == "scale_down" and down.requests_run and down.plan.target.cores <= 2
     assert down.step.core_seconds_per_hour_saved >= 10 * 3600
