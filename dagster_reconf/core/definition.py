@@ -7,12 +7,12 @@ source's own options, the workload's validated options); the runtime sets the ch
 location, the query name and the trigger on what the function returns. So the same function
 runs the live stream, a replay into a new checkpoint, and the code-version probe.
 
+An example in the user's own package (``StreamContext`` and ``stream_definition`` are this
+module's; ``examples/orders/streams.py`` is the whole file, imports included):
+
 .. code-block:: python
 
     # my_pkg/streams.py
-    from pydantic import BaseModel
-    from dagster_reconf.core.definition import StreamContext, stream_definition
-
     class OrdersOptions(BaseModel):
         input_dir: str
         output_dir: str

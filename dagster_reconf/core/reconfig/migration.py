@@ -290,7 +290,8 @@ class StreamMigrator:
             raise StreamStateError(f"checkpoint {live} has no committed state to copy yet; wait for the first batch")
         started = time.monotonic()
         manifest = _read_manifest(copy)
-        if not self._copy_usable(live, generation, partitions, manifest):
+        behind = self._behind(live, manifest["caught_up_to"]) if manifest else []
+        if not self._copy_usable(live, generation, partitions, manifest, behind):
             manifest = self._copy(live, copy, generation, partitions)
         rounds: list[int] = []
         recopied = False
@@ -335,12 +336,13 @@ class StreamMigrator:
         _write_manifest(copy, manifest)
         return manifest
 
-    def _copy_usable(self, live: Location, generation: int, partitions: int, manifest: dict[str, Any] | None) -> bool:
+    def _copy_usable(self, live: Location, generation: int, partitions: int, manifest: dict[str, Any] | None,
+                     behind: list[int]) -> bool:
         """Whether a prepared copy can be caught up: made for this generation and partitions, and every live batch
-        since it still has the partitions it had (a native migration in place since then would not)."""
+        ``behind`` it still has the partitions it had (a native migration in place since then would not)."""
         if manifest is None or (manifest["from_generation"], manifest["partitions"]) != (generation, partitions):
             return False
-        return all(partitions_at(live, b) == manifest["live_partitions"] for b in self._behind(live, manifest["caught_up_to"]))
+        return all(partitions_at(live, b) == manifest["live_partitions"] for b in behind)
 
     def _behind(self, live: Location, caught_up_to: int) -> list[int]:
         last = checkpoint_facts(live).last_committed_batch
@@ -357,11 +359,10 @@ class StreamMigrator:
         live, generation = self.paths.checkpoint, self.paths.generation
         copy = self.paths.checkpoint_of(generation + 1)
         manifest = _read_manifest(copy)
-        if not self._copy_usable(live, generation, partitions, manifest):
+        behind = self._behind(live, manifest["caught_up_to"]) if manifest else []
+        if manifest is None or not self._copy_usable(live, generation, partitions, manifest, behind):
             raise StreamStateError(f"no usable copy of {live} with {partitions} state partitions was prepared; prepare "
                                    "one (the reconfiguration's prepare step) or use strategy 'native'")
-        assert manifest is not None
-        behind = self._behind(live, manifest["caught_up_to"])
         if len(behind) > PRECOPY_MAX_PAUSE_BATCHES:
             raise StreamStateError(f"the copy {copy} is {len(behind)} batches behind the paused stream; the pause replays "
                                    f"at most {PRECOPY_MAX_PAUSE_BATCHES} (each costs a query start and the batch)")
