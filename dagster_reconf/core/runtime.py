@@ -16,7 +16,9 @@ the query name, the trigger and the knobs. Its contract:
   exactly-once by batch id (files, idempotent ``foreachBatch``) see no difference; an
   at-least-once sink may see the interrupted batch's rows twice, as after any failure.
 * ``restart(changes)`` applies new settings: a query restart, or a new SparkContext in
-  the same process (the JVM stays warm) for session settings. If the new settings fail
+  the same process (the JVM stays warm) for session settings, or executors added or
+  removed in the same SparkContext for a cores change within the spec's ``cores_ceiling``
+  (:mod:`.executors`). If the new settings fail
   to start, the old ones are restored and started again.
 """
 
@@ -35,6 +37,7 @@ from .checkpoint import checkpoint_facts
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
 from .file_sink import align_file_sink_log
+from .executors import executor_ids, resize_executors
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
@@ -47,6 +50,7 @@ from .storage import spark_uri
 __all__ = ["StopReport", "StreamRuntime"]
 
 POLL_INTERVAL_S = 0.02
+EXECUTOR_START_WAIT_S = 90.0  # a new context's executors register (and its surplus is removed) within this
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,10 @@ class StreamRuntime:
         if self._spark is None:
             self._spark = build_spark_session(self.spec, self.paths.event_log)
             self._recorder = None
+            if self.spec.executors is not None:  # the master launched executors up to the ceiling: keep max_cores' worth
+                resized = resize_executors(self._spark, self.spec.executors, wait_s=EXECUTOR_START_WAIT_S, settle=True)
+                self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "executors",
+                                   **resized.as_dict()})
         if self._recorder is None and self.spec.instrumentation:
             self._recorder = ProgressRecorder(self.store, self.spec.name, self._python_cpu_s, self._measure_sources)
             self._spark.streams.addListener(self._recorder)
@@ -416,7 +424,7 @@ class StreamRuntime:
             return {"scope": scope.value, "stop": asdict(stop), "seconds": seconds}
 
     def _check_scope_allowed(self, scope: RestartScope, what: object) -> None:
-        if scope is RestartScope.SESSION and not self._owns_session:
+        if scope in (RestartScope.SESSION, RestartScope.EXECUTORS) and not self._owns_session:
             raise StreamStateError(
                 f"changing {what} needs a new SparkContext, but this runtime shares a "
                 "session it does not own; run the stream in its own driver (`reconf stream start`)"
@@ -428,6 +436,9 @@ class StreamRuntime:
         self.spec = spec
         if scope is RestartScope.SESSION:
             self._drop_session()
+        elif scope is RestartScope.EXECUTORS and self._spark is not None and spec.executors is not None:
+            resized = resize_executors(self._spark, spec.executors)  # added ones join the running query as they come
+            self.store.append({"kind": "lifecycle", "stream": spec.name, "event": "executors", **resized.as_dict()})
         self.query = None
         self.start()
 
@@ -447,6 +458,7 @@ class StreamRuntime:
                 "app_id": spark.sparkContext.applicationId if spark is not None else None,
                 "spark_ui": spark.sparkContext.uiWebUrl if spark is not None else None,
                 "master": self.spec.master,
+                "executors": len(executor_ids(spark)) if spark is not None and self.spec.executors is not None else None,
                 "run_id": str(self.query.runId) if self.query is not None else None,
                 "query_id": str(self.query.id) if self.query is not None else None,
                 **status_figures(record),

@@ -49,8 +49,8 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None) -> dict[str
         conf["spark.eventLog.enabled"] = "false"
     if spec.executor_cores:
         conf["spark.executor.cores"] = str(spec.executor_cores)
-    if spec.max_cores:
-        conf["spark.cores.max"] = str(spec.max_cores)
+    if spec.max_cores:  # with a ceiling, max_cores is held in executors (core/executors.py)
+        conf["spark.cores.max"] = str(spec.cores_ceiling or spec.max_cores)
     if spec.executor_memory:
         conf["spark.executor.memory"] = spec.executor_memory
     conf.update(spec.spark_conf)

@@ -25,7 +25,7 @@ from .definition import KNOBS, StreamDefinition, load_definition
 from .errors import SpecError
 from .storage import validate_storage_url
 
-__all__ = ["RestartScope", "StreamSpec", "format_validation_error", "restart_scope", "validate_master", "validate_spec"]
+__all__ = ["RestartScope", "StreamSpec", "context_scope", "format_validation_error", "restart_scope", "validate_master", "validate_spec"]
 
 _MASTER_PATTERNS = [
     re.compile(r"^local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?$"),
@@ -61,6 +61,10 @@ class StreamSpec(BaseModel):
     master: str = Field("local[2]", description="Spark master URL.")
     executor_cores: int | None = Field(None, ge=1, description="Cores per executor (cluster masters).")
     max_cores: int | None = Field(None, ge=1, description="spark.cores.max: total cores of the application (cluster masters).")
+    cores_ceiling: int | None = Field(None, ge=1, description="On a standalone master (spark://): the most cores the "
+                                      "application may grow to in its SparkContext. spark.cores.max is set to it, and "
+                                      "max_cores is reached by adding and removing executors, so a cores change up to "
+                                      "it needs no new SparkContext. None: every max_cores change starts a new one.")
     executor_memory: str | None = Field(None, pattern=r"^\d+[kmgt]?$", description="Executor memory, e.g. 1g.")
     driver_host: str = Field(LOOPBACK, pattern=_HOST_PATTERN, description="Address executors use to reach the driver "
                              "(spark.driver.host): loopback for local masters, a routable address on a cluster.")
@@ -119,6 +123,31 @@ class StreamSpec(BaseModel):
                              "driver_host and driver_bind_address instead")
         return self
 
+    @model_validator(mode="after")
+    def _ceiling_fits(self) -> "StreamSpec":
+        if self.cores_ceiling is None:
+            return self
+        if not self.master.startswith("spark://"):
+            raise ValueError(f"cores_ceiling is for standalone masters (spark://HOST:PORT), not {self.master!r}: "
+                             "elsewhere a cores change starts a new SparkContext; remove cores_ceiling")
+        if self.executor_cores is None or self.max_cores is None:
+            raise ValueError("cores_ceiling needs executor_cores and max_cores: the cores are counted in executors of "
+                             "executor_cores each")
+        if self.max_cores > self.cores_ceiling:
+            raise ValueError(f"max_cores {self.max_cores} is above cores_ceiling {self.cores_ceiling}: raise "
+                             "cores_ceiling (a new SparkContext) or ask for fewer cores")
+        if self.max_cores % self.executor_cores:
+            raise ValueError(f"max_cores {self.max_cores} is not a whole number of executors of executor_cores "
+                             f"{self.executor_cores}: use a multiple of {self.executor_cores}")
+        return self
+
+    @property
+    def executors(self) -> int | None:
+        """Executors the stream runs on where its cores are resized in place (``cores_ceiling`` set), else None."""
+        if self.cores_ceiling is None or self.max_cores is None or self.executor_cores is None:
+            return None
+        return self.max_cores // self.executor_cores
+
     @classmethod
     def parse(cls, data: dict[str, Any]) -> "StreamSpec":
         """Validate ``data``; raise :class:`SpecError` naming each bad field and its value."""
@@ -172,12 +201,13 @@ class RestartScope(str, Enum):
 
     NONE = "none"  # nothing changed
     QUERY = "query"  # stop at a batch boundary, start the query again
+    EXECUTORS = "executors"  # also add or remove executors, in the same SparkContext (within cores_ceiling)
     SESSION = "session"  # also a new SparkContext in the same driver process
     STATE = "state"  # state partitions change: needs a state migration
 
 
 QUERY_FIELDS = {"source_partitions", "trigger_interval_s", "max_per_trigger", "code_version", "options", "knob_options"}
-SESSION_FIELDS = {"master", "executor_cores", "max_cores", "executor_memory", "spark_conf", "instrumentation",
+SESSION_FIELDS = {"master", "executor_cores", "max_cores", "cores_ceiling", "executor_memory", "spark_conf", "instrumentation",
                   "driver_host", "driver_bind_address"}
 IDENTITY_FIELDS = {"name", "entrypoint", "storage", "control_bind_address"}
 
@@ -205,9 +235,21 @@ def restart_scope(old: StreamSpec, new: StreamSpec, *, stateful: bool = True,
         return RestartScope.NONE
     if "state_partitions" in changed and stateful:
         return RestartScope.STATE
-    if changed & SESSION_FIELDS:
-        return RestartScope.SESSION
-    return RestartScope.QUERY
+    return context_scope(old, new)
+
+
+def context_scope(old: StreamSpec, new: StreamSpec) -> RestartScope:
+    """What the SparkContext needs for ``old`` -> ``new``: nothing (a query restart), executors added or removed (a
+    ``max_cores`` change within a ``cores_ceiling`` both specs share), or a new context."""
+    changed = {k for k in StreamSpec.model_fields if getattr(old, k) != getattr(new, k)}
+    if not changed:
+        return RestartScope.NONE
+    session = changed & SESSION_FIELDS
+    if not session:
+        return RestartScope.QUERY
+    if session == {"max_cores"} and old.cores_ceiling is not None:  # the new spec was validated against the same ceiling
+        return RestartScope.EXECUTORS
+    return RestartScope.SESSION
 
 
 def validate_spec(spec: StreamSpec, definition: StreamDefinition | None = None) -> StreamDefinition:

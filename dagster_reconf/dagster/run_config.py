@@ -72,6 +72,8 @@ class ExecutionPlanConfig(Config):
     master: str = Field(description="Spark master URL: local[N], spark://HOST:PORT, k8s://..., yarn.")
     executor_cores: Optional[int] = Field(None, description="Cores per executor (cluster masters).")
     max_cores: Optional[int] = Field(None, description="spark.cores.max (cluster masters).")
+    cores_ceiling: Optional[int] = Field(None, description="Standalone masters: max_cores up to this changes executors "
+                                         "in the same SparkContext.")
     executor_memory: Optional[str] = Field(None, description="Executor memory, e.g. 2g.")
     state_partitions: Optional[int] = Field(None, description="State partitions of every stateful operator.")
     state_partitions_by_operator: Optional[dict[str, int]] = Field(
@@ -97,7 +99,8 @@ class ExecutionPlanConfig(Config):
                             f"(per operator id); got {self.state_partitions!r} and {self.state_partitions_by_operator!r}")
         return ExecutionPlan.parse({
             "stream": stream,
-            "resources": {k: getattr(self, k) for k in ("master", "executor_cores", "max_cores", "executor_memory")},
+            "resources": {k: getattr(self, k) for k in ("master", "executor_cores", "max_cores", "cores_ceiling",
+                                                        "executor_memory")},
             "partitioning": {"state_partitions": self.state_partitions if self.state_partitions is not None
                              else self.state_partitions_by_operator, "source_partitions": self.source_partitions,
                              "trigger_interval_s": self.trigger_interval_s, "max_per_trigger": self.max_per_trigger},

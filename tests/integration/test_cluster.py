@@ -1,4 +1,5 @@
-"""A stream on a real standalone cluster on 127.0.0.1: separate executor JVMs, same result."""
+"""A stream on a real standalone cluster on 127.0.0.1: separate executor JVMs, same result; a cores change within
+the spec's ``cores_ceiling`` adds and removes executors in the same SparkContext (one cluster for the module)."""
 
 import json
 import urllib.request
@@ -6,67 +7,121 @@ import urllib.request
 import pytest
 
 from dagster_reconf.core.cluster import cluster_info, start_cluster, stop_cluster
-from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.errors import ReconfError, StreamStateError
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.metrics import MetricsStore, record_row
-from dagster_reconf.core.session import helper_session
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import assert_matches_oracle, wait_until
+from .test_reconfiguration_crash import assert_output_matches_oracle
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 EVENTS = 6000
 
 
-def test_stream_runs_on_standalone_cluster(tmp_path):
-    home = tmp_path / "home"
-    cluster = start_cluster(home, workers=1, cores_per_worker=2, memory_per_worker="1g")
-    pids = [cluster.master_pid, *cluster.worker_pids]
-    try:
-        assert cluster.master_url.startswith("spark://127.0.0.1:")
-        assert cluster_info(home) is not None
-        with pytest.raises(StreamStateError, match="already running"):
-            start_cluster(home)
-
-        supervisor = StreamSupervisor(home)
-        spec = bundled_spec("on-cluster", "wordcount", master=cluster.master_url, rate=1_000_000, max_events=EVENTS,
-            max_per_trigger=2000, trigger_interval_s=0.2, vocabulary=300, executor_memory="1g",
-        )
-        info = supervisor.start(spec)
-        store = MetricsStore(supervisor.paths(spec.name).metrics)
-
-        def done() -> bool:
-            progress = store.progress()
-            return bool(progress) and record_row(progress[-1])["end_offset"] == EVENTS
-
-        wait_until(done, timeout_s=180, what=f"all {EVENTS} events processed on the cluster")
-        assert info["app_id"].startswith("app-"), "a standalone application, not local mode"
-        with urllib.request.urlopen(f"{cluster.master_ui}/json/", timeout=5) as resp:
-            apps = json.loads(resp.read())["activeapps"]
-        assert [a["id"] for a in apps] == [info["app_id"]] and apps[0]["cores"] >= 1
-        supervisor.stop(spec.name)
-        assert session_processes(info["pid"]) == []
-
-        # Its event log names real executor slots (not the driver), and CP holds per batch.
-        store = TraceStore(supervisor.paths(spec.name).traces)
-        assert store.ingest(supervisor.paths(spec.name).event_log).activities > 0
-        table = store.activities(*store.time_range())
-        executors = {w.split("/")[0] for w in table.loc[table["src_worker"].isna(), "worker"]}
-        assert executors and "driver" not in executors
-        spans = table[table["batch_id"] >= 0].groupby("batch_id").agg(lo=("start_ms", "min"), hi=("end_ms", "max"))
-        for window in spans.itertuples():
-            assert abs(snapshot(table, window.lo, window.hi)[1].cp_sum - 1) <= 1e-9
-
-        spark = helper_session("reconf-cluster-oracle")
-        try:
-            assert assert_matches_oracle(spark, home, spec).expected_rows == 300
-        finally:
-            spark.stop()
-    finally:
-        assert stop_cluster(home)["stopped"]
-    for pid in pids:
+@pytest.fixture(scope="module", name="cluster")
+def cluster_fixture(tmp_path_factory):
+    home = tmp_path_factory.mktemp("cluster") / "home"
+    cluster = start_cluster(home, workers=1, cores_per_worker=3, memory_per_worker="2g")
+    yield home, cluster
+    assert stop_cluster(home)["stopped"]
+    for pid in [cluster.master_pid, *cluster.worker_pids]:
         assert session_processes(pid) == []
     assert cluster_info(home) is None
+
+
+def test_stream_runs_on_standalone_cluster(spark, cluster):
+    home, cluster = cluster
+    assert cluster.master_url.startswith("spark://127.0.0.1:")
+    assert cluster_info(home) is not None
+    with pytest.raises(StreamStateError, match="already running"):
+        start_cluster(home)
+
+    supervisor = StreamSupervisor(home)
+    spec = bundled_spec("on-cluster", "wordcount", master=cluster.master_url, rate=1_000_000, max_events=EVENTS,
+        max_per_trigger=2000, trigger_interval_s=0.2, vocabulary=300, executor_memory="1g",
+    )
+    info = supervisor.start(spec)
+    store = MetricsStore(supervisor.paths(spec.name).metrics)
+
+    def done() -> bool:
+        progress = store.progress()
+        return bool(progress) and record_row(progress[-1])["end_offset"] == EVENTS
+
+    wait_until(done, timeout_s=180, what=f"all {EVENTS} events processed on the cluster")
+    assert info["app_id"].startswith("app-"), "a standalone application, not local mode"
+    with urllib.request.urlopen(f"{cluster.master_ui}/json/", timeout=5) as resp:
+        apps = json.loads(resp.read())["activeapps"]
+    assert [a["id"] for a in apps] == [info["app_id"]] and apps[0]["cores"] >= 1
+    supervisor.stop(spec.name)
+    assert session_processes(info["pid"]) == []
+
+    # Its event log names real executor slots (not the driver), and CP holds per batch.
+    store = TraceStore(supervisor.paths(spec.name).traces)
+    assert store.ingest(supervisor.paths(spec.name).event_log).activities > 0
+    table = store.activities(*store.time_range())
+    executors = {w.split("/")[0] for w in table.loc[table["src_worker"].isna(), "worker"]}
+    assert executors and "driver" not in executors
+    spans = table[table["batch_id"] >= 0].groupby("batch_id").agg(lo=("start_ms", "min"), hi=("end_ms", "max"))
+    for window in spans.itertuples():
+        assert abs(snapshot(table, window.lo, window.hi)[1].cp_sum - 1) <= 1e-9
+
+    assert assert_matches_oracle(spark, home, spec).expected_rows == 300
+
+
+def app_cores(master_ui: str, app_id: str) -> int:
+    with urllib.request.urlopen(f"{master_ui}/json/", timeout=5) as resp:
+        return next(a["cores"] for a in json.loads(resp.read())["activeapps"] if a["id"] == app_id)
+
+
+def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(spark, cluster, tmp_path):
+    home, cluster = cluster
+    supervisor = StreamSupervisor(tmp_path / "home")
+    name = "elastic"
+    spec = bundled_spec(name, "wordcount", master=cluster.master_url, rate=300, source_partitions=1, state_partitions=2,
+                        trigger_interval_s=0.5, vocabulary=300, executor_memory="512m",
+                        ).with_changes({"executor_cores": 1, "max_cores": 1, "cores_ceiling": 3})
+    info = supervisor.start(spec)
+    try:
+        # The master launched executors up to the ceiling; the driver kept max_cores' worth.
+        wait_until(lambda: (supervisor.status(name).get("batch_id") or -1) >= 1, timeout_s=120, what="two batches")
+        assert supervisor.status(name)["executors"] == 1 and app_cores(cluster.master_ui, info["app_id"]) == 1
+        ledger = AuditLedger(default_ledger_url(supervisor.home))
+        stream = DriverStream(supervisor, name)
+
+        # Up: 1 -> 3 cores with the state moved to 3 partitions; no standby, no new SparkContext.
+        plan = ExecutionPlan.of(spec).model_dump()
+        plan["resources"]["max_cores"], plan["partitioning"]["state_partitions"] = 3, 3
+        up = Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
+        assert up.outcome == "succeeded", up.results
+        assert {a["knob"]: a["effect"] for a in up.actions}["max_cores"] == "executor_resize"
+        assert "standby" not in up.results["prepare"] and up.results["resume"]["scope"] == "executors"
+        assert up.results["verify"]["ok"]
+        wait_until(lambda: supervisor.status(name)["executors"] == 3, timeout_s=90, what="three executors")
+        status = supervisor.status(name)
+        assert status["app_id"] == info["app_id"] and supervisor.driver_info(name)["pid"] == info["pid"], \
+            "the same driver and SparkContext"
+        assert app_cores(cluster.master_ui, info["app_id"]) == 3
+
+        # Down: 3 -> 2 cores, the executor removed while the query was stopped; the stream carries on.
+        plan["resources"]["max_cores"] = 2
+        down = Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
+        assert down.outcome == "succeeded" and down.results["resume"]["scope"] == "executors", down.results
+        wait_until(lambda: app_cores(cluster.master_ui, info["app_id"]) == 2, timeout_s=60, what="two cores")
+        assert supervisor.status(name)["app_id"] == info["app_id"]
+
+        # Above the ceiling: refused before anything is touched, naming the fix.
+        plan["resources"]["max_cores"] = 4
+        with pytest.raises(ReconfError, match="max_cores 4 is above cores_ceiling 3: raise cores_ceiling"):
+            Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
+        assert supervisor.status(name)["state"] == "running"
+        assert ledger.verify().ok
+        assert_output_matches_oracle(spark, supervisor, spec)
+    finally:
+        if supervisor.driver_info(name) is not None:
+            supervisor.stop(name, timeout_s=60)

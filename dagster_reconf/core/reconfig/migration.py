@@ -51,7 +51,7 @@ from ..checkpoint import (
 )
 from ..errors import SpecError, StreamStateError
 from ..runtime import await_termination
-from ..spec import SESSION_FIELDS, RestartScope, StreamSpec
+from ..spec import RestartScope, StreamSpec, context_scope
 from ..storage import Location, remove_tree, spark_uri
 from .state import schema_problems, state_schemas, state_summary
 
@@ -425,8 +425,8 @@ class StreamMigrator:
                 raise StreamStateError(f"stream {old.name!r} is running with other settings; pause it before resuming "
                                        f"with {settings}")
             started = time.monotonic()
-            new_session = bool({k for k in StreamSpec.model_fields if getattr(old, k) != getattr(new, k)} & SESSION_FIELDS)
-            scope = RestartScope.SESSION if new_session else RestartScope.QUERY
+            scope = context_scope(old, new)  # the state partitions were migrated: only the context's needs are left
+            scope = RestartScope.QUERY if scope is RestartScope.NONE else scope
             runtime.apply(new, scope)
             return {"resumed": True, "scope": scope.value, "seconds": round(time.monotonic() - started, 3),
                     "spec": new.model_dump()}

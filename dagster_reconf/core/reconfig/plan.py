@@ -12,7 +12,9 @@ reconfiguration may change, grouped as Trisk groups it:
 :func:`diff_plans` compares the plan in force with a target and lists exactly the
 actions needed, each with what it costs: a query restart, a new SparkContext in the
 same driver, or a state migration (which needs a pause at a batch boundary and an
-offline rewrite of the checkpoint). Parts that did not change produce no action.
+offline rewrite of the checkpoint). A cores change within the spec's ``cores_ceiling``
+on a standalone master adds or removes executors in the same SparkContext instead of a
+new one. Parts that did not change produce no action.
 
 Spark keeps one partition count for every stateful operator of a query (the
 checkpoint pins ``spark.sql.shuffle.partitions``, and the offline repartition rewrites
@@ -35,8 +37,9 @@ from ..spec import RestartScope, StreamSpec, restart_scope, validate_master, val
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
 
-Effect = Literal["query_restart", "session_restart", "state_migration"]
-_EFFECT_ORDER: dict[str, int] = {"query_restart": 1, "session_restart": 2, "state_migration": 3}
+Effect = Literal["query_restart", "executor_resize", "session_restart", "state_migration"]
+_EFFECT_ORDER: dict[str, int] = {"query_restart": 1, "executor_resize": 2, "session_restart": 3, "state_migration": 4}
+_EFFECT_OF_SCOPE = {RestartScope.EXECUTORS: "executor_resize", RestartScope.SESSION: "session_restart"}
 
 
 class Resources(BaseModel):
@@ -47,6 +50,8 @@ class Resources(BaseModel):
     master: str = Field(..., description="Spark master URL: local[N], spark://HOST:PORT, k8s://..., yarn.")
     executor_cores: int | None = Field(None, ge=1, le=1024, description="Cores per executor (cluster masters).")
     max_cores: int | None = Field(None, ge=1, le=100_000, description="spark.cores.max: the application's cores (cluster masters).")
+    cores_ceiling: int | None = Field(None, ge=1, le=100_000, description="Standalone masters: max_cores up to this "
+                                      "changes by adding and removing executors in the same SparkContext.")
     executor_memory: str | None = Field(None, pattern=r"^\d+[kmgt]?$", description="Executor memory, e.g. 2g.")
 
     @field_validator("master")
@@ -148,7 +153,7 @@ class ExecutionPlan(BaseModel):
         return cls(
             stream=spec.name,
             resources=Resources(master=spec.master, executor_cores=spec.executor_cores, max_cores=spec.max_cores,
-                                executor_memory=spec.executor_memory),
+                                cores_ceiling=spec.cores_ceiling, executor_memory=spec.executor_memory),
             partitioning=Partitioning(state_partitions=spec.state_partitions, source_partitions=spec.source_partitions,
                                       trigger_interval_s=spec.trigger_interval_s,
                                       max_per_trigger=spec.max_per_trigger),
@@ -161,6 +166,7 @@ class ExecutionPlan(BaseModel):
             "master": self.resources.master,
             "executor_cores": self.resources.executor_cores,
             "max_cores": self.resources.max_cores,
+            "cores_ceiling": self.resources.cores_ceiling,
             "executor_memory": self.resources.executor_memory,
             "state_partitions": self.partitioning.state_partition_count,
             "source_partitions": self.partitioning.source_partitions,
@@ -199,7 +205,8 @@ class Action:
 
 
 _DIMENSION = {
-    "master": "resources", "executor_cores": "resources", "max_cores": "resources", "executor_memory": "resources",
+    "master": "resources", "executor_cores": "resources", "max_cores": "resources", "cores_ceiling": "resources",
+    "executor_memory": "resources",
     "state_partitions": "partitioning", "source_partitions": "partitioning", "trigger_interval_s": "partitioning",
     "max_per_trigger": "partitioning", "code_version": "logic",
 }
@@ -266,7 +273,7 @@ def diff_plans(current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec,
             effect: Effect = "state_migration"
         else:
             scope = restart_scope(spec, spec.with_changes({knob: after[knob]}), stateful=stateful)
-            effect = "session_restart" if scope is RestartScope.SESSION else "query_restart"
+            effect = _EFFECT_OF_SCOPE.get(scope, "query_restart")  # type: ignore[assignment]
         operators = stateful_operators if effect == "state_migration" else ()
         actions.append(Action(_DIMENSION[knob], knob, before[knob], after[knob], effect, operators))  # type: ignore[arg-type]
     return PlanDiff(tuple(actions))

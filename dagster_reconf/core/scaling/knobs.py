@@ -52,11 +52,20 @@ class Knobs(BaseModel):
             elif spec.master == "local":
                 changes["master"] = f"local[{self.cores}]"
             else:
-                changes["max_cores"] = self.cores
+                changes.update(_cluster_cores(spec, self.cores))
         for field in ("source_partitions", "state_partitions", "trigger_interval_s", "max_per_trigger"):
             if getattr(self, field) != getattr(spec, field):
                 changes[field] = getattr(self, field)
         return changes
+
+
+def _cluster_cores(spec: StreamSpec, cores: int) -> dict[str, int]:
+    """``max_cores`` for ``cores`` on a cluster master. Held in executors (a ``cores_ceiling``), it is rounded up to
+    whole executors, and a count above the ceiling raises it (that change starts a new SparkContext)."""
+    if spec.cores_ceiling is None or spec.executor_cores is None:
+        return {"max_cores": cores}
+    cores = -(-cores // spec.executor_cores) * spec.executor_cores
+    return {"max_cores": cores, **({"cores_ceiling": cores} if cores > spec.cores_ceiling else {})}
 
 
 def spec_cores(spec: StreamSpec) -> int:
