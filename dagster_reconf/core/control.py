@@ -20,7 +20,7 @@ batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings
 stopped query (:mod:`dagster_reconf.core.reconfig.migration`): ``POST state`` (state
 rows and checksums), ``POST code-check`` (state schema compatibility of a code
 version), ``POST migrate`` (state partitions), ``POST precopy`` (a repartitioned copy prepared while
-the query runs), ``POST rollback-replay`` and
+the query runs), ``POST executors`` (more executors, ahead of a cores change), ``POST rollback-replay`` and
 ``POST resume`` (start with new settings); for a handover to a warm standby driver
 (:mod:`dagster_reconf.core.driver`), ``POST promote`` (the standby) and ``POST retire``
 (the paused old driver).
@@ -51,6 +51,7 @@ __all__ = [
     "CodeCheckRequest",
     "ControlClient",
     "ControlServer",
+    "ExecutorsRequest",
     "MigrateRequest",
     "PrecopyRequest",
     "RestartRequest",
@@ -120,6 +121,13 @@ class PrecopyRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
+
+
+class ExecutorsRequest(BaseModel):
+    """Body of ``POST /v1/executors``: grow the running stream to this many executors (within its cores_ceiling)."""
+
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(..., ge=1, le=100_000, description="Executors to hold.")
 
 
 class RollbackReplayRequest(BaseModel):
@@ -341,6 +349,9 @@ class ControlClient:
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self.request("POST", "rollback-replay", {"generation": generation})
+
+    def add_executors(self, count: int) -> dict[str, Any]:
+        return self.request("POST", "executors", {"count": count}, 600)
 
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         return self.request("POST", "resume", {"settings": settings})

@@ -30,7 +30,7 @@ from .errors import StreamStateError
 __all__ = ["ExecutorResize", "executor_ids", "resize_executors"]
 
 POLL_S = 0.5
-STABLE_POLLS = 3  # registered == wanted this many polls in a row: late registrations have come (at start)
+STABLE_POLLS = 6  # registered == wanted this many polls in a row (3 s): late registrations have come (at start)
 
 
 @dataclass

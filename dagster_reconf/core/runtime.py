@@ -436,11 +436,35 @@ class StreamRuntime:
         self.spec = spec
         if scope is RestartScope.SESSION:
             self._drop_session()
-        elif scope is RestartScope.EXECUTORS and self._spark is not None and spec.executors is not None:
-            resized = resize_executors(self._spark, spec.executors)  # added ones join the running query as they come
+        elif self._spark is not None and spec.executors is not None and len(executor_ids(self._spark)) != spec.executors:
+            # A cores change within the ceiling, or executors added ahead of one that was rolled back. Added ones join
+            # the running query as they come.
+            resized = resize_executors(self._spark, spec.executors)
             self.store.append({"kind": "lifecycle", "stream": spec.name, "event": "executors", **resized.as_dict()})
         self.query = None
         self.start()
+
+    def add_executors(self, count: int, wait_s: float = EXECUTOR_START_WAIT_S) -> dict[str, Any]:
+        """Grow to ``count`` executors while the query runs, ahead of a reconfiguration that resumes with that many
+        (their JVMs start outside its pause); never removes any: that waits for the pause.
+
+        Raises:
+            StreamStateError: the spec has no ``cores_ceiling``, or ``count`` is above it.
+        """
+        with self.lock:
+            spec = self.spec
+            if spec.executors is None or spec.cores_ceiling is None or spec.executor_cores is None:
+                raise StreamStateError(f"stream {spec.name!r} has no cores_ceiling: its executors are not resized in "
+                                       "place (a cores change starts a new SparkContext)")
+            if count * spec.executor_cores > spec.cores_ceiling:
+                raise StreamStateError(f"{count} executors of {spec.executor_cores} cores are above stream "
+                                       f"{spec.name!r}'s cores_ceiling {spec.cores_ceiling}")
+            live = len(executor_ids(self.spark))
+            if count <= live:
+                return {"added": 0, "executors": live}
+            resized = resize_executors(self.spark, count, wait_s=wait_s)
+            self.store.append({"kind": "lifecycle", "stream": spec.name, "event": "executors", **resized.as_dict()})
+            return {"added": resized.after - resized.before, "executors": resized.after, "seconds": resized.seconds}
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""

@@ -90,7 +90,8 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
     try:
         # The master launched executors up to the ceiling; the driver kept max_cores' worth.
         wait_until(lambda: (supervisor.status(name).get("batch_id") or -1) >= 1, timeout_s=120, what="two batches")
-        assert supervisor.status(name)["executors"] == 1 and app_cores(cluster.master_ui, info["app_id"]) == 1
+        assert supervisor.status(name)["executors"] == 1
+        wait_until(lambda: app_cores(cluster.master_ui, info["app_id"]) == 1, timeout_s=60, what="the surplus gone")
         ledger = AuditLedger(default_ledger_url(supervisor.home))
         stream = DriverStream(supervisor, name)
 
@@ -101,6 +102,7 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         assert up.outcome == "succeeded", up.results
         assert {a["knob"]: a["effect"] for a in up.actions}["max_cores"] == "executor_resize"
         assert "standby" not in up.results["prepare"] and up.results["resume"]["scope"] == "executors"
+        assert up.results["prepare"]["executors"]["executors"] == 3, "added while the stream ran, before the pause"
         assert up.results["verify"]["ok"]
         wait_until(lambda: supervisor.status(name)["executors"] == 3, timeout_s=90, what="three executors")
         status = supervisor.status(name)
@@ -112,6 +114,7 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         plan["resources"]["max_cores"] = 2
         down = Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
         assert down.outcome == "succeeded" and down.results["resume"]["scope"] == "executors", down.results
+        assert "executors" not in down.results["prepare"], "none removed while the stream ran"
         wait_until(lambda: app_cores(cluster.master_ui, info["app_id"]) == 2, timeout_s=60, what="two cores")
         assert supervisor.status(name)["app_id"] == info["app_id"]
 

@@ -93,3 +93,38 @@ def test_frozen_options_define_the_data():
     with pytest.raises(SpecError, match=r"options \['seed'\] define the stream's data"):
         restart_scope(old, old.with_changes({"options.seed": 2}), frozen_options={"seed"})
     assert restart_scope(old, old.with_changes({"options.rate": 20}), frozen_options={"seed"}) is RestartScope.QUERY
+
+
+CLUSTER = {"master": "spark://10.0.0.5:7077", "executor_cores": 2, "max_cores": 4, "cores_ceiling": 8}
+
+
+@pytest.mark.parametrize(
+    "fields,match",
+    [
+        ({**CLUSTER, "master": "local[4]"}, r"cores_ceiling is for standalone masters \(spark://HOST:PORT\), not 'local\[4\]'"),
+        ({**CLUSTER, "executor_cores": None}, r"cores_ceiling needs executor_cores and max_cores"),
+        ({**CLUSTER, "max_cores": 10}, r"max_cores 10 is above cores_ceiling 8: raise cores_ceiling"),
+        ({**CLUSTER, "max_cores": 3}, r"max_cores 3 is not a whole number of executors of executor_cores 2: use a multiple of 2"),
+    ],
+)
+def test_a_cores_ceiling_must_fit_the_cluster_settings(fields, match):
+    with pytest.raises(SpecError, match=match):
+        spec(**fields)
+
+
+@pytest.mark.parametrize(
+    "changes,scope",
+    [
+        ({"max_cores": 8}, RestartScope.EXECUTORS),
+        ({"max_cores": 2, "trigger_interval_s": 2}, RestartScope.EXECUTORS),
+        ({"max_cores": 8, "executor_memory": "2g"}, RestartScope.SESSION),
+        ({"max_cores": 10, "cores_ceiling": 10}, RestartScope.SESSION),
+        ({"max_cores": 8, "state_partitions": 8}, RestartScope.STATE),
+    ],
+)
+def test_cores_within_the_ceiling_resize_executors_in_the_same_context(changes, scope):
+    old = spec(**CLUSTER)
+    assert old.executors == 2 and spec().executors is None
+    assert restart_scope(old, old.with_changes(changes)) is scope
+    assert restart_scope(spec(**{**CLUSTER, "cores_ceiling": None}), spec(**{**CLUSTER, "cores_ceiling": None, "max_cores": 8})) \
+        is RestartScope.SESSION

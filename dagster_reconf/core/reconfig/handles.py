@@ -76,6 +76,10 @@ class StreamHandle(ABC):
         """Prepare a repartitioned copy of the running stream's checkpoint (the ``precopy`` strategy)."""
 
     @abstractmethod
+    def add_executors(self, count: int) -> dict[str, Any]:
+        """Grow the running stream to ``count`` executors (within its spec's ``cores_ceiling``)."""
+
+    @abstractmethod
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         """Return to checkpoint generation ``generation``."""
 
@@ -150,6 +154,9 @@ class LocalStream(StreamHandle):
     def precopy(self, state_partitions: int) -> dict[str, Any]:
         return self.migrator.precopy(state_partitions)
 
+    def add_executors(self, count: int) -> dict[str, Any]:
+        return self.runtime.add_executors(count)
+
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self.migrator.rollback_replay(generation)
 
@@ -209,6 +216,9 @@ class DriverStream(StreamHandle):
 
     def precopy(self, state_partitions: int) -> dict[str, Any]:
         return self._client().precopy(state_partitions)
+
+    def add_executors(self, count: int) -> dict[str, Any]:
+        return self._client().add_executors(count)
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self._client().rollback_replay(generation)

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import SpecError
-from ..spec import RestartScope, StreamSpec, restart_scope, validate_master, validated
+from ..spec import SESSION_FIELDS, RestartScope, StreamSpec, context_scope, validate_master, validated
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
 
@@ -262,7 +262,8 @@ def diff_plans(current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec,
     """
     if current.stream != target.stream:
         raise SpecError(f"plans are for different streams: {current.stream!r} and {target.stream!r}")
-    target.apply_to(spec)  # a target the stream cannot take fails before any action is listed
+    new = target.apply_to(spec)  # a target the stream cannot take fails before any action is listed
+    context = context_scope(spec, new)  # what the SparkContext needs: one answer for every resource knob
     before, after = current.settings(), target.settings()
     stateful = bool(stateful_operators)
     actions = []
@@ -272,8 +273,7 @@ def diff_plans(current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec,
         if knob == "state_partitions" and stateful:
             effect: Effect = "state_migration"
         else:
-            scope = restart_scope(spec, spec.with_changes({knob: after[knob]}), stateful=stateful)
-            effect = _EFFECT_OF_SCOPE.get(scope, "query_restart")  # type: ignore[assignment]
+            effect = _EFFECT_OF_SCOPE.get(context, "query_restart") if knob in SESSION_FIELDS else "query_restart"  # type: ignore[assignment]
         operators = stateful_operators if effect == "state_migration" else ()
         actions.append(Action(_DIMENSION[knob], knob, before[knob], after[knob], effect, operators))  # type: ignore[arg-type]
     return PlanDiff(tuple(actions))

@@ -166,6 +166,15 @@ class Reconfiguration:
         return reconfiguration
 
 
+def _executors_to_add(r: Reconfiguration) -> int:
+    """Executors a cores change within the ceiling grows to (0: none to add ahead of the pause)."""
+    resources = r.target.resources
+    if not any(a["effect"] == "executor_resize" for a in r.actions) or not resources.executor_cores:
+        return 0
+    before, after = r.current.resources.max_cores or 0, resources.max_cores or 0
+    return after // resources.executor_cores if after > before else 0
+
+
 def _holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -417,6 +426,12 @@ class Reconfigurer:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
             result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
             warm_up_verification()  # GX's cold start would otherwise fall inside the pause
+        grow = _executors_to_add(r)
+        if grow:  # Trisk's warm executors: the new configuration's JVMs start while the stream runs, not in the pause
+            try:
+                result["executors"] = self.stream.add_executors(grow)
+            except ReconfError as exc:  # the resume adds them instead
+                result["executors"] = {"failed": str(exc)}
         if r.needs_new_context and self.handover and self.stream.supports_handover:
             try:
                 result["standby"] = self.stream.prepare_standby(r.standby_changes)

@@ -97,3 +97,18 @@ def test_a_stream_without_a_source_partitions_knob_plans_none():
     files = SPEC.with_changes({"source_partitions": None, "max_per_trigger": 3})
     plan = ExecutionPlan.of(files)
     assert plan.partitioning.source_partitions is None and plan.apply_to(files) == files
+
+
+def test_cores_within_a_ceiling_resize_executors_and_a_plan_beyond_it_names_the_fix():
+    spec = SPEC.with_changes({"master": "spark://10.0.0.5:7077", "executor_cores": 1, "max_cores": 2, "cores_ceiling": 4})
+    current = ExecutionPlan.of(spec)
+    plan = current.model_dump()
+    plan["resources"]["max_cores"] = 4
+    diff = diff_plans(current, ExecutionPlan.parse(plan), spec, STATEFUL)
+    assert [(a.knob, a.effect) for a in diff.actions] == [("max_cores", "executor_resize")] and not diff.needs_new_session
+    plan["resources"]["max_cores"] = 6
+    with pytest.raises(SpecError, match="max_cores 6 is above cores_ceiling 4: raise cores_ceiling"):
+        diff_plans(current, ExecutionPlan.parse(plan), spec, STATEFUL)
+    plan["resources"]["cores_ceiling"] = 6
+    diff = diff_plans(current, ExecutionPlan.parse(plan), spec, STATEFUL)
+    assert diff.effect == "session_restart" and diff.settings_changes() == {"max_cores": 6, "cores_ceiling": 6}

@@ -8,6 +8,7 @@ import pytest
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan, ScalingStep
+from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.scaling.policy import (
     DhalionPolicy,
     DS2Policy,
@@ -198,3 +199,15 @@ def test_high_utilization_while_the_backlog_clears_in_time_is_catching_up_not_sc
     eight = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
     steady = policy.decide("s", eight, obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile(cores=8))
     assert steady.action == "hold" and "needs 4 cores for the steady state" in steady.reason
+
+
+def test_cluster_cores_held_in_executors_round_up_and_raise_the_ceiling_when_needed():
+    spec = StreamSpec(name="s1", entrypoint="my_pkg.streams:orders", master="spark://10.0.0.5:7077", executor_cores=2,
+                      max_cores=2, cores_ceiling=8, state_partitions=8)
+    assert Knobs.of(spec).cores == 2
+    assert KNOBS.model_copy(update={"cores": 5}).changes_for(spec)["max_cores"] == 6  # three executors of 2
+    assert "cores_ceiling" not in KNOBS.model_copy(update={"cores": 8}).changes_for(spec)
+    raised = KNOBS.model_copy(update={"cores": 9}).changes_for(spec)
+    assert (raised["max_cores"], raised["cores_ceiling"]) == (10, 10)
+    plain = spec.model_copy(update={"cores_ceiling": None})
+    assert KNOBS.model_copy(update={"cores": 5}).changes_for(plain)["max_cores"] == 5
