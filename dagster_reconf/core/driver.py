@@ -40,8 +40,8 @@ from typing import Any
 from .control import (
     CodeCheckRequest,
     ControlServer,
-    MigrateRequest,
     ExecutorsRequest,
+    MigrateRequest,
     PrecopyRequest,
     RestartRequest,
     ResumeRequest,

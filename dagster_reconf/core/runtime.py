@@ -36,8 +36,8 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from .checkpoint import checkpoint_facts
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
-from .file_sink import align_file_sink_log
 from .executors import executor_ids, resize_executors
+from .file_sink import align_file_sink_log
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths

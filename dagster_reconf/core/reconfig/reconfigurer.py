@@ -53,9 +53,9 @@ from ..errors import ReconfError, SpecError, StreamStateError
 from ..ledger import AuditLedger
 from ..metrics import MetricsStore
 from ..storage import spark_uri
+from .capabilities import stream_capabilities
 from .handles import StreamHandle
 from .migration import STRATEGIES, native_repartition_available
-from .capabilities import stream_capabilities
 from .observe import committed_batches, normal_backlog, observe_change, offered_rate
 from .plan import ExecutionPlan, diff_plans
 from .state import StateSummary

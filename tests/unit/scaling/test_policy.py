@@ -8,7 +8,6 @@ import pytest
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan, ScalingStep
-from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.scaling.policy import (
     DhalionPolicy,
     DS2Policy,
@@ -17,6 +16,7 @@ from dagster_reconf.core.scaling.policy import (
     PolicyConfig,
     observe,
 )
+from dagster_reconf.core.spec import StreamSpec
 
 from .test_model import profile
 
