@@ -257,7 +257,11 @@ def _batch_cap(profile: StreamProfile, current: Knobs, cores: int, state_partiti
 
     The cap is in the source's own unit (records, offsets, files), so it is scaled by the
     ratio of planned to current batch capacity rather than set in events. Only rescaled
-    along with the cores or the interval: a cap alone is not worth a restart.
+    along with the cores or the interval: a cap alone is not worth a restart. When the
+    cap binds on an overloaded stream its batches hold more than one interval's worth
+    (they run long), so the cap is compared with the events it lets in, not with what
+    an interval processes: otherwise the planned cap admits several intervals' worth
+    and the first batches after the change run far past the interval.
     """
     if current.max_per_trigger is None or interval <= 0 or current.trigger_interval_s <= 0:
         return current.max_per_trigger
@@ -265,7 +269,8 @@ def _batch_cap(profile: StreamProfile, current: Knobs, cores: int, state_partiti
         return current.max_per_trigger
     knobs = Knobs(cores=cores, source_partitions=_source_partitions(current, cores), state_partitions=state_partitions,
                   trigger_interval_s=interval)
-    planned, now = profile.capacity(knobs, utilization=1.0) * interval, profile.capacity(current, utilization=1.0) * current.trigger_interval_s
+    planned = profile.capacity(knobs, utilization=1.0) * interval
+    now = max(profile.capacity(current, utilization=1.0) * current.trigger_interval_s, profile.events_per_batch)
     if not (math.isfinite(planned) and math.isfinite(now)) or planned <= 0 or now <= 0:
         return current.max_per_trigger
     return max(1, round(current.max_per_trigger * planned / now))

@@ -1,5 +1,6 @@
 """DS2 and its micro-batch adaptation on hand-computed examples."""
 
+import dataclasses
 import math
 
 import networkx as nx
@@ -93,6 +94,21 @@ def test_a_backlog_beyond_the_headroom_adds_cores():
     plan = plan_micro_batches(profile(state_partitions=10), source_rate=1000, backlog=108_000, limits=Limits(catch_up_s=60))
     assert plan.target_rate == pytest.approx(2800)
     assert plan.knobs.cores == math.ceil(2800 * 1.5 / 900) == 5  # at full utilization while catching up; steady needs 3
+
+
+def test_a_binding_cap_is_rescaled_to_one_planned_interval_not_kept_as_many():
+    # one core processes 600 events/s, but the cap (3000 records of one event each) lets 3000 into every
+    # batch: batches run 5 s. Scaling the cap by capacity alone (1800 / 600) would admit 9000 events, five
+    # planned intervals' worth; the cap is compared with the 3000 it lets in instead.
+    overloaded = profile(state_partitions=6, events=3000)
+    overloaded = dataclasses.replace(overloaded, knobs=overloaded.knobs.model_copy(update={"max_per_trigger": 3000}))
+    plan = plan_micro_batches(overloaded, source_rate=1000)
+    assert plan.knobs.cores == 3 and plan.predicted["capacity_planned"] == pytest.approx(1800)
+    assert plan.knobs.max_per_trigger == 1800
+    # a cap that does not bind (batches hold less than an interval's processing) scales with capacity
+    idle = profile(state_partitions=6, events=300)
+    idle = dataclasses.replace(idle, knobs=idle.knobs.model_copy(update={"max_per_trigger": 3000}))
+    assert plan_micro_batches(idle, source_rate=1000).knobs.max_per_trigger == 9000
 
 
 def test_state_partitions_grow_with_cores_only_when_migration_is_allowed():
