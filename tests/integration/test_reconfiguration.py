@@ -77,6 +77,10 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
     assert result.results["migrate"]["replayed_batches"] >= 2
     assert result.results["verify"]["ok"], result.results["verify"]
     assert runtime.paths.generation == 1 and runtime.paths.checkpoint.name == "checkpoint.g1"
+    # The old generation's full copy of the state is removed once the stream committed on the new one.
+    assert not runtime.paths.checkpoint_of(0).exists()
+    assert ledger.records(stream=runtime.spec.name, kinds=["reconfiguration.finished"])[-1].payload[
+        "removed_checkpoints"] == [str(runtime.paths.checkpoint_of(0))]
     # The replay's batches ran under a query id of their own: the stream's traces never see them.
     assert len(set(runtime.paths.query_ids)) == 2 and str(runtime.query.id) == runtime.paths.query_ids[-1]
     assert_output_matches_oracle(spark, runtime)
@@ -119,6 +123,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert verification["ok"], verification
     assert all(s["rows_before"] == s["rows_after"] and s["max_partition_id"] < 6 for s in verification["stores"])
     assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
+    assert not runtime.paths.checkpoint_of(0).exists(), "the live checkpoint the copy came from is removed at the end"
     assert_output_matches_oracle(spark, runtime)
 
 

@@ -52,7 +52,7 @@ from ..checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, state
 from ..errors import ReconfError, SpecError, StreamStateError
 from ..ledger import AuditLedger
 from ..metrics import MetricsStore
-from ..storage import spark_uri
+from ..storage import remove_tree, spark_uri
 from .capabilities import stream_capabilities
 from .handles import StreamHandle
 from .migration import STRATEGIES, native_repartition_available
@@ -345,6 +345,22 @@ class Reconfigurer:
         self.stream.clean_up_drivers()  # a standby left unused, the old driver after a handover
         self.ledger.release_lock(reconfiguration.stream, reconfiguration.id)
 
+    def _remove_older_generations(self) -> list[str]:
+        """Remove the checkpoints of generations before the one in force (a replay or precopy leaves its source).
+
+        Only once the stream committed on the new generation and the reconfiguration can no
+        longer roll back: they are full copies of the state, and would otherwise pile up
+        with every reconfiguration. Idempotent: a re-run finds them gone.
+        """
+        paths = self.stream.paths
+        removed = []
+        for generation in range(paths.generation):
+            old = paths.checkpoint_of(generation)
+            if old.exists():
+                remove_tree(old)
+                removed.append(str(old))
+        return removed
+
     def _snapshot_dir(self, reconfiguration: Reconfiguration):
         return self.stream.paths.reconfigurations / reconfiguration.id / "snapshot"
 
@@ -588,6 +604,7 @@ class Reconfigurer:
                         "generation": self.stream.paths.generation},
             "verification": r.results["verify"],
             "observation": r.results["observe"],
+            "removed_checkpoints": self._remove_older_generations(),
         }
         self._finish(r, "succeeded", details)
         return {"outcome": "succeeded", "ledger_head": self.ledger.head()}
