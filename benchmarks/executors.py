@@ -13,7 +13,8 @@ reconfigured from 1 to 3 cores and from 2 to 3 state partitions, two ways, in th
 Each run starts a fresh stream, waits for it to settle, reconfigures, lets it catch up,
 stops it and compares its output with the batch oracle. Reported per way (medians over the
 runs): downtime (pause begin to the first batch after it), pause, prepare seconds, catch-up,
-and lost and duplicated rows summed; and the ratio of the downtime medians. ``--quick``: one
+the seconds of each step while the query is stopped (where the downtime goes), and lost and
+duplicated rows summed; and the ratio of the downtime medians. ``--quick``: one
 run per way; a full run: three.
 """
 
@@ -36,6 +37,7 @@ from dagster_reconf.workloads.streams import bundled_spec
 from ._common import emit, median, parse_args
 
 WAYS = ("in_place", "new_context")
+PAUSED_STEPS = ("pause", "migrate", "verify", "resume")  # where the downtime goes, up to the first batch after it
 NAME = "elastic"
 OBSERVE_S = 20.0
 
@@ -68,7 +70,8 @@ def one_run(master_url: str, home: Path, way: str, spark) -> dict[str, Any]:
     observed = result.results["observe"]
     return {"downtime_s": observed["downtime_s"], "pause_s": observed["pause_s"], "catch_up_s": observed["catch_up_s"],
             "prepare_s": round(result.timings.get("prepare", 0.0), 3), "resume_scope": result.results["resume"]["scope"],
-            "handed_over": result.handed_over, "lost": comparison.lost, "duplicated": comparison.duplicated}
+            "handed_over": result.handed_over, "lost": comparison.lost, "duplicated": comparison.duplicated,
+            "steps_s": {step: round(result.timings.get(step, 0.0), 3) for step in PAUSED_STEPS}}
 
 
 def main() -> None:
@@ -93,6 +96,7 @@ def main() -> None:
                      "prepare_s_p50": round(median(r["prepare_s"] for r in rs), 3),
                      "catch_up_s_p50": round(median(r["catch_up_s"] for r in rs if r["catch_up_s"] is not None), 3),
                      "caught_up": sum(r["catch_up_s"] is not None for r in rs),
+                     "steps_s_p50": {step: round(median(r["steps_s"][step] for r in rs), 3) for step in PAUSED_STEPS},
                      "lost": sum(r["lost"] for r in rs), "duplicated": sum(r["duplicated"] for r in rs)}
                for way, rs in runs.items()}
     baseline = summary["new_context"]["downtime_s_p50"]

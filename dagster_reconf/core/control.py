@@ -18,7 +18,7 @@ Endpoints (all under ``/v1``): ``GET status``, ``POST stop`` (stop the query at 
 batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings),
 ``POST shutdown`` (stop the query and the driver), and for reconfigurations of a
 stopped query (:mod:`dagster_reconf.core.reconfig.migration`): ``POST state`` (state
-rows and checksums), ``POST code-check`` (state schema compatibility of a code
+rows and checksums), ``POST states`` (several such reads in one Spark job), ``POST code-check`` (state schema compatibility of a code
 version), ``POST migrate`` (state partitions), ``POST precopy`` (a repartitioned copy prepared while
 the query runs), ``POST executors`` (more executors, ahead of a cores change), ``POST rollback-replay`` and
 ``POST resume`` (start with new settings); for a handover to a warm standby driver
@@ -58,6 +58,7 @@ __all__ = [
     "ResumeRequest",
     "RollbackReplayRequest",
     "StateRequest",
+    "StatesRequest",
     "StopRequest",
     "log_tail",
     "new_token",
@@ -98,6 +99,13 @@ class StateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     generation: int | None = Field(None, ge=0, description="Checkpoint generation (default: the one in force).")
     batch_id: int | None = Field(None, ge=0, description="Batch whose state to read (default: the last committed).")
+
+
+class StatesRequest(BaseModel):
+    """Body of ``POST /v1/states``: several state reads, answered from one Spark job (a verification's before and after)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reads: list[StateRequest] = Field(..., min_length=1, max_length=16)
 
 
 class CodeCheckRequest(BaseModel):
@@ -337,6 +345,10 @@ class ControlClient:
 
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
         return self.request("POST", "state", {"generation": generation, "batch_id": batch_id})
+
+    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        body = {"reads": [{"generation": g, "batch_id": b} for g, b in reads]}
+        return self.request("POST", "states", body)["summaries"]
 
     def code_check(self, code_version: str) -> dict[str, Any]:
         return self.request("POST", "code-check", {"code_version": code_version})

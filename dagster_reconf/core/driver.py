@@ -48,6 +48,7 @@ from .control import (
     RollbackReplayRequest,
     StartRequest,
     StateRequest,
+    StatesRequest,
     StopRequest,
     read_token,
 )
@@ -148,6 +149,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             ("POST", "/v1/restart"): (RestartRequest, restart),
             ("POST", "/v1/shutdown"): (StopRequest, shutdown_request),
             ("POST", "/v1/state"): (StateRequest, lambda req: migrator.state_summary(req.generation, req.batch_id)),
+            ("POST", "/v1/states"): (StatesRequest, lambda req: {
+                "summaries": migrator.state_summaries([(r.generation, r.batch_id) for r in req.reads])}),
             ("POST", "/v1/code-check"): (CodeCheckRequest, lambda req: migrator.check_code_version(req.code_version)),
             ("POST", "/v1/migrate"): (MigrateRequest, lambda req: migrator.migrate(req.state_partitions, req.strategy)),
             ("POST", "/v1/precopy"): (PrecopyRequest, lambda req: migrator.precopy(req.state_partitions)),

@@ -61,6 +61,12 @@ def test_state_partitions_4_8_3_keep_state_and_output(spark, tmp_path, query):
         assert runtime.is_active and runtime.spec.state_partitions == partitions
         observed = result.results["observe"]
         assert observed["downtime_s"] is not None and observed["downtime_s"] >= observed["pause_s"] > 0
+    # Several reads in one Spark job (verify's before and after) say what one read at a time says.
+    stream, last = LocalStream(runtime), checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
+    reads = [(0, 1), (None, last)]
+    together = stream.states(reads)
+    assert together == [stream.state(g, b) for g, b in reads]
+    assert [s["partitions"] for s in together] == [4, 3] and all(s["stores"] for s in together)
     assert_output_matches_oracle(spark, runtime)
     assert ledger.verify().ok
     finished = ledger.records(stream=runtime.spec.name, kinds=["reconfiguration.finished"])

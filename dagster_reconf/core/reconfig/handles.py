@@ -64,6 +64,10 @@ class StreamHandle(ABC):
         """State summary (:class:`~.state.StateSummary` as a dict)."""
 
     @abstractmethod
+    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        """State summaries of several ``(generation, batch_id)`` reads, in one Spark job."""
+
+    @abstractmethod
     def code_check(self, code_version: str) -> dict[str, Any]:
         """State schema compatibility of a code version."""
 
@@ -145,6 +149,9 @@ class LocalStream(StreamHandle):
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
         return self.migrator.state_summary(generation, batch_id)
 
+    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        return self.migrator.state_summaries(reads)
+
     def code_check(self, code_version: str) -> dict[str, Any]:
         return self.migrator.check_code_version(code_version)
 
@@ -207,6 +214,14 @@ class DriverStream(StreamHandle):
 
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
         return self._client().state(generation, batch_id)
+
+    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        try:
+            return self._client().states(reads)
+        except ControlRequestError as exc:
+            if exc.status != 404:
+                raise
+            return [self._client().state(g, b) for g, b in reads]  # a driver of an older release: one read at a time
 
     def code_check(self, code_version: str) -> dict[str, Any]:
         return self._client().code_check(code_version)

@@ -53,7 +53,7 @@ from ..errors import SpecError, StreamStateError
 from ..runtime import await_termination
 from ..spec import RestartScope, StreamSpec, context_scope
 from ..storage import Location, remove_tree, spark_uri
-from .state import schema_problems, state_schemas, state_summary
+from .state import schema_problems, state_schemas, state_summaries
 
 if TYPE_CHECKING:
     from ..runtime import StreamRuntime
@@ -157,11 +157,17 @@ class StreamMigrator:
 
     def state_summary(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
         """Rows and checksums of every state store (see :mod:`.state`) of a checkpoint generation."""
-        checkpoint = self.paths.checkpoint_of(self.paths.generation if generation is None else generation)
-        if not checkpoint.is_dir():
-            raise StreamStateError(f"checkpoint {checkpoint} does not exist")
+        return self.state_summaries([(generation, batch_id)])[0]
+
+    def state_summaries(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        """:meth:`state_summary` of several ``(generation, batch_id)`` reads, in one Spark job (before and after)."""
+        checkpoints = [self.paths.checkpoint_of(self.paths.generation if g is None else g) for g, _ in reads]
+        for checkpoint in checkpoints:
+            if not checkpoint.is_dir():
+                raise StreamStateError(f"checkpoint {checkpoint} does not exist")
         with self.runtime.lock:
-            return state_summary(self.runtime.spark, checkpoint, batch_id).to_dict()
+            summaries = state_summaries(self.runtime.spark, [(c, b) for c, (_, b) in zip(checkpoints, reads, strict=True)])
+            return [s.to_dict() for s in summaries]
 
     def check_code_version(self, code_version: str) -> dict[str, Any]:
         """Whether code version ``code_version`` can run on the checkpoint's state.

@@ -546,9 +546,10 @@ class Reconfigurer:
         old_checkpoint = spark_uri(self.stream.paths.checkpoint_of(paused["generation"]))
         if baseline and baseline["batch_id"] == paused["batch_id"] and baseline["checkpoint"] == old_checkpoint:
             before = StateSummary.from_dict(baseline)  # nothing ran between prepare and pause: no need to read it again
-        else:
-            before = StateSummary.from_dict(self.stream.state(paused["generation"], paused["batch_id"]))
-        after = StateSummary.from_dict(self.stream.state())
+            after = StateSummary.from_dict(self.stream.state())
+        else:  # both in one Spark job: the pause pays a job's fixed costs once
+            before, after = map(StateSummary.from_dict, self.stream.states([(paused["generation"], paused["batch_id"]),
+                                                                            (None, None)]))
         verification = verify_migration(before, after, r.target.partitioning.state_partition_count)
         result = {**verification.as_dict(), "before_batch": paused["batch_id"], "after_batch": migrated.get("batch_id")}
         if not verification.ok:

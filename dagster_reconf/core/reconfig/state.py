@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from functools import reduce
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import checkpoint_facts, partitions_at
@@ -24,7 +25,8 @@ from ..storage import Location, spark_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["StateSummary", "StoreSummary", "schema_problems", "state_schemas", "state_summary", "stateful_operators"]
+__all__ = ["StateSummary", "StoreSummary", "schema_problems", "state_schemas", "state_summaries", "state_summary",
+           "stateful_operators"]
 
 
 @dataclass(frozen=True)
@@ -103,30 +105,43 @@ def _store_frame(spark: SparkSession, checkpoint: Location, store: dict[str, Any
 
 def state_summary(spark: SparkSession, checkpoint: Location, batch_id: int | None = None) -> StateSummary:
     """Rows and checksums of every state store of ``checkpoint`` at ``batch_id`` (default: the last committed)."""
+    return state_summaries(spark, [(checkpoint, batch_id)])[0]
+
+
+def state_summaries(spark: SparkSession, reads: Sequence[tuple[Location, int | None]]) -> list[StateSummary]:
+    """:func:`state_summary` of several ``(checkpoint, batch_id)`` reads, in one Spark job.
+
+    A verification reads the state before and after a migration while the stream is
+    paused: one job instead of two pays the job's fixed costs once, and both scans run
+    side by side on the executors.
+    """
     from pyspark.sql import functions as F
 
-    if batch_id is None:
-        batch_id = checkpoint_facts(checkpoint).last_committed_batch
-    stores = stateful_operators(spark, checkpoint)
-    if not stores:
-        return StateSummary(spark_uri(checkpoint), batch_id, partitions_at(checkpoint, batch_id), [])
+    plans = []  # (checkpoint, batch id, stores) per read
     parts = []
-    for index, store in enumerate(stores):
-        frame = _store_frame(spark, checkpoint, store, batch_id)
-        parts.append(frame.agg(
-            F.lit(index).alias("store_index"),
-            F.count(F.lit(1)).alias("rows"),
-            F.coalesce(F.sum(F.xxhash64("key", "value").cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")).alias("checksum"),
-            F.countDistinct("partition_id").alias("partitions_with_rows"),
-            F.coalesce(F.max("partition_id"), F.lit(-1)).alias("max_partition_id"),
-        ))
-    rows = {r["store_index"]: r for r in reduce(lambda a, b: a.unionByName(b), parts).collect()}
-    summaries = [
-        StoreSummary(store["operator_id"], store["operator"], store["store"], int(rows[i]["rows"]), str(rows[i]["checksum"]),
-                     int(rows[i]["partitions_with_rows"]), int(rows[i]["max_partition_id"]))
-        for i, store in enumerate(stores)
-    ]
-    return StateSummary(spark_uri(checkpoint), batch_id, partitions_at(checkpoint, batch_id), summaries)
+    for read_index, (checkpoint, batch_id) in enumerate(reads):
+        if batch_id is None:
+            batch_id = checkpoint_facts(checkpoint).last_committed_batch
+        stores = stateful_operators(spark, checkpoint)
+        plans.append((checkpoint, batch_id, stores))
+        for store_index, store in enumerate(stores):
+            parts.append(_store_frame(spark, checkpoint, store, batch_id).agg(
+                F.lit(read_index).alias("read_index"),
+                F.lit(store_index).alias("store_index"),
+                F.count(F.lit(1)).alias("rows"),
+                F.coalesce(F.sum(F.xxhash64("key", "value").cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")).alias("checksum"),
+                F.countDistinct("partition_id").alias("partitions_with_rows"),
+                F.coalesce(F.max("partition_id"), F.lit(-1)).alias("max_partition_id"),
+            ))
+    rows = {(r["read_index"], r["store_index"]): r for r in reduce(lambda a, b: a.unionByName(b), parts).collect()} if parts else {}
+    summaries = []
+    for read_index, (checkpoint, batch_id, stores) in enumerate(plans):
+        found = [rows[read_index, i] for i in range(len(stores))]
+        summaries.append(StateSummary(spark_uri(checkpoint), batch_id, partitions_at(checkpoint, batch_id), [
+            StoreSummary(store["operator_id"], store["operator"], store["store"], int(row["rows"]), str(row["checksum"]),
+                         int(row["partitions_with_rows"]), int(row["max_partition_id"]))
+            for store, row in zip(stores, found, strict=True)]))
+    return summaries
 
 
 def state_schemas(spark: SparkSession, checkpoint: Location) -> dict[str, dict[str, Any]]:
