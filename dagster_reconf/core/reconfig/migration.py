@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -56,12 +56,25 @@ from ..storage import Location, remove_tree, spark_uri
 from .state import schema_problems, state_schemas, state_summaries
 
 if TYPE_CHECKING:
+    from ..paths import StreamPaths
     from ..runtime import StreamRuntime
 
-__all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_available", "replay_batches"]
+__all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_available", "remove_generations",
+           "replay_batches"]
 
 Strategy = Literal["native", "replay", "precopy"]
 STRATEGIES: tuple[str, ...] = ("native", "replay", "precopy")
+
+
+def remove_generations(paths: StreamPaths, generations: Iterable[int]) -> list[str]:
+    """Remove the checkpoints of ``generations`` that exist (not the one in force); returns what was removed."""
+    removed = []
+    for generation in generations:
+        path = paths.checkpoint_of(generation)
+        if path.exists():
+            remove_tree(path)
+            removed.append(str(path))
+    return removed
 PRECOPY_MANIFEST = "precopy.json"  # in the prepared generation: what it was copied from and how far it got
 PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
 PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
@@ -406,14 +419,9 @@ class StreamMigrator:
         """Return to checkpoint generation ``generation`` and remove the newer ones (query must be paused)."""
         self._require_paused("rolling back")
         with self.runtime.lock:
-            removed = []
             current = self.paths.generation
             self.paths.set_generation(generation)
-            for g in range(generation + 1, max(current, generation + 1) + 1):
-                path = self.paths.checkpoint_of(g)
-                if path.exists():
-                    remove_tree(path)
-                    removed.append(str(path))
+            removed = remove_generations(self.paths, range(generation + 1, max(current, generation + 1) + 1))
             return {"generation": generation, "removed": removed}
 
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:

@@ -52,10 +52,10 @@ from ..checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, state
 from ..errors import ReconfError, SpecError, StreamStateError
 from ..ledger import AuditLedger
 from ..metrics import MetricsStore
-from ..storage import remove_tree, spark_uri
+from ..storage import spark_uri
 from .capabilities import stream_capabilities
 from .handles import StreamHandle
-from .migration import STRATEGIES, native_repartition_available
+from .migration import STRATEGIES, native_repartition_available, remove_generations
 from .observe import committed_batches, normal_backlog, observe_change, offered_rate
 from .plan import ExecutionPlan, diff_plans
 from .state import StateSummary
@@ -352,14 +352,7 @@ class Reconfigurer:
         longer roll back: they are full copies of the state, and would otherwise pile up
         with every reconfiguration. Idempotent: a re-run finds them gone.
         """
-        paths = self.stream.paths
-        removed = []
-        for generation in range(paths.generation):
-            old = paths.checkpoint_of(generation)
-            if old.exists():
-                remove_tree(old)
-                removed.append(str(old))
-        return removed
+        return remove_generations(self.stream.paths, range(self.stream.paths.generation))
 
     def _snapshot_dir(self, reconfiguration: Reconfiguration):
         return self.stream.paths.reconfigurations / reconfiguration.id / "snapshot"

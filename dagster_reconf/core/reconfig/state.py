@@ -14,9 +14,9 @@ does on restart (types must match; field names and nullability may differ).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import reduce
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import checkpoint_facts, partitions_at
