@@ -7,7 +7,7 @@
     reconf stream restart NAME --set trigger_interval_s=2 --set options.rate=3000
     reconf stream stop NAME
     reconf stream list
-    reconf cluster start [--workers 1 --cores 2 --memory 2g] | stop | status
+    reconf cluster start [--workers 1 --cores 2 --memory 2g (default 1g per core)] | stop | status
     reconf reconfigure plan NAME
     reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay|precopy]
     reconf reconfigure abort NAME
@@ -339,7 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     cstart = cluster.add_parser("start")
     cstart.add_argument("--workers", type=int, default=1)
     cstart.add_argument("--cores", type=int, default=2)
-    cstart.add_argument("--memory", default="2g")
+    cstart.add_argument("--memory", default=None, help="memory per worker (default: 1g per core, so every core "
+                        "takes an executor of Spark's default 1g)")
     cluster.add_parser("stop")
     cluster.add_parser("status")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -97,10 +98,13 @@ def start_cluster(
     *,
     workers: int = 1,
     cores_per_worker: int = 2,
-    memory_per_worker: str = "2g",
+    memory_per_worker: str | None = None,
     timeout_s: float = DEFAULT_START_TIMEOUT_S,
 ) -> ClusterInfo:
     """Start a master and ``workers`` workers on 127.0.0.1 and wait until all are registered.
+
+    ``memory_per_worker`` (a Spark size, e.g. ``3g``) defaults to 1g per core: an executor of Spark's default
+    1g on each core. With less, a worker runs out of memory before cores and executors wait for room.
 
     Raises:
         SpecError: bad sizes.
@@ -109,6 +113,9 @@ def start_cluster(
     """
     if workers < 1 or cores_per_worker < 1:
         raise SpecError(f"workers ({workers}) and cores_per_worker ({cores_per_worker}) must be >= 1")
+    memory_per_worker = memory_per_worker or f"{cores_per_worker}g"
+    if not re.fullmatch(r"\d+[kmgt]", memory_per_worker.lower()):
+        raise SpecError(f"memory_per_worker {memory_per_worker!r} is not a size; use e.g. 512m or 4g")
     home = (home or default_home()).resolve()
     if cluster_info(home) is not None:
         raise StreamStateError(f"a cluster is already running under {home}; stop it with `reconf cluster stop`")

@@ -48,10 +48,17 @@ class ExecutorResize:
 
 
 def executor_ids(spark: SparkSession) -> list[str]:
-    """The application's registered executors (the driver not included), oldest first."""
+    """The application's active executors (the driver not included), oldest first.
+
+    Not those being removed: a killed executor stays registered for seconds while its JVM exits, and counting it
+    would make a resize just after a scale-down think it holds one more than it does.
+    """
     sc = spark.sparkContext
-    ids = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().getExecutorIds())  # type: ignore[union-attr]
-    return sorted((str(i) for i in ids), key=lambda i: (len(i), i))
+    ids = [str(i) for i in sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().getExecutorIds())]  # type: ignore[union-attr]
+    if ids:  # a cluster's scheduler backend (local mode has no executors to list)
+        backend = sc._jsc.sc().schedulerBackend()  # type: ignore[union-attr]
+        ids = [i for i in ids if backend.isExecutorActive(i)]
+    return sorted(ids, key=lambda i: (len(i), i))
 
 
 def _request_total(spark: SparkSession, count: int) -> None:
@@ -88,7 +95,7 @@ def resize_executors(spark: SparkSession, count: int, *, wait_s: float = 0.0, se
     _request_total(spark, count)
     stable = 0
     while True:
-        live = [i for i in executor_ids(spark) if i not in removed]  # a removed one is listed until it has exited
+        live = [i for i in executor_ids(spark) if i not in removed]
         surplus = live[count:]
         if surplus:
             _kill(spark, surplus)

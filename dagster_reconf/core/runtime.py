@@ -34,6 +34,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from .checkpoint import checkpoint_facts
+from .cluster_room import executor_room_problem
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
 from .executors import executor_ids, resize_executors
@@ -449,7 +450,9 @@ class StreamRuntime:
         (their JVMs start outside its pause); never removes any: that waits for the pause.
 
         Raises:
-            StreamStateError: the spec has no ``cores_ceiling``, or ``count`` is above it.
+            StreamStateError: the spec has no ``cores_ceiling``, ``count`` is above it, or the master has no room for
+                them (found before asking where its web UI answers, else when they have not come within ``wait_s``;
+                the request is then withdrawn, so none joins later).
         """
         with self.lock:
             spec = self.spec
@@ -462,8 +465,19 @@ class StreamRuntime:
             live = len(executor_ids(self.spark))
             if count <= live:
                 return {"added": 0, "executors": live}
+            memory = spec.executor_memory or spec.spark_conf.get("spark.executor.memory")
+            room = executor_room_problem(spec.master, count - live, executor_cores=spec.executor_cores,
+                                         executor_memory=memory, home=self.paths.home)
+            if room:
+                raise StreamStateError(room)
             resized = resize_executors(self.spark, count, wait_s=wait_s)
             self.store.append({"kind": "lifecycle", "stream": spec.name, "event": "executors", **resized.as_dict()})
+            if resized.after < count:
+                resize_executors(self.spark, resized.after)
+                raise StreamStateError(
+                    f"{resized.after} of {count} executors of stream {spec.name!r} registered within {wait_s:.0f} s: "
+                    f"master {spec.master} placed no more. Each needs {spec.executor_cores} free core(s) and "
+                    f"{memory or '1g'} of free memory on one worker; give the workers more, or lower executor_memory")
             return {"added": resized.after - resized.before, "executors": resized.after, "seconds": resized.seconds}
 
     def status(self) -> dict[str, Any]:

@@ -81,11 +81,12 @@ def app_cores(master_ui: str, app_id: str) -> int:
 
 def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(spark, cluster, tmp_path):
     home, cluster = cluster
-    supervisor = StreamSupervisor(tmp_path / "home")
+    supervisor = StreamSupervisor(home)  # the cluster's home: preflight finds the master's UI there
     name = "elastic"
+    # A ceiling above the worker's 3 cores: what the cluster has room for is checked, not assumed.
     spec = bundled_spec(name, "wordcount", master=cluster.master_url, rate=300, source_partitions=1, state_partitions=2,
                         trigger_interval_s=0.5, vocabulary=300, executor_memory="512m",
-                        ).with_changes({"executor_cores": 1, "max_cores": 1, "cores_ceiling": 3})
+                        ).with_changes({"executor_cores": 1, "max_cores": 1, "cores_ceiling": 4})
     info = supervisor.start(spec)
     try:
         # The master launched executors up to the ceiling; the driver kept max_cores' worth.
@@ -118,11 +119,16 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         wait_until(lambda: app_cores(cluster.master_ui, info["app_id"]) == 2, timeout_s=60, what="two cores")
         assert supervisor.status(name)["app_id"] == info["app_id"]
 
-        # Above the ceiling: refused before anything is touched, naming the fix.
-        plan["resources"]["max_cores"] = 4
-        with pytest.raises(ReconfError, match="max_cores 4 is above cores_ceiling 3: raise cores_ceiling"):
+        # Above the ceiling, or within it but beyond the worker's free cores: refused before anything is touched,
+        # naming the fix.
+        plan["resources"]["max_cores"] = 5
+        with pytest.raises(ReconfError, match="max_cores 5 is above cores_ceiling 4: raise cores_ceiling"):
             Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
-        assert supervisor.status(name)["state"] == "running"
+        plan["resources"]["max_cores"] = 4
+        with pytest.raises(ReconfError, match=r"room for 1 more executor\(s\) of 1 core\(s\) and 512 MiB, not the 2 "
+                                              r"this change adds \(worker 127\.0\.0\.1:\d+: 1 cores, 1024 MiB free\)"):
+            Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
+        assert supervisor.status(name)["state"] == "running" and supervisor.status(name)["executors"] == 2
         assert ledger.verify().ok
         assert_output_matches_oracle(spark, supervisor, spec)
     finally:

@@ -5,11 +5,14 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
 * **preflight** checks everything before anything is touched: the stream is healthy,
   its checkpoint consistent, the state store is RocksDB and this Spark can repartition
   (for the native path), every operator the plan names exists, there is disk for the
-  rewritten state, and a new code version's state schema fits the checkpoint. A
+  rewritten state, a standalone master has room for the executors a cores change adds,
+  and a new code version's state schema fits the checkpoint. A
   refusal lists every problem with its fix, and changes nothing.
 * **prepare** does what can be done while the stream still runs (Megaphone's
   "prepared ahead"): it reads the state's size and checksums, which also loads the
-  state readers, so the pause is spent only on the migration. Where the plan changes
+  state readers, so the pause is spent only on the migration. A cores change within the
+  spec's ceiling adds its executors here; if they do not come, it is refused with the
+  stream still running as it was. Where the plan changes
   settings that need a new SparkContext (cores, master, executors) and the stream runs
   in its own driver, it also starts a warm standby driver with them: its SparkContext,
   Python workers and the user's query are ready before the pause.
@@ -49,6 +52,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, stateful_operators, tree_bytes
+from ..cluster_room import executor_room_problem
 from ..errors import ReconfError, SpecError, StreamStateError
 from ..ledger import AuditLedger
 from ..metrics import MetricsStore
@@ -388,6 +392,9 @@ class Reconfigurer:
                             f"{capabilities.reasons.get('replay')}; use strategy 'native'")
         if r.needs_migration:
             problems += self._migration_problems(r, checkpoint, facts, checks)
+        room = self._executor_room_problem(r, status.get("executors"))
+        if room:
+            problems.append(room)
         if r.target.logic.code_version != r.current.logic.code_version and status.get("state") == "running":
             check = self.stream.code_check(r.target.logic.code_version)
             checks["code_version"] = check
@@ -397,6 +404,20 @@ class Reconfigurer:
         if problems:
             raise ReconfigurationRefused(r.stream, problems)
         return {"checks": checks, "actions": r.actions}
+
+    def _executor_room_problem(self, r: Reconfiguration, live: int | None) -> str | None:
+        """Whether a standalone master can place the executors a cores change adds (same executor size only: the
+        executors the stream holds are reused, in place or by the next SparkContext)."""
+        now, target = r.current.resources, r.target.resources
+        same_shape = (now.master, now.executor_cores, now.executor_memory) == (target.master, target.executor_cores,
+                                                                             target.executor_memory)
+        if not same_shape or not target.executor_cores or not target.max_cores or live is None:
+            return None
+        spec = self.stream.spec()
+        memory = target.executor_memory or spec.spark_conf.get("spark.executor.memory")
+        return executor_room_problem(target.master, target.max_cores // target.executor_cores - live,
+                                     executor_cores=target.executor_cores, executor_memory=memory,
+                                     home=self.stream.paths.home)
 
     def _migration_problems(self, r: Reconfiguration, checkpoint, facts, checks: dict[str, Any]) -> list[str]:
         problems = []
@@ -439,8 +460,8 @@ class Reconfigurer:
         if grow:  # Trisk's warm executors: the new configuration's JVMs start while the stream runs, not in the pause
             try:
                 result["executors"] = self.stream.add_executors(grow)
-            except ReconfError as exc:  # the resume adds them instead
-                result["executors"] = {"failed": str(exc)}
+            except ReconfError as exc:  # nothing is paused yet: the stream runs on as it was
+                raise ReconfigurationRefused(r.stream, [f"the executors of this cores change did not come: {exc}"]) from exc
         if r.needs_new_context and self.handover and self.stream.supports_handover:
             try:
                 result["standby"] = self.stream.prepare_standby(r.standby_changes)
