@@ -477,7 +477,8 @@ class StreamRuntime:
                 raise StreamStateError(
                     f"{resized.after} of {count} executors of stream {spec.name!r} registered within {wait_s:.0f} s: "
                     f"master {spec.master} placed no more. Each needs {spec.executor_cores} free core(s) and "
-                    f"{memory or '1g'} of free memory on one worker; give the workers more, or lower executor_memory")
+                    f"{memory or '1g'} of free memory on one worker; give the workers more, or lower executor_memory"
+                    + (f" (the {resized.after - live} that came stay until the stream restarts)" if resized.after > live else ""))
             return {"added": resized.after - resized.before, "executors": resized.after, "seconds": resized.seconds}
 
     def status(self) -> dict[str, Any]:
