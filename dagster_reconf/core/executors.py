@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from .errors import StreamStateError
 
-__all__ = ["ExecutorResize", "executor_ids", "resize_executors"]
+__all__ = ["ExecutorResize", "completed_tasks", "executor_ids", "resize_executors"]
 
 POLL_S = 0.5
 STABLE_POLLS = 6  # registered == wanted this many polls in a row (3 s): late registrations have come (at start)
@@ -59,6 +59,13 @@ def executor_ids(spark: SparkSession) -> list[str]:
         backend = sc._jsc.sc().schedulerBackend()  # type: ignore[union-attr]
         ids = [i for i in ids if backend.isExecutorActive(i)]
     return sorted(ids, key=lambda i: (len(i), i))
+
+
+def completed_tasks(spark: SparkSession) -> dict[str, int]:
+    """Tasks each executor has completed so far (from the application's status store, as the UI shows it)."""
+    sc = spark.sparkContext
+    summaries = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(sc._jsc.sc().statusStore().executorList(True))  # type: ignore[union-attr]
+    return {str(s.id()): int(s.completedTasks()) for s in summaries if str(s.id()) != "driver"}
 
 
 def _request_total(spark: SparkSession, count: int) -> None:

@@ -104,6 +104,7 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         assert {a["knob"]: a["effect"] for a in up.actions}["max_cores"] == "executor_resize"
         assert "standby" not in up.results["prepare"] and up.results["resume"]["scope"] == "executors"
         assert up.results["prepare"]["executors"]["executors"] == 3, "added while the stream ran, before the pause"
+        assert up.results["prepare"]["executors"]["warm"]["cold"] == [], "each ran tasks before the pause"
         assert up.results["verify"]["ok"]
         wait_until(lambda: supervisor.status(name)["executors"] == 3, timeout_s=90, what="three executors")
         status = supervisor.status(name)

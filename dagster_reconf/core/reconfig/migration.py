@@ -64,6 +64,11 @@ __all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_avail
 
 Strategy = Literal["native", "replay", "precopy"]
 STRATEGIES: tuple[str, ...] = ("native", "replay", "precopy")
+PRECOPY_MANIFEST = "precopy.json"  # in the prepared generation: what it was copied from and how far it got
+PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
+PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
+PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is the cheaper one
+BATCH_TIMEOUT_S = 600.0
 
 
 def remove_generations(paths: StreamPaths, generations: Iterable[int]) -> list[str]:
@@ -75,11 +80,6 @@ def remove_generations(paths: StreamPaths, generations: Iterable[int]) -> list[s
             remove_tree(path)
             removed.append(str(path))
     return removed
-PRECOPY_MANIFEST = "precopy.json"  # in the prepared generation: what it was copied from and how far it got
-PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
-PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
-PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is the cheaper one
-BATCH_TIMEOUT_S = 600.0
 
 
 def native_repartition_available() -> tuple[bool, str]:
