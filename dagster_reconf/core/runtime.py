@@ -469,9 +469,9 @@ class StreamRuntime:
         """Grow to ``count`` executors while the query runs, ahead of a reconfiguration that resumes with that many
         (their JVMs start outside its pause); never removes any: that waits for the pause.
 
-        Then lets the stream's own batches run on them (see :meth:`_await_warm`): a cold executor's first tasks
-        load classes, compile the query's code and open the state store, which took seconds per task and, paid
-        by the batch a pause finishes, most of that pause.
+        Then warms them (see :meth:`_await_warm`): a cold executor's first tasks load classes, compile the query's
+        code and open the state store, which took seconds per task and, paid by the batch a pause finishes, most of
+        that pause.
 
         Raises:
             StreamStateError: the spec has no ``cores_ceiling``, ``count`` is above it, or the master has no room for
@@ -516,9 +516,9 @@ class StreamRuntime:
         tasks over free slots, so each gets some, nearly always in one go), and a throwaway stateful query opens the
         state store there (the stream's own stateful tasks keep to the executors that hold their state, so its
         batches alone would not: its first stateful tasks on an added executor then took ~4 s, in the pause's
-        batch). Then the stream's own batches run on
-        them for ``WARM_BATCHES`` batches, bounded by a few batch lengths and ``wait_s`` (an idle stream runs no
-        batch: a pause then has none to finish either). Executors still without a completed task are reported.
+        batch). Then the stream's own batches run on them for ``WARM_BATCHES`` batches, bounded by a few batch
+        lengths and ``wait_s`` (an idle stream runs no batch: a pause then has none to finish either). Executors
+        still without a completed task are reported.
         """
         started = time.monotonic()
         first = self._last_batch_id()
