@@ -29,10 +29,11 @@ from .errors import SpecError, StreamStartError, StreamStateError
 from .paths import default_home
 from .supervisor import terminate_process_tree
 
-__all__ = ["ClusterInfo", "start_cluster", "stop_cluster", "cluster_info"]
+__all__ = ["ClusterInfo", "cluster_info", "size_mb", "start_cluster", "stop_cluster"]
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_START_TIMEOUT_S = 120.0
+_UNITS_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024, "": 1}
 
 
 @dataclass
@@ -44,6 +45,18 @@ class ClusterInfo:
     master_pid: int
     worker_pids: list[int] = field(default_factory=list)
     directory: str = ""
+
+
+def size_mb(value: str, what: str = "size") -> int:
+    """MiB of a Spark memory size (``512m``, ``2g``; a bare number is MiB, as Spark reads executor and worker memory).
+
+    Raises:
+        SpecError: not a size.
+    """
+    match = re.fullmatch(r"(\d+)([kmgt]?)b?", value.strip().lower())
+    if match is None:
+        raise SpecError(f"{what} {value!r} is not a size; use e.g. 512m or 2g")
+    return max(1, int(int(match.group(1)) * _UNITS_MB[match.group(2)]))
 
 
 def _free_port() -> int:
@@ -114,8 +127,7 @@ def start_cluster(
     if workers < 1 or cores_per_worker < 1:
         raise SpecError(f"workers ({workers}) and cores_per_worker ({cores_per_worker}) must be >= 1")
     memory_per_worker = memory_per_worker or f"{cores_per_worker}g"
-    if not re.fullmatch(r"\d+[kmgt]", memory_per_worker.lower()):
-        raise SpecError(f"memory_per_worker {memory_per_worker!r} is not a size; use e.g. 512m or 4g")
+    size_mb(memory_per_worker, "memory_per_worker")  # a bad size fails here, not in a worker's log
     home = (home or default_home()).resolve()
     if cluster_info(home) is not None:
         raise StreamStateError(f"a cluster is already running under {home}; stop it with `reconf cluster stop`")

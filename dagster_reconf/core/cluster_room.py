@@ -19,13 +19,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cluster import cluster_info
+from .cluster import cluster_info, size_mb
 
-__all__ = ["WorkerRoom", "executor_memory_mb", "executor_room_problem", "master_ui", "worker_rooms"]
+__all__ = ["DEFAULT_EXECUTOR_MEMORY", "WorkerRoom", "executor_memory_mb", "executor_room_problem", "master_ui", "worker_rooms"]
 
 DEFAULT_MASTER_UI_PORT = 8080
 DEFAULT_EXECUTOR_MEMORY = "1g"  # spark.executor.memory's default
-_UNITS_MB = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024, "": 1}  # Spark reads a bare number as MiB here
 
 
 @dataclass(frozen=True)
@@ -43,10 +42,7 @@ class WorkerRoom:
 
 def executor_memory_mb(value: str | None) -> int:
     """MiB of a ``spark.executor.memory`` value (``512m``, ``1g``; None: Spark's default 1g)."""
-    match = re.fullmatch(r"(\d+)([kmgt]?)b?", (value or DEFAULT_EXECUTOR_MEMORY).strip().lower())
-    if match is None:
-        raise ValueError(f"executor memory {value!r} is not a size; use e.g. 512m or 2g")
-    return max(1, int(int(match.group(1)) * _UNITS_MB[match.group(2)]))
+    return size_mb(value or DEFAULT_EXECUTOR_MEMORY, "executor memory")
 
 
 def master_ui(master: str, home: Path | None = None) -> str | None:

@@ -102,7 +102,7 @@ def resize_executors(spark: SparkSession, count: int, *, wait_s: float = 0.0, se
     _request_total(spark, count)
     stable = 0
     while True:
-        live = [i for i in executor_ids(spark) if i not in removed]
+        live = executor_ids(spark)  # killed ones are left out at once (marked for removal before the kill returns)
         surplus = live[count:]
         if surplus:
             _kill(spark, surplus)

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from .checkpoint import checkpoint_facts
-from .cluster_room import executor_room_problem
+from .cluster_room import DEFAULT_EXECUTOR_MEMORY, executor_room_problem
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
 from .executors import completed_tasks, executor_ids, resize_executors
@@ -350,8 +350,7 @@ class StreamRuntime:
         """How long to wait for a gap between triggers: two intervals where batches leave gaps, none where they run
         back to back (a gap never comes; stopping at once and re-running the interrupted batch costs one batch, as
         waiting for it to end would, and a new batch cannot start in between)."""
-        last = self.query.lastProgress if self.query is not None else None
-        batch_s = ((last or {}).get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
+        batch_s = self._last_batch_s()
         interval = self.spec.trigger_interval_s
         if interval <= 0 or batch_s >= 0.9 * interval:
             return 0.0
@@ -490,7 +489,7 @@ class StreamRuntime:
             live = len(held)
             if count <= live:
                 return {"added": 0, "executors": live}
-            memory = spec.executor_memory or spec.spark_conf.get("spark.executor.memory")
+            memory = spec.executor_memory_setting
             room = executor_room_problem(spec.master, count - live, executor_cores=spec.executor_cores,
                                          executor_memory=memory, home=self.paths.home)
             if room:
@@ -502,7 +501,7 @@ class StreamRuntime:
                 raise StreamStateError(
                     f"{resized.after} of {count} executors of stream {spec.name!r} registered within {wait_s:.0f} s: "
                     f"master {spec.master} placed no more. Each needs {spec.executor_cores} free core(s) and "
-                    f"{memory or '1g'} of free memory on one worker; give the workers more, or lower executor_memory"
+                    f"{memory or DEFAULT_EXECUTOR_MEMORY} of free memory on one worker; give the workers more, or lower executor_memory"
                     + (f" (the {resized.after - live} that came stay until the stream restarts)" if resized.after > live else ""))
             added = [i for i in executor_ids(self.spark) if i not in held]
         warm = self._await_warm(added, EXECUTOR_WARM_WAIT_S)  # without the lock: status answers meanwhile
@@ -532,9 +531,8 @@ class StreamRuntime:
                 break
         state_stores = self._warm_up_state_stores(4 * slots)
         job_s = time.monotonic() - started
-        progress = self.query.lastProgress if self.query is not None else None
-        batch_s = ((progress or {}).get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
-        deadline = started + min(wait_s, job_s + 2.0 + 2 * WARM_BATCHES * max(self.spec.trigger_interval_s, batch_s))
+        deadline = started + min(wait_s, job_s + 2.0 + 2 * WARM_BATCHES * max(self.spec.trigger_interval_s,
+                                                                          self._last_batch_s()))
         batches = 0
         while self.is_active and time.monotonic() < deadline:
             last = self._last_batch_id()
@@ -545,9 +543,15 @@ class StreamRuntime:
         return {"cold": cold, "batches": batches, "jobs_s": round(job_s, 3), "state_stores": state_stores,
                 "seconds": round(time.monotonic() - started, 3)}
 
+    def _last_progress(self) -> dict[str, Any]:
+        return (self.query.lastProgress if self.query is not None else None) or {}
+
     def _last_batch_id(self) -> int | None:
-        progress = self.query.lastProgress if self.query is not None else None
-        return int(progress["batchId"]) if progress else None
+        batch = self._last_progress().get("batchId")
+        return None if batch is None else int(batch)
+
+    def _last_batch_s(self) -> float:
+        return (self._last_progress().get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""

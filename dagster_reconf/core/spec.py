@@ -142,6 +142,11 @@ class StreamSpec(BaseModel):
         return self
 
     @property
+    def executor_memory_setting(self) -> str | None:
+        """Executor memory as set, by ``executor_memory`` or ``spark_conf`` (None: Spark's default)."""
+        return self.executor_memory or self.spark_conf.get("spark.executor.memory")
+
+    @property
     def executors(self) -> int | None:
         """Executors the stream runs on where its cores are resized in place (``cores_ceiling`` set), else None."""
         if self.cores_ceiling is None or self.max_cores is None or self.executor_cores is None:

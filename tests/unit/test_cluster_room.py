@@ -7,7 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from dagster_reconf.core.cluster import start_cluster
 from dagster_reconf.core.cluster_room import WorkerRoom, executor_memory_mb, executor_room_problem, master_ui, worker_rooms
+from dagster_reconf.core.errors import SpecError
 
 
 def _worker(port: int, cores_free: int, memory_free: int, state: str = "ALIVE") -> dict:
@@ -87,3 +89,9 @@ def test_masters_without_a_readable_ui_are_not_checked(tmp_path):
     assert master_ui("local[2]") is None and master_ui("yarn") is None
     assert master_ui("spark://127.0.0.1:9", tmp_path) is None  # no cluster recorded, nothing on port 8080 answers
     assert executor_room_problem("spark://127.0.0.1:9", 5, executor_cores=1, executor_memory="1g", home=tmp_path) is None
+
+
+def test_a_cluster_with_a_bad_worker_memory_is_refused_before_anything_starts(tmp_path):
+    with pytest.raises(SpecError, match="memory_per_worker 'lots' is not a size; use e.g. 512m or 2g"):
+        start_cluster(tmp_path, memory_per_worker="lots")
+    assert not (tmp_path / "cluster").exists()

@@ -413,10 +413,9 @@ class Reconfigurer:
                                                                              target.executor_memory)
         if not same_shape or not target.executor_cores or not target.max_cores or live is None:
             return None
-        spec = self.stream.spec()
-        memory = target.executor_memory or spec.spark_conf.get("spark.executor.memory")
         return executor_room_problem(target.master, target.max_cores // target.executor_cores - live,
-                                     executor_cores=target.executor_cores, executor_memory=memory,
+                                     executor_cores=target.executor_cores,
+                                     executor_memory=self.stream.spec().executor_memory_setting,
                                      home=self.stream.paths.home)
 
     def _migration_problems(self, r: Reconfiguration, checkpoint, facts, checks: dict[str, Any]) -> list[str]:
