@@ -30,6 +30,7 @@ __all__ = [
     "copy_checkpoint_as_of",
     "copy_offset_entry",
     "copy_source_logs",
+    "drop_planned_batch",
     "renew_query_id",
     "free_bytes",
     "partitions_at",
@@ -116,6 +117,24 @@ def copy_offset_entry(source: Location, target: Location, batch_id: int, shuffle
     if not (target / "metadata").exists():  # Spark refuses offsets without the query's metadata: a query of its own
         renew_query_id(target)
     entry.write_text("\n".join(lines))
+
+
+def drop_planned_batch(checkpoint: Location, batch_id: int) -> None:
+    """Remove the offset-log entry of planned, uncommitted batch ``batch_id``: the next start plans it again.
+
+    Only for a batch no sink has seen (:mod:`.batch_jobs`): its offsets are then free to change.
+
+    Raises:
+        StreamStateError: ``batch_id`` is not the checkpoint's last planned batch, or it is committed.
+    """
+    facts = checkpoint_facts(checkpoint)
+    if facts.last_offset_batch != batch_id or facts.committed:
+        raise StreamStateError(f"checkpoint {checkpoint}: batch {batch_id} is not a planned, uncommitted last batch "
+                               f"(planned up to {facts.last_offset_batch}, committed up to {facts.last_committed_batch})")
+    for name in (str(batch_id), f".{batch_id}.crc"):
+        entry = checkpoint / "offsets" / name
+        if entry.exists():
+            entry.unlink()
 
 
 def copy_checkpoint_as_of(source: Location, target: Location, batch_id: int) -> dict[str, int]:

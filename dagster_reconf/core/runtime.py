@@ -10,11 +10,14 @@ the query name, the trigger and the knobs. Its contract:
   checkpoint's last batch is committed (the precondition of Spark's offline state
   repartition), for any source: where batches leave gaps between triggers it waits
   (briefly) for one and stops there; where they run back to back, or the stop raced a
-  starting batch, it stops at once and then finishes exactly the interrupted batch from
-  the offset log (a once-trigger run re-runs the planned, uncommitted batch with its
-  logged offsets, into the stream's own sink, and nothing after it). Sinks that are
-  exactly-once by batch id (files, idempotent ``foreachBatch``) see no difference; an
-  at-least-once sink may see the interrupted batch's rows twice, as after any failure.
+  starting batch, it stops at once. A batch the stop interrupted before any of its
+  Spark jobs succeeded has reached no sink (:mod:`.batch_jobs`): its plan is dropped
+  and the next start plans it again, as if the stop had come before it. Otherwise the
+  interrupted batch is finished from the offset log (a once-trigger run re-runs the
+  planned, uncommitted batch with its logged offsets, into the stream's own sink, and
+  nothing after it). Sinks that are exactly-once by batch id (files, idempotent
+  ``foreachBatch``) see no difference; an at-least-once sink may see the interrupted
+  batch's rows twice, as after any failure.
 * ``restart(changes)`` applies new settings: a query restart, or a new SparkContext in
   the same process (the JVM stays warm) for session settings, or executors added or
   removed in the same SparkContext for a cores change within the spec's ``cores_ceiling``
@@ -35,7 +38,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from .checkpoint import checkpoint_facts
+from .batch_jobs import batch_may_have_written
+from .checkpoint import checkpoint_facts, drop_planned_batch
 from .cluster_room import DEFAULT_EXECUTOR_MEMORY, executor_room_problem
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
@@ -66,14 +70,17 @@ class StopReport:
         last_committed_batch: the batch the checkpoint ends at.
         seconds: from the request to the stopped, committed checkpoint.
         attempts: 1 when the query was stopped between triggers; 2 when a batch was
-            interrupted and then finished from the offset log.
+            interrupted (then finished from the offset log, dropped, or left to the next driver).
         finished_batch: the interrupted batch that was finished, if any.
+        dropped_batch: the interrupted batch no sink had seen, whose plan was dropped (planned
+            again at the next start), if any.
     """
 
     last_committed_batch: int | None
     seconds: float
     attempts: int
     finished_batch: int | None = None
+    dropped_batch: int | None = None
 
 
 def _missing_connector_hint(message: str) -> str:
@@ -340,10 +347,16 @@ class StreamRuntime:
                 return self._stopped(started, 1, finished)
             assert self.query is not None
             self._await_between_triggers(min(deadline, started + self._boundary_wait_s()))
+            run_id = str(self.query.runId)
             self.query.stop()
-            if checkpoint_facts(self.paths.checkpoint).committed:
+            info = checkpoint_facts(self.paths.checkpoint)
+            if info.committed:
                 return self._stopped(started, 1, None)
             # Batches ran back to back, or a trigger began between the check and the stop.
+            assert info.last_offset_batch is not None
+            if not batch_may_have_written(self.spark, run_id, info.last_offset_batch):
+                drop_planned_batch(self.paths.checkpoint, info.last_offset_batch)
+                return self._stopped(started, 2, None, dropped=info.last_offset_batch)
             return self._stopped(started, 2, self._finish_pending(deadline, timeout_s) if finish else None)
 
     def _boundary_wait_s(self) -> float:
@@ -392,9 +405,9 @@ class StreamRuntime:
             raise StreamStateError(f"stream {self.spec.name!r}: batch {after.last_offset_batch} is still not committed")
         return info.last_offset_batch
 
-    def _stopped(self, started: float, attempts: int, finished: int | None) -> StopReport:
+    def _stopped(self, started: float, attempts: int, finished: int | None, dropped: int | None = None) -> StopReport:
         info = checkpoint_facts(self.paths.checkpoint)
-        report = StopReport(info.last_committed_batch, time.monotonic() - started, attempts, finished)
+        report = StopReport(info.last_committed_batch, time.monotonic() - started, attempts, finished, dropped)
         self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "stopped", **asdict(report)})
         return report
 

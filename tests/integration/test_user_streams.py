@@ -4,6 +4,7 @@ migrated 4 -> 8 -> 3 state partitions and moved to other cores, with output equa
 same files; and a user's bad code, refused with clear errors and no process left behind."""
 
 import json
+import time
 
 import pytest
 from dagster import DagsterInstance, instance_for_test
@@ -107,6 +108,45 @@ def test_the_rate_source_pauses_at_a_batch_boundary_and_resumes_with_new_setting
     assert sorted(values) == list(range(consumed)) and consumed > 100  # nothing lost, nothing twice
     wait_until(lambda: any(r["progress"]["batchId"] == last for r in runtime.store.progress()), what="the last progress")
     assert {r["progress"]["sources"][0]["description"].split("[")[0] for r in runtime.store.progress()} == {"RateStreamV2"}
+
+
+def stop_inside_the_next_batch(runtime: StreamRuntime, seconds_in: float):
+    """Stop ``seconds_in`` after a batch commits, inside the next one (they run back to back): the report and
+    the batch it interrupted."""
+    last = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
+    wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch != last, timeout_s=60,
+               what="a batch committed")
+    time.sleep(seconds_in)
+    return runtime.stop_at_batch_boundary(timeout_s=60), checkpoint_facts(runtime.paths.checkpoint).last_offset_batch
+
+
+@pytest.mark.parametrize(("before_write", "after_write", "dropped"), [(1.5, 0.0, True), (0.2, 4.0, False)],
+                         ids=["stopped-before-the-write", "stopped-after-the-write"])
+def test_a_batch_no_sink_saw_is_planned_again_and_one_that_wrote_is_finished(spark, tmp_path, before_write, after_write,
+                                                                             dropped):
+    output = tmp_path / "out"
+    spec = StreamSpec(name="slow", entrypoint="tests.user_streams.slow_batches:values", trigger_interval_s=0.5,
+                      options={"output_dir": str(output), "seconds_before_write": before_write,
+                               "seconds_after_write": after_write})
+    runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", "slow"), spark=spark)
+    runtime.start()
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="two batches")
+    report, planned = stop_inside_the_next_batch(runtime, 0.7)
+    facts = checkpoint_facts(runtime.paths.checkpoint)
+    assert facts.committed and report.attempts == 2, report
+    if dropped:  # cancelled inside its only job: nothing written, its plan dropped, no re-run
+        assert report.dropped_batch == report.last_committed_batch + 1 and report.finished_batch is None, report
+        assert planned == report.last_committed_batch
+    else:  # its write job had succeeded: finished from the offset log, as Spark would on a restart
+        assert report.finished_batch == report.last_committed_batch and report.dropped_batch is None, report
+    runtime.start()
+    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= facts.last_committed_batch + 2,
+               what="two batches after the restart")
+    runtime.stop_at_batch_boundary(timeout_s=60)
+    last = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
+    values = (spark.read.parquet(*[str(output / f"batch={b}") for b in range(last + 1) if (output / f"batch={b}").exists()])
+              .toPandas()["value"].sort_values().tolist())
+    assert values == list(range(len(values))) and len(values) > 20, "every value once, none lost"
 
 
 @pytest.mark.parametrize(("entrypoint", "match"), [

@@ -23,9 +23,12 @@ interval left after the fixed costs::
 (operators whose partitions cannot grow keep their ``q_i`` and their time is moved to
 the fixed side). Then:
 
-* state and source partitions follow the cores: a stage cannot use more cores than
-  it has partitions, and cores are aligned to a divisor of the state partitions (like
-  Flink's key groups) so every core gets the same share of state;
+* source partitions follow the cores: a stage cannot use more cores than it has
+  partitions. State partitions grow with the cores only where the stateful stages
+  need them (DS2 sizes each operator): where keeping them costs under 5 % of the
+  capacity, they stay, and the reconfiguration needs no state migration in its pause.
+  Cores are aligned to a divisor of the state partitions (like Flink's key groups) so
+  every core gets the same share of state;
 * batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
   the interval, no core count helps; the interval grows until they do not. A stage's
   fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i * max(1/q_i, 1/P)`` (see
@@ -54,6 +57,9 @@ from .profile import StreamProfile
 __all__ = [
     "Limits", "MicroBatchPlan", "ds2_parallelism", "operator_graph", "plan_micro_batches", "plan_summary", "skewed_operators",
 ]
+
+
+STATE_CAPACITY_TOLERANCE = 0.05  # capacity the stream may give up to keep its state partitions (no migration)
 
 
 def ds2_parallelism(graph: nx.DiGraph, source_rates: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -160,11 +166,15 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
 
     state_partitions = current.state_partitions
     if stateful and cores > state_partitions:
-        if limits.allow_state_migration:
-            state_partitions = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
+        if not limits.allow_state_migration:
+            notes.append(f"{cores} cores wanted but only {state_partitions} state partitions and state migration is off")
+        elif _state_limits(profile, knobs_with(cores, interval), current.state_partitions, limits):
+            state_partitions = knobs_with(cores, interval).state_partitions
             notes.append(f"state partitions {current.state_partitions} -> {state_partitions} so {cores} cores can share the state")
         else:
-            notes.append(f"{cores} cores wanted but only {state_partitions} state partitions and state migration is off")
+            notes.append(f"state partitions stay {state_partitions}: at {cores} cores the stateful stages keep up with them "
+                         f"(within {STATE_CAPACITY_TOLERANCE:.0%} of the capacity with {cores}), and a state migration "
+                         "would lengthen the pause")
     if stateful:
         aligned = next((d for d in range(cores, state_partitions + 1) if state_partitions % d == 0), cores)
         if aligned != cores and aligned <= limits.max_cores:
@@ -237,6 +247,17 @@ def _cores_and_interval(profile: StreamProfile, knobs_with: Callable[[int, float
                  + ("its CPU work needs more CPUs than this machine has (run on a cluster)" if cpu_bound else
                     "operators that cannot be parallelized, or fixed batch costs, take the budget"))
     return cores, interval
+
+
+def _state_limits(profile: StreamProfile, grown: Knobs, state_partitions: int, limits: Limits) -> bool:
+    """Whether keeping ``state_partitions`` under ``grown``'s cores costs capacity: DS2 sizes each operator, and a
+    stateful stage whose work is small keeps up with fewer partitions than there are cores (no migration needed)."""
+    kept = grown.model_copy(update={"state_partitions": state_partitions})
+    with_more, with_kept = profile.capacity(grown), profile.capacity(kept)
+    if not math.isfinite(with_more):
+        return math.isfinite(with_kept)
+    return (with_kept < (1.0 - STATE_CAPACITY_TOLERANCE) * with_more
+            or _interval_for(profile.fixed_ms_for(kept), grown.trigger_interval_s, limits) != grown.trigger_interval_s)
 
 
 def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:

@@ -111,6 +111,16 @@ def test_a_binding_cap_is_rescaled_to_one_planned_interval_not_kept_as_many():
     assert plan_micro_batches(idle, source_rate=1000).knobs.max_per_trigger == 9000
 
 
+def test_state_partitions_stay_where_the_stateful_stage_keeps_up_with_them():
+    # the source stage does the work (8 ms/event, waiting); the aggregation's 0.01 ms/event keeps up on 2 partitions
+    p = profile(work=(8.0, 0.01), state_partitions=2)
+    plan = plan_micro_batches(p, 250)
+    assert plan.knobs.cores > 2 and plan.knobs.state_partitions == 2, plan.notes
+    assert any("state partitions stay 2" in n for n in plan.notes)
+    heavy = plan_micro_batches(profile(work=(8.0, 4.0), state_partitions=2), 250)  # half the work is the aggregation's
+    assert heavy.knobs.state_partitions == heavy.knobs.cores > 2
+
+
 def test_state_partitions_grow_with_cores_only_when_migration_is_allowed():
     p = profile(state_partitions=2)
     assert plan_micro_batches(p, 1000).knobs.state_partitions == 3

@@ -1,0 +1,75 @@
+"""Could an interrupted micro-batch have reached its sink? Spark's status store says.
+
+A query stopped mid-batch leaves the batch planned (in the offset log) but not
+committed, and Spark re-runs it with the same offsets on restart because its sink may
+have written it. A sink writes only through Spark jobs, though, and a micro-batch's jobs
+carry their query run and batch in their description (``runId = ...``, ``batch = N``;
+``foreachBatch`` functions inherit it). So when no job of the batch succeeded, and no
+job that cannot be told apart from it did either, no sink has seen the batch: its plan
+can be dropped and the batch planned again from the last committed offsets, as if the
+stop had come before it. A pause then costs no re-run of a batch the stop interrupted.
+
+Conservative where it cannot tell: a status store it cannot read, jobs evicted from it,
+jobs still running, or a job without a batch's description (a ``foreachBatch`` writer on
+a thread of its own) that succeeded after the batch before: the batch may have been
+written, and it is finished as Spark would.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["StreamJob", "batch_may_have_written", "may_have_written"]
+
+_RUN = re.compile(r"^runId = (\S+)$", re.MULTILINE)
+_BATCH = re.compile(r"^batch = (\d+)$", re.MULTILINE)
+LISTENER_WAIT_MS = 10_000  # job ends reach the status store through the listener bus
+
+
+@dataclass(frozen=True)
+class StreamJob:
+    """One Spark job as the status store lists it: its id, status, and the stream batch its description names."""
+
+    job_id: int
+    status: str  # SUCCEEDED, FAILED, RUNNING, UNKNOWN
+    run_id: str | None = None
+    batch_id: int | None = None
+
+    @classmethod
+    def from_description(cls, job_id: int, status: str, description: str | None) -> "StreamJob":
+        run, batch = _RUN.search(description or ""), _BATCH.search(description or "")
+        return cls(job_id, status, run.group(1) if run else None, int(batch.group(1)) if run and batch else None)
+
+
+def may_have_written(jobs: list[StreamJob], run_id: str, batch_id: int) -> bool:
+    """Whether batch ``batch_id`` of query run ``run_id`` may have reached its sink (see module docstring).
+
+    The jobs that count: this batch's own, and jobs without a batch's description that
+    started after the last job of an earlier batch of this run. Without such an earlier
+    job (the run's first batch, or its jobs evicted) every job without a description counts.
+    """
+    earlier = [j.job_id for j in jobs if j.run_id == run_id and j.batch_id is not None and j.batch_id < batch_id]
+    floor = max(earlier, default=-1)
+    relevant = [j for j in jobs if (j.run_id == run_id and j.batch_id == batch_id)
+                or (j.run_id is None and j.job_id > floor)]
+    return any(j.status != "FAILED" for j in relevant)
+
+
+def batch_may_have_written(spark: SparkSession, run_id: str, batch_id: int) -> bool:
+    """:func:`may_have_written` over this SparkContext's status store; True where the store cannot be read."""
+    try:
+        sc = spark.sparkContext
+        jsc = sc._jsc.sc()  # type: ignore[union-attr]
+        jsc.listenerBus().waitUntilEmpty(LISTENER_WAIT_MS)
+        listed = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(jsc.statusStore().jobsList(None))  # type: ignore[union-attr]
+        jobs = [StreamJob.from_description(int(j.jobId()), str(j.status().toString()),
+                                           str(j.description().get()) if j.description().isDefined() else None)
+                for j in listed]
+    except Exception:  # noqa: BLE001 - Spark Connect, a stopped context, a changed internal API: assume written
+        return True
+    return may_have_written(jobs, run_id, batch_id)
