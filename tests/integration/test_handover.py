@@ -72,6 +72,7 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     assert killed.returncode == 137, killed.stdout + killed.stderr
     standby = supervisor.standby_info(NAME)
     assert standby is not None and standby["status"] == "warm" and standby["warm_up"]["slots"] == 2
+    assert "seconds" in standby["warm_up"]["file_writer"], standby["warm_up"]  # no "failed": the writer loaded
     assert supervisor.status(NAME)["state"] == "running", "the stream runs on while the standby waits"
     rerun = reconf_cli(home, *args)
     assert rerun.returncode == 0 and ": succeeded" in rerun.stdout, rerun.stdout + rerun.stderr
