@@ -324,11 +324,13 @@ class DS2Policy(ScalingPolicy):
             needed = self._needed_cores(profile, current, obs.source_rate)
             if needed is not None:
                 return Decision("hold", needed, obs)
+        if direction == "scale_up" and obs.backlog_growth < 0 and target.cores <= current.cores:
+            # Clearing, if more slowly than catch_up_s, at the cores the model keeps: the plan cut its catch-up back
+            # (more cores would idle once caught up), and another pause would only add to the backlog.
+            return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
+                                    f"the model needs {target.cores} cores for the steady state, and more would leave "
+                                    "it over-provisioned once caught up", obs)
         if direction == "scale_up" and target.cores < current.cores:
-            if obs.backlog_growth < 0:  # clearing, if more slowly than catch_up_s: more cores would idle once caught up
-                return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
-                                        f"the model needs {target.cores} cores for the steady state, and more would leave "
-                                        "it over-provisioned once caught up", obs)
             source = max(target.source_partitions, current.cores) if target.source_partitions is not None else None
             target = target.model_copy(update={"cores": current.cores, "source_partitions": source})
         reason = (f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "

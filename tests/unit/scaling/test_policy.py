@@ -211,3 +211,16 @@ def test_cluster_cores_held_in_executors_round_up_and_raise_the_ceiling_when_nee
     assert (raised["max_cores"], raised["cores_ceiling"]) == (10, 10)
     plain = spec.model_copy(update={"cores_ceiling": None})
     assert KNOBS.model_copy(update={"cores": 5}).changes_for(plain)["max_cores"] == 5
+
+
+def test_a_slow_catch_up_at_the_cores_the_model_would_keep_is_held_not_stepped_again():
+    # The plan cut the catch-up back to the cores the steady state needs (more would idle once caught up): the
+    # slower catch-up that follows is the plan's own choice, not a reason for another step.
+    policy = DS2Policy(PolicyConfig(catch_up_s=60))
+    four = KNOBS.model_copy(update={"cores": 4, "source_partitions": 4})
+    slow = policy.decide("s", four, obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile(cores=4))
+    assert slow.action == "hold" and "catching up" in slow.reason and "needs 4 cores for the steady state" in slow.reason
+    # A plan that keeps the cores but moves another knob (here the trigger interval): held too, no pause for it.
+    longer = policy.decide("s", four.model_copy(update={"trigger_interval_s": 0.5}),
+                           obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile(cores=4))
+    assert longer.action == "hold" and "catching up" in longer.reason
