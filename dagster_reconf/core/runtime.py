@@ -292,8 +292,8 @@ class StreamRuntime:
         """Pay a new driver's start-up before the stream needs it (a standby driver, see :mod:`.driver`).
 
         Starts the SparkContext, runs a small Python job on every task slot (Spark keeps those
-        workers for the stream's Python tasks), opens a state store and writes a few rows to
-        files in scratch directories (see :func:`_warm_up_file_write`), and builds the user's
+        workers for the stream's Python tasks), opens a state store (a stateful stream) and
+        writes a few rows to files, in scratch directories (see :func:`_warm_up_file_write`), and builds the user's
         query, which imports their code and analyses the plan. The query is not started.
         """
         with self.lock:
@@ -533,9 +533,9 @@ class StreamRuntime:
         tasks over free slots, so each gets some, nearly always in one go), a throwaway stateful query opens the
         state store there (the stream's own stateful tasks keep to the executors that hold their state, so its
         batches alone would not: its first stateful tasks on an added executor then took ~4 s, in the pause's
-        batch), and a small file write loads the file writer. Then the stream's own batches run on them for ``WARM_BATCHES`` batches, bounded by a few batch
-        lengths and ``wait_s`` (an idle stream runs no batch: a pause then has none to finish either). Executors
-        still without a completed task are reported.
+        batch), and a small file write loads the file writer. Then the stream's own batches run on them for
+        ``WARM_BATCHES`` batches, bounded by a few batch lengths and ``wait_s`` (an idle stream runs no batch: a pause
+        then has none to finish either). Executors still without a completed task are reported.
         """
         started = time.monotonic()
         first = self._last_batch_id()
