@@ -1,6 +1,6 @@
 """State migration of a running stream: Spark's native repartition against a replay, by state size.
 
-``python -m benchmarks.reconfiguration [--quick]``
+``python -m benchmarks.reconfiguration [--quick] [--sizes 1000000] [--strategies native,precopy]``
 
 For each state size (10k, 100k and 1M keys; ``--quick``: 10k and 100k) a word count
 stream (``local[2]``, RocksDB state, 4 state partitions) first loads a history that
@@ -25,6 +25,7 @@ consumed: ``lost`` and ``duplicated`` rows (multiset difference) must be 0.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import math
@@ -84,6 +85,7 @@ def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, part
         "pause_s": observed["pause_s"],
         "migrate_s": result.timings["migrate"],
         "verify_s": result.timings["verify"],
+        "resume_s": result.timings["resume"],
         "state_rows": sum(s["rows_after"] for s in result.results["verify"]["stores"]),
         "verified": result.results["verify"]["ok"],
         **(_precopy_figures(result.results) if strategy == "precopy" else {}),
@@ -99,8 +101,8 @@ def _precopy_figures(results: dict[str, Any]) -> dict[str, Any]:
             "replayed_in_pause": migrated["replayed_batches"]}
 
 
-def run_size(keys: int, home: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
-    """Load a stream with ``keys`` state keys; native 4 -> 8, precopy 8 -> 6, then replay 6 -> 4; oracle check."""
+def run_size(keys: int, home: Path, steps: list[tuple[str, int]]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """Load a stream with ``keys`` state keys; ``steps`` (native 4 -> 8, precopy 8 -> 6, replay 6 -> 4); oracle check."""
     history = math.ceil(keys * HISTORY_WORDS_PER_KEY / WORDS_PER_SENTENCE)
     # The replay rebuilds state from every batch: the offset log must keep them all (Spark keeps 100 by default).
     spec = bundled_spec(f"bench-{keys}", "wordcount", master="local[2]", rate=STEADY_SENTENCES_PER_S,
@@ -119,7 +121,7 @@ def run_size(keys: int, home: Path) -> tuple[dict[str, dict[str, Any]], dict[str
         wait_caught_up(runtime, history)
         print(f"{keys:,} keys: history of {history:,} sentences loaded in {time.monotonic() - started:.0f} s", flush=True)
         figures = {}
-        for strategy, partitions in STEPS:
+        for strategy, partitions in steps:
             figures[strategy] = reconfigure(runtime, ledger, strategy, partitions)
             print(f"  {strategy}: {figures[strategy]}", flush=True)
             time.sleep(3 * TRIGGER_S)
@@ -132,29 +134,42 @@ def run_size(keys: int, home: Path) -> tuple[dict[str, dict[str, Any]], dict[str
     return figures, {"lost": comparison.lost, "duplicated": comparison.duplicated, "rows": comparison.expected_rows}
 
 
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sizes", type=lambda s: [int(k) for k in s.split(",")],
+                        help="state sizes in keys, comma-separated (default: 10k, 100k and 1M; --quick: 10k and 100k)")
+    parser.add_argument("--strategies", type=lambda s: s.split(","), default=[strategy for strategy, _ in STEPS],
+                        help="which reconfigurations to run, in their order (default: native,precopy,replay)")
+
+
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], _options)
+    unknown = sorted(set(args.strategies) - {strategy for strategy, _ in STEPS})
+    if unknown:
+        raise SystemExit(f"unknown strategies {unknown}; use some of {[strategy for strategy, _ in STEPS]}")
+    steps = [(strategy, partitions) for strategy, partitions in STEPS if strategy in args.strategies]
     logging.getLogger("py4j").setLevel(logging.WARNING)
     started = time.monotonic()
-    sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
+    sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
     result: dict[str, Any] = {"benchmark": "reconfiguration", "mode": "quick" if args.quick else "full",
-                              **{strategy: {} for strategy, _ in STEPS}, "lost": 0, "duplicated": 0}
+                              **{strategy: {} for strategy, _ in steps}, "lost": 0, "duplicated": 0}
     with tempfile.TemporaryDirectory(prefix="reconf-bench-") as tmp:
         for keys in sizes:
-            figures, correctness = run_size(keys, Path(tmp))
+            figures, correctness = run_size(keys, Path(tmp), steps)
             for strategy, row in figures.items():
                 result[strategy][str(keys)] = row
             result["lost"] += correctness["lost"]
             result["duplicated"] += correctness["duplicated"]
             print(f"  output vs oracle: {correctness}", flush=True)
     for baseline in ("native", "precopy"):
-        result[f"max_latency_ratio_replay_over_{baseline}"] = {
-            k: round(result["replay"][k]["max_latency_s"] / max(result[baseline][k]["max_latency_s"], 1e-9), 2)
-            for k in result[baseline]
-        }
-    smallest, largest = str(sizes[0]), str(sizes[-1])
-    result["precopy_downtime_ratio_largest_over_smallest"] = round(
-        result["precopy"][largest]["downtime_s"] / max(result["precopy"][smallest]["downtime_s"], 1e-9), 2)
+        if baseline in result and "replay" in result:
+            result[f"max_latency_ratio_replay_over_{baseline}"] = {
+                k: round(result["replay"][k]["max_latency_s"] / max(result[baseline][k]["max_latency_s"], 1e-9), 2)
+                for k in result[baseline]
+            }
+    if "precopy" in result:
+        smallest, largest = str(sizes[0]), str(sizes[-1])
+        result["precopy_downtime_ratio_largest_over_smallest"] = round(
+            result["precopy"][largest]["downtime_s"] / max(result["precopy"][smallest]["downtime_s"], 1e-9), 2)
     result["wall_s"] = round(time.monotonic() - started, 1)
     emit(result)
 

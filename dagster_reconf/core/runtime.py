@@ -45,7 +45,7 @@ from .cluster_room import DEFAULT_EXECUTOR_MEMORY, executor_room_problem
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
 from .executors import completed_tasks, executor_ids, resize_executors
-from .file_sink import align_file_sink_log
+from .file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_file_sink_log
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
@@ -255,13 +255,15 @@ class StreamRuntime:
             return self.query
 
     def _align_sink_log(self) -> None:
-        """Batches a state migration added without running the sink get their (empty) file-sink log entries."""
+        """Batches a state migration added without running the sink get their (empty) file-sink log entries; those
+        of a migration rolled back are removed (:mod:`.file_sink`)."""
         record = self.store.last_progress()
         sink = (((record or {}).get("progress") or {}).get("sink") or {}).get("description")
-        filled = align_file_sink_log(self.paths.checkpoint, sink)
-        if filled:
+        interval = int(self.spark.conf.get(COMPACT_INTERVAL_CONF, str(DEFAULT_COMPACT_INTERVAL)))
+        aligned = align_file_sink_log(self.paths.checkpoint, sink, interval)
+        if aligned:
             self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "file_sink_log_aligned",
-                               "batches": filled})
+                               "batches": aligned.filled, "cleared": aligned.cleared})
 
     def await_healthy(self, timeout_s: float) -> dict[str, Any]:
         """Wait until the query has processed a batch of input, or waits for input that is not there yet; raise

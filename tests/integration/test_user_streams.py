@@ -14,9 +14,10 @@ from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.cli import main as reconf
 from dagster_reconf.core.definition import load_definition
 from dagster_reconf.core.errors import SpecError, StreamStartError
+from dagster_reconf.core.file_sink import COMPACT_INTERVAL_CONF
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer, StreamMigrator
 from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from examples.orders.streams import OrderWriter
@@ -108,6 +109,45 @@ def test_the_rate_source_pauses_at_a_batch_boundary_and_resumes_with_new_setting
     assert sorted(values) == list(range(consumed)) and consumed > 100  # nothing lost, nothing twice
     wait_until(lambda: any(r["progress"]["batchId"] == last for r in runtime.store.progress()), what="the last progress")
     assert {r["progress"]["sources"][0]["description"].split("[")[0] for r in runtime.store.progress()} == {"RateStreamV2"}
+
+
+def test_spark_file_sink_keeps_running_after_migrations_that_add_batches_it_never_saw(spark, tmp_path):
+    """Spark's repartition adds a batch the file sink never logs; where that batch is one the sink compacts at, the
+    next compaction fails (BATCH_METADATA_NOT_FOUND) unless the log gets the entry: both kinds are filled."""
+    output = tmp_path / "out"
+    spark.conf.set(COMPACT_INTERVAL_CONF, "2")  # the sink compacts at every odd batch: both kinds come up quickly
+    try:
+        spec = StreamSpec(name="distinct", entrypoint="tests.user_streams.rates:distinct_values", trigger_interval_s=0.3,
+                          state_partitions=2, options={"rows_per_second": 40, "output_dir": str(output)})
+        runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", "distinct"), spark=spark)
+        migrator = StreamMigrator(runtime)
+        kinds, partitions = set(), 2
+
+        def last_committed() -> int:
+            failed = runtime.query.exception()
+            assert failed is None, f"the stream failed: {str(failed).splitlines()[0]}"
+            return checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1
+
+        runtime.start()
+        for _ in range(8):  # a gap on each kind of entry (plain, compaction), each followed by two compactions
+            start = last_committed()
+            wait_until(lambda: last_committed() >= start + 4, what="four batches")
+            last = runtime.stop_at_batch_boundary().last_committed_batch
+            if len(kinds) == 2:
+                break
+            partitions = 5 - partitions  # 2 <-> 3
+            migrator.migrate(partitions, "native")  # adds batch last + 1, never seen by the sink
+            kinds.add("compaction" if (last + 2) % 2 == 0 else "plain")
+            migrator.resume({"state_partitions": partitions})
+        assert kinds == {"plain", "compaction"}
+        aligned = [r for r in runtime.store.read(0)[0] if r.get("event") == "file_sink_log_aligned"]
+        assert len(aligned) == 2, aligned
+        facts = checkpoint_facts(runtime.paths.checkpoint, with_offsets=True)
+        consumed = int(facts.end_offsets[last][0]) * 40  # the rate source's offsets are seconds: 40 rows each
+        values = spark.read.parquet(str(output)).select("value").toPandas()["value"]
+        assert sorted(values) == list(range(consumed)) and consumed > 100  # nothing lost, nothing twice
+    finally:
+        spark.conf.unset(COMPACT_INTERVAL_CONF)
 
 
 def stop_inside_the_next_batch(runtime: StreamRuntime, seconds_in: float):

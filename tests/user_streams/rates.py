@@ -17,3 +17,12 @@ def values(spark, ctx):
     rows = spark.readStream.format("rate").option("rowsPerSecond", ctx.options.rows_per_second).load()
     out = rows.select("value", F.window("timestamp", "5 seconds").start.alias("window_start"))
     return out.writeStream.format("parquet").outputMode("append").option("path", ctx.options.output_dir)
+
+
+@stream_definition(options=RateOptions)
+def distinct_values(spark, ctx):
+    """Rate-source values, each once (a stateful dropDuplicates), appended to parquet files: Spark's file sink over
+    state that a migration moves."""
+    rows = spark.readStream.format("rate").option("rowsPerSecond", ctx.options.rows_per_second).load()
+    return (rows.withWatermark("timestamp", "1 hour").dropDuplicates(["value"]).select("value")
+            .writeStream.format("parquet").outputMode("append").option("path", ctx.options.output_dir))
