@@ -86,6 +86,7 @@ def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, part
         "migrate_s": result.timings["migrate"],
         "verify_s": result.timings["verify"],
         "resume_s": result.timings["resume"],
+        "steps_s": result.timings,
         "state_rows": sum(s["rows_after"] for s in result.results["verify"]["stores"]),
         "verified": result.results["verify"]["ok"],
         **(_precopy_figures(result.results) if strategy == "precopy" else {}),
@@ -98,7 +99,8 @@ def _precopy_figures(results: dict[str, Any]) -> dict[str, Any]:
     if "failed" in prepared or "fell_back" in migrated:
         raise RuntimeError(f"the precopy was not prepared: {prepared.get('failed') or migrated.get('fell_back')}")
     return {"prepare_s": prepared["seconds"], "copy_s": prepared["copy_s"], "rounds": prepared["rounds"],
-            "replayed_in_pause": migrated["replayed_batches"]}
+            "replayed_in_pause": migrated["replayed_batches"],
+            "replay_s": [[r["seconds"], r["batch_s"]] for r in migrated.get("replays", [])]}
 
 
 def run_size(keys: int, home: Path, steps: list[tuple[str, int]]) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:

@@ -9,8 +9,8 @@ the query name, the trigger and the knobs. Its contract:
 * ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its
   checkpoint's last batch is committed (the precondition of Spark's offline state
   repartition), for any source: where batches leave gaps between triggers it waits
-  (briefly) for one and stops there; where they run back to back, or the stop raced a
-  starting batch, it stops at once. A batch the stop interrupted before any of its
+  (briefly) for one and stops there; where they run back to back it waits for the running
+  batch to commit and stops as the next one begins. A batch the stop interrupted before any of its
   Spark jobs succeeded has reached no sink (:mod:`.batch_jobs`): its plan is dropped
   and the next start plans it again, as if the stop had come before it. Otherwise the
   interrupted batch is finished from the offset log (a once-trigger run re-runs the
@@ -336,12 +336,14 @@ class StreamRuntime:
                 f"state_partitions={info.state_partitions} or run a reconfiguration"
             )
 
-    def stop_at_batch_boundary(self, timeout_s: float = 120.0, *, finish: bool = True) -> StopReport:
+    def stop_at_batch_boundary(self, timeout_s: float = 120.0, *, finish: bool = True,
+                               boundary_wait_s: float | None = None) -> StopReport:
         """Stop with the checkpoint's last batch committed (see module docstring).
 
         ``finish=False`` leaves an interrupted batch planned but uncommitted, for a driver that
         finishes it next (a warm standby with more cores, after a handover); the report's
-        ``attempts`` is 2 and ``finished_batch`` None then.
+        ``attempts`` is 2 and ``finished_batch`` None then. ``boundary_wait_s`` caps the wait
+        for a boundary (default: from the last batch's duration; 0 interrupts the running batch).
         """
         with self.lock:
             started = time.monotonic()
@@ -353,7 +355,13 @@ class StreamRuntime:
                 finished = self._finish_pending(deadline, timeout_s)  # a driver died mid-batch
                 return self._stopped(started, 1, finished)
             assert self.query is not None
-            self._await_between_triggers(min(deadline, started + self._boundary_wait_s()))
+            gap_wait_s, commit_wait_s = self._boundary_wait_s(), max(1.0, 1.5 * self._last_batch_s())
+            if boundary_wait_s is not None:
+                gap_wait_s, commit_wait_s = min(gap_wait_s, boundary_wait_s), min(commit_wait_s, boundary_wait_s)
+            if gap_wait_s > 0:
+                self._await_between_triggers(min(deadline, started + gap_wait_s))
+            elif commit_wait_s > 0:  # back to back: stop as the next batch begins, before it reaches a sink (dropped)
+                self._await_next_commit(min(deadline, started + commit_wait_s))
             run_id = str(self.query.runId)
             self.query.stop()
             info = checkpoint_facts(self.paths.checkpoint)
@@ -368,8 +376,7 @@ class StreamRuntime:
 
     def _boundary_wait_s(self) -> float:
         """How long to wait for a gap between triggers: two intervals where batches leave gaps, none where they run
-        back to back (a gap never comes; stopping at once and re-running the interrupted batch costs one batch, as
-        waiting for it to end would, and a new batch cannot start in between)."""
+        back to back (a gap never comes: :meth:`_await_next_commit` instead)."""
         batch_s = self._last_batch_s()
         interval = self.spec.trigger_interval_s
         if interval <= 0 or batch_s >= 0.9 * interval:
@@ -390,6 +397,18 @@ class StreamRuntime:
             quiet_polls = quiet_polls + 1 if idle else 0
             time.sleep(POLL_INTERVAL_S)
         return True
+
+    def _await_next_commit(self, until: float) -> bool:
+        """Wait until the running batch commits, until ``until``. Stopping right then interrupts the next batch before
+        any of its jobs could succeed, so it is dropped and planned again; stopping at a random moment instead often
+        finds it written and re-runs it, which costs a query start on top of the batch."""
+        assert self.query is not None
+        last = checkpoint_facts(self.paths.checkpoint).last_committed_batch
+        while time.monotonic() < until and self.query.exception() is None:
+            if checkpoint_facts(self.paths.checkpoint).last_committed_batch != last:
+                return True
+            time.sleep(POLL_INTERVAL_S)
+        return False
 
     def _finish_pending(self, deadline: float, timeout_s: float) -> int | None:
         """Re-run exactly the checkpoint's planned, uncommitted batch into the stream's sink, then stop."""

@@ -129,19 +129,21 @@ def test_spark_file_sink_keeps_running_after_migrations_that_add_batches_it_neve
             return checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1
 
         runtime.start()
-        for _ in range(8):  # a gap on each kind of entry (plain, compaction), each followed by two compactions
+        migrations = 0
+        for attempt in range(8):  # a gap on each kind of entry (plain, compaction), each followed by two compactions
             start = last_committed()
-            wait_until(lambda: last_committed() >= start + 4, what="four batches")
+            wait_until(lambda: last_committed() >= start + 4 + attempt % 2, what="four batches or five")
             last = runtime.stop_at_batch_boundary().last_committed_batch
             if len(kinds) == 2:
                 break
             partitions = 5 - partitions  # 2 <-> 3
             migrator.migrate(partitions, "native")  # adds batch last + 1, never seen by the sink
+            migrations += 1
             kinds.add("compaction" if (last + 2) % 2 == 0 else "plain")
             migrator.resume({"state_partitions": partitions})
         assert kinds == {"plain", "compaction"}
         aligned = [r for r in runtime.store.read(0)[0] if r.get("event") == "file_sink_log_aligned"]
-        assert len(aligned) == 2, aligned
+        assert [len(r["batches"]) for r in aligned] == [1] * migrations, aligned
         facts = checkpoint_facts(runtime.paths.checkpoint, with_offsets=True)
         consumed = int(facts.end_offsets[last][0]) * 40  # the rate source's offsets are seconds: 40 rows each
         values = spark.read.parquet(str(output)).select("value").toPandas()["value"]
@@ -150,20 +152,25 @@ def test_spark_file_sink_keeps_running_after_migrations_that_add_batches_it_neve
         spark.conf.unset(COMPACT_INTERVAL_CONF)
 
 
-def stop_inside_the_next_batch(runtime: StreamRuntime, seconds_in: float):
+def stop_inside_the_next_batch(runtime: StreamRuntime, seconds_in: float, boundary_wait_s: float | None):
     """Stop ``seconds_in`` after a batch commits, inside the next one (they run back to back): the report and
     the batch it interrupted."""
     last = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
     wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch != last, timeout_s=60,
                what="a batch committed")
     time.sleep(seconds_in)
-    return runtime.stop_at_batch_boundary(timeout_s=60), checkpoint_facts(runtime.paths.checkpoint).last_offset_batch
+    report = runtime.stop_at_batch_boundary(timeout_s=60, boundary_wait_s=boundary_wait_s)
+    return report, checkpoint_facts(runtime.paths.checkpoint).last_offset_batch
 
 
-@pytest.mark.parametrize(("before_write", "after_write", "dropped"), [(1.5, 0.0, True), (0.2, 4.0, False)],
-                         ids=["stopped-before-the-write", "stopped-after-the-write"])
+@pytest.mark.parametrize(("before_write", "after_write", "boundary_wait_s", "dropped"),
+                         [(1.5, 0.0, 0, True), (0.2, 4.0, 0, False), (0.2, 4.0, None, None)],
+                         ids=["stopped-before-the-write", "stopped-after-the-write", "waited-for-the-commit"])
 def test_a_batch_no_sink_saw_is_planned_again_and_one_that_wrote_is_finished(spark, tmp_path, before_write, after_write,
-                                                                             dropped):
+                                                                             boundary_wait_s, dropped):
+    """Interrupted at once (``boundary_wait_s=0``), a batch is dropped or finished by whether it wrote; by default
+    the stop of back-to-back batches waits for the running one to commit: the next, if begun, is dropped (a batch
+    that would be finished if interrupted at once)."""
     output = tmp_path / "out"
     spec = StreamSpec(name="slow", entrypoint="tests.user_streams.slow_batches:values", trigger_interval_s=0.5,
                       options={"output_dir": str(output), "seconds_before_write": before_write,
@@ -171,10 +178,13 @@ def test_a_batch_no_sink_saw_is_planned_again_and_one_that_wrote_is_finished(spa
     runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", "slow"), spark=spark)
     runtime.start()
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="two batches")
-    report, planned = stop_inside_the_next_batch(runtime, 0.7)
+    report, planned = stop_inside_the_next_batch(runtime, 0.7, boundary_wait_s)
     facts = checkpoint_facts(runtime.paths.checkpoint)
-    assert facts.committed and report.attempts == 2, report
-    if dropped:  # cancelled inside its only job: nothing written, its plan dropped, no re-run
+    assert facts.committed and (report.attempts == 2 or boundary_wait_s is None), report
+    if boundary_wait_s is None:  # stopped at the commit: before the next batch was planned, or just after (dropped)
+        assert report.finished_batch is None and planned == report.last_committed_batch, report
+        assert report.dropped_batch in (None, report.last_committed_batch + 1), report
+    elif dropped:  # cancelled inside its only job: nothing written, its plan dropped, no re-run
         assert report.dropped_batch == report.last_committed_batch + 1 and report.finished_batch is None, report
         assert planned == report.last_committed_batch
     else:  # its write job had succeeded: finished from the offset log, as Spark would on a restart

@@ -69,6 +69,7 @@ PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
 PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
 PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is the cheaper one
 BATCH_TIMEOUT_S = 600.0
+STATE_ROW_COUNTS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved")  # per stateful operator, in Spark's progress
 
 
 def remove_generations(paths: StreamPaths, generations: Iterable[int]) -> list[str]:
@@ -91,21 +92,25 @@ def native_repartition_available() -> tuple[bool, str]:
 
 
 def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_ids: list[int], spec: StreamSpec,
-                   purpose: str = "replay", shift: int = 0) -> int:
+                   purpose: str = "replay", shift: int = 0) -> list[dict[str, Any]]:
     """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint ``new``.
 
     Each batch's offset entry is copied (with ``spec``'s state partitions) and a once-trigger
-    query, output discarded, runs exactly that planned batch. Returns the batches run.
+    query, output discarded, runs exactly that planned batch. Returns, per batch run, its id in
+    ``new``, the seconds from the query's start to its end, the batch's own share of them
+    (Spark's ``triggerExecution``), and its state operators' row counts (Spark's progress).
 
     Raises:
         StreamStateError: a batch failed or did not commit.
     """
     copy_source_logs(old, new)
+    runs = []
     for source_batch in batch_ids:
         batch_id = source_batch + shift  # a precopy's batches run one id later than the live ones
         if batch_id in _committed(new):
             continue  # an earlier attempt got this far
         copy_offset_entry(old, new, source_batch, spec.state_partitions, as_batch=batch_id)
+        started = time.monotonic()
         query = runtime.start_query(spec, checkpoint=new, purpose=purpose, once=True)
         try:
             if not await_termination(query, BATCH_TIMEOUT_S):
@@ -117,7 +122,11 @@ def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_i
             query.stop()
         if batch_id not in _committed(new):
             raise StreamStateError(f"{purpose} of batch {batch_id} into {new} ran but did not commit")
-    return len(batch_ids)
+        progress = dict(query.lastProgress or {})
+        runs.append({"batch_id": batch_id, "seconds": round(time.monotonic() - started, 3),
+                     "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
+                     "state": [{k: op.get(k) for k in STATE_ROW_COUNTS} for op in progress.get("stateOperators") or []]})
+    return runs
 
 
 def _committed(checkpoint: Location) -> set[int]:
@@ -367,11 +376,13 @@ class StreamMigrator:
         last = checkpoint_facts(live).last_committed_batch
         return [b for b in _retained_batches(live, last) if b > caught_up_to] if last is not None else []
 
-    def _catch_up(self, live: Location, copy: Location, batches: list[int], partitions: int, manifest: dict[str, Any]) -> None:
+    def _catch_up(self, live: Location, copy: Location, batches: list[int], partitions: int,
+                  manifest: dict[str, Any]) -> list[dict[str, Any]]:
         spec = self.runtime.spec.with_changes({"state_partitions": partitions})
-        replay_batches(self.runtime, live, copy, batches, spec, purpose="precopy", shift=1)
+        runs = replay_batches(self.runtime, live, copy, batches, spec, purpose="precopy", shift=1)
         manifest["caught_up_to"] = batches[-1]
         _write_manifest(copy, manifest)
+        return runs
 
     def _finish_precopy(self, partitions: int) -> dict[str, Any]:
         """The paused half of a precopy: replay what the live stream committed since the copy's last round, switch."""
@@ -385,8 +396,7 @@ class StreamMigrator:
         if len(behind) > PRECOPY_MAX_PAUSE_BATCHES:
             raise StreamStateError(f"the copy {copy} is {len(behind)} batches behind the paused stream; the pause replays "
                                    f"at most {PRECOPY_MAX_PAUSE_BATCHES} (each costs a query start and the batch)")
-        if behind:
-            self._catch_up(live, copy, behind, partitions, manifest)
+        replays = self._catch_up(live, copy, behind, partitions, manifest) if behind else []
         paused_at = checkpoint_facts(live).last_committed_batch
         after = checkpoint_facts(copy)
         if after.last_committed_batch != paused_at + 1:
@@ -394,7 +404,8 @@ class StreamMigrator:
                                    f"paused stream's {paused_at} plus its repartition batch)")
         renew_query_id(copy)  # the stream goes on under an id of its own: traces never mix the replays into it
         self.paths.set_generation(generation + 1)  # the switch
-        return {"replayed_batches": len(behind), "from_generation": generation, "from_batch": manifest["from_batch"]}
+        return {"replayed_batches": len(behind), "replays": replays, "from_generation": generation,
+                "from_batch": manifest["from_batch"]}
 
     def _replay(self, partitions: int) -> dict[str, Any]:
         old = self.paths.checkpoint

@@ -59,11 +59,11 @@ from ..metrics import MetricsStore
 from ..storage import spark_uri
 from .capabilities import stream_capabilities
 from .handles import StreamHandle
-from .migration import STRATEGIES, native_repartition_available, remove_generations
+from .migration import STATE_ROW_COUNTS, STRATEGIES, native_repartition_available, remove_generations
 from .observe import committed_batches, normal_backlog, observe_change, offered_rate
 from .plan import ExecutionPlan, diff_plans
 from .state import StateSummary
-from .verification import verify_migration, warm_up_verification
+from .verification import delta_problems, verify_migration, warm_up_verification
 
 __all__ = [
     "STEPS",
@@ -468,10 +468,26 @@ class Reconfigurer:
                 result["standby"] = {"failed": str(exc)}
         if r.needs_migration and r.strategy == "precopy":  # last: its catch-up rounds end as close to the pause as can be
             try:
-                result["precopy"] = self.stream.precopy(r.target.partitioning.state_partition_count)
+                prepared = self.stream.precopy(r.target.partitioning.state_partition_count)
+                result["precopy"] = {**prepared, "verified": self._verify_copy(r, prepared)}
             except ReconfError as exc:  # the migration runs the native way in the pause instead, and says so
                 result["precopy"] = {"failed": str(exc)}
         return result
+
+    def _verify_copy(self, r: Reconfiguration, prepared: dict[str, Any]) -> dict[str, Any]:
+        """The prepared copy against the live state at the batch it reached, while the stream runs (both committed:
+        their files no longer change); in the pause only the batches replayed since are checked (:meth:`_verify`).
+
+        Raises:
+            StreamStateError: they differ (the copy is not used; the migration runs the native way).
+        """
+        batch, generation = prepared["caught_up_to"], prepared["generation"]
+        live, copy = map(StateSummary.from_dict, self.stream.states([(generation - 1, batch), (generation, batch + 1)]))
+        verification = verify_migration(live, copy, r.target.partitioning.state_partition_count)
+        if not verification.ok:
+            raise StreamStateError(f"the prepared copy differs from the live state at batch {batch}: "
+                                   + "; ".join(verification.problems or verification.gx.failures))
+        return {**verification.as_dict(), "live_batch": batch}
 
     def _recent_backlog(self) -> dict[str, Any]:
         """Backlog of the batches before the pause: what "caught up" means afterwards."""
@@ -555,6 +571,9 @@ class Reconfigurer:
             return {"skipped": "no state migration in this plan"}
         self.stream.ensure_driver()
         paused, migrated = r.results["pause"], r.results["migrate"]
+        delta = self._verify_delta(r, migrated)
+        if delta is not None:
+            return delta
         baseline = r.results["prepare"].get("baseline")
         old_checkpoint = spark_uri(self.stream.paths.checkpoint_of(paused["generation"]))
         if baseline and baseline["batch_id"] == paused["batch_id"] and baseline["checkpoint"] == old_checkpoint:
@@ -569,6 +588,36 @@ class Reconfigurer:
             result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(verification.problems or
                                                                                          verification.gx.failures))
         return result
+
+    def _verify_delta(self, r: Reconfiguration, migrated: dict[str, Any]) -> dict[str, Any] | None:
+        """A precopy verified before the pause: only the batches replayed in the pause are checked, against the live
+        ones' row counts (:func:`.verification.delta_problems`). None where that cannot tell: the whole state then."""
+        verified = (r.results["prepare"].get("precopy") or {}).get("verified")
+        if r.strategy != "precopy" or "replays" not in migrated or not verified:
+            return None
+        live = self._live_state_counts({run["batch_id"] - 1 for run in migrated["replays"]})
+        problems = delta_problems(live, migrated["replays"], shift=1)
+        if problems is None:
+            return None
+        result = {"ok": not problems, "problems": problems, "delta_batches": len(migrated["replays"]),
+                  "copy_verified_at": verified["live_batch"], "stores": verified["stores"],
+                  "before_batch": r.results["pause"]["batch_id"], "after_batch": migrated.get("batch_id")}
+        if problems:
+            result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(problems))
+        return result
+
+    def _live_state_counts(self, batches: set[int]) -> dict[int, list[dict[str, Any]]]:
+        """Spark's state row counts of the live stream's executed ``batches`` (idle progress reports left out)."""
+        store = MetricsStore(self.stream.paths.metrics)
+        records, _ = store.read(store.tail_offset(4 << 20))
+        counts = {}
+        for record in records:
+            progress = record.get("progress") or {}
+            if record.get("kind") == "progress" and progress.get("batchId") in batches \
+                    and "addBatch" in (progress.get("durationMs") or {}):
+                counts[progress["batchId"]] = [{k: op.get(k) for k in STATE_ROW_COUNTS}
+                                               for op in progress.get("stateOperators") or []]
+        return counts
 
     def _rollback(self, r: Reconfiguration, reason: str) -> dict[str, Any]:
         """Return the checkpoint to the paused batch and resume the stream as it was; finish as rolled back."""

@@ -4,6 +4,12 @@
 side, one row per state store, and runs a GX suite over that table: rows equal,
 checksums equal, no row beyond the planned partitions, every store present. The same
 facts are also checked in plain Python, so a failure reads as one sentence per store.
+
+A precopy is verified that way before the pause, while the stream runs (its copy against the
+live state at the batch the copy reached); in the pause only the batches replayed since are
+checked, by :func:`delta_problems`: each must have changed the copy's state as the live
+batch changed the live state (Spark's row counts per stateful operator), so the pause does not
+read the whole state.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import pandas as pd
 from ..expectations import ValidationOutcome, gx_module, validate_frame
 from .state import StateSummary, StoreSummary
 
-__all__ = ["MigrationVerification", "verification_table", "verify_migration", "warm_up_verification"]
+__all__ = ["MigrationVerification", "delta_problems", "verification_table", "verify_migration", "warm_up_verification"]
+
+StateCounts = list[dict[str, Any]]  # per stateful operator, in plan order: numRowsTotal, numRowsUpdated, numRowsRemoved
 
 
 @dataclass
@@ -73,6 +81,21 @@ def verify_migration(before: StateSummary, after: StateSummary, partitions: int)
     outcome = validate_frame(table, "state_migration", expectations) if len(table) else ValidationOutcome(
         not before.stores and not after.stores, 0, [] if not after.stores else ["state stores appeared from nowhere"])
     return MigrationVerification(problems, table, outcome, {"rows": before.rows, "partitions": partitions})
+
+
+def delta_problems(live: dict[int, StateCounts], replays: list[dict[str, Any]], shift: int) -> list[str] | None:
+    """Why batches replayed into a copy (``replays``: ids in the copy, ``shift`` past the live ones, and their ``state``
+    counts) did not change its state as the live batches did (empty: they did); None where a live batch's counts are
+    not known (the whole state must be compared instead)."""
+    problems = []
+    for replay in replays:
+        batch = replay["batch_id"] - shift
+        if batch not in live:
+            return None
+        if replay["state"] != live[batch]:
+            problems.append(f"live batch {batch} left state rows {live[batch]}, its replay into the copy (batch "
+                            f"{replay['batch_id']}) {replay['state']}")
+    return problems
 
 
 def warm_up_verification() -> None:
