@@ -10,6 +10,7 @@ from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer, migration
+from dagster_reconf.core.reconfig import reconfigurer as reconfigurer_module
 from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -116,7 +117,10 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     monkeypatch.undo()
 
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 6, what="more batches")
+    # Verified before the pause (where the catch-up outruns the stream, as if it did here), the pause checks the rest.
+    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared: True)
     result = reconfigurer.run(plan_with(runtime, state_partitions=6))
+    monkeypatch.undo()
     assert result.outcome == "succeeded", result.results
     prepared, paused, migrated = result.results["prepare"]["precopy"], result.results["pause"], result.results["migrate"]
     assert "failed" not in prepared and prepared["generation"] == 1 and prepared["copied_files"] > 0
@@ -128,8 +132,22 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     verification = result.results["verify"]
     assert verification["ok"], verification
     assert all(s["rows_before"] == s["rows_after"] and s["max_partition_id"] < 6 for s in verification["stores"])
+    # The whole state was compared before the pause; the pause checked only the batches it replayed.
+    assert prepared["verified"]["ok"] and verification["copy_verified_at"] == prepared["verified"]["live_batch"]
+    delta = [run for run in prepared["replays"] + migrated["replays"] if run["batch_id"] - 1 > prepared["verified"]["live_batch"]]
+    assert verification["delta_batches"] == len(delta) >= migrated["replayed_batches"] == len(migrated["replays"])
+    assert all(run["state"] and run["state"][0]["numRowsTotal"] > 0 for run in migrated["replays"])
     assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
     assert not runtime.paths.checkpoint_of(0).exists(), "the live checkpoint the copy came from is removed at the end"
+
+    # Where the catch-up does not outrun the stream, the pause compares the whole state, as after a native migration.
+    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared: False)
+    again = reconfigurer.run(plan_with(runtime, state_partitions=4))
+    assert again.outcome == "succeeded", again.results
+    assert again.results["prepare"]["precopy"]["verified"] is None and "fell_back" not in again.results["migrate"]
+    verification = again.results["verify"]
+    assert verification["ok"] and "copy_verified_at" not in verification, verification
+    assert verification["before_batch"] == again.results["pause"]["batch_id"] and runtime.paths.generation == 2
     assert_output_matches_oracle(spark, runtime)
 
 

@@ -300,8 +300,8 @@ class StreamMigrator:
         """Prepare a ``precopy`` migration while the stream runs (see module docstring).
 
         Copies the checkpoint as of its last committed batch into the next generation,
-        repartitions the copy, then replays the batches committed meanwhile into it, at most
-        :data:`PRECOPY_ROUNDS` rounds, until no more than :data:`PRECOPY_CLOSE_ENOUGH` are
+        repartitions the copy, then replays the batches committed meanwhile into it (``replays``: each
+        run, see :func:`replay_batches`), at most :data:`PRECOPY_ROUNDS` rounds, until no more than :data:`PRECOPY_CLOSE_ENOUGH` are
         left for the pause. Where the replay falls behind the live stream (a round's delta
         grew) and a fresh copy costs less than replaying the delta, the copy is made again
         from a newer batch, once. Idempotent: a copy prepared earlier for the same generation
@@ -322,25 +322,26 @@ class StreamMigrator:
         if not self._copy_usable(live, generation, partitions, manifest, behind):
             manifest = self._copy(live, copy, generation, partitions)
         rounds: list[int] = []
+        replays: list[dict[str, Any]] = []
         recopied = False
+        last_delta, per_batch_s = None, 0.0  # of this copy's last round
         for _ in range(PRECOPY_ROUNDS):
             behind = self._behind(live, manifest["caught_up_to"])
             if len(behind) <= PRECOPY_CLOSE_ENOUGH:
                 break
-            if rounds and len(behind) >= rounds[-1]:  # the replay is slower than the stream: more rounds only lose
-                per_batch_s = manifest["last_round_s"] / rounds[-1]
+            if last_delta is not None and len(behind) >= last_delta:  # the replay is slower than the stream
                 if recopied or len(behind) * per_batch_s <= manifest["copy_s"]:
-                    break
-                manifest, recopied = self._copy(live, copy, generation, partitions), True
+                    break  # more rounds only lose
+                manifest, recopied, last_delta = self._copy(live, copy, generation, partitions), True, None
+                replays = []  # into the copy just replaced
                 continue
             round_started = time.monotonic()
-            self._catch_up(live, copy, behind, partitions, manifest)
-            manifest["last_round_s"] = round(time.monotonic() - round_started, 3)
-            _write_manifest(copy, manifest)
+            replays += self._catch_up(live, copy, behind, partitions, manifest)
+            per_batch_s, last_delta = (time.monotonic() - round_started) / len(behind), len(behind)
             rounds.append(len(behind))
         left = len(self._behind(live, manifest["caught_up_to"]))
-        return {**manifest, "generation": generation + 1, "rounds": rounds, "recopied": recopied, "batches_left": left,
-                "seconds": round(time.monotonic() - started, 3)}
+        return {**manifest, "generation": generation + 1, "rounds": rounds, "replays": replays, "recopied": recopied,
+                "batches_left": left, "seconds": round(time.monotonic() - started, 3)}
 
     def _copy(self, live: Location, copy: Location, generation: int, partitions: int) -> dict[str, Any]:
         """A repartitioned copy of ``live`` as of its last committed batch; its manifest."""

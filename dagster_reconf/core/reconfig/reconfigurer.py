@@ -170,6 +170,18 @@ class Reconfiguration:
         return reconfiguration
 
 
+def replay_keeps_pace(prepared: dict[str, Any]) -> bool:
+    """Whether a precopy's catch-up outran the live stream (its last round left fewer batches behind than it replayed).
+
+    Only then is its copy verified before the pause: the verification's full read of the state
+    lets the stream run ahead meanwhile, and rounds that cannot catch up would leave all of that
+    to the pause (each replayed batch costs a query start plus the batch). Otherwise the pause
+    compares the whole state, as after a native migration.
+    """
+    rounds = prepared.get("rounds") or []
+    return bool(rounds) and prepared["batches_left"] < rounds[-1]
+
+
 def _executors_to_add(r: Reconfiguration) -> int:
     """Executors a cores change within the ceiling grows to (0: none to add ahead of the pause)."""
     resources = r.target.resources
@@ -453,7 +465,8 @@ class Reconfigurer:
         result: dict[str, Any] = {"target_settings": r.target.settings(), "history": self._recent_backlog()}
         if r.needs_migration:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
-            result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
+            if r.strategy != "precopy":  # a precopy reads the live state beside its copy instead (_verify_copy)
+                result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
             warm_up_verification()  # GX's cold start would otherwise fall inside the pause
         grow = _executors_to_add(r)
         if grow:  # Trisk's warm executors: the new configuration's JVMs start while the stream runs, not in the pause
@@ -467,9 +480,18 @@ class Reconfigurer:
             except ReconfError as exc:  # the old driver restarts its SparkContext instead, as without a standby
                 result["standby"] = {"failed": str(exc)}
         if r.needs_migration and r.strategy == "precopy":  # last: its catch-up rounds end as close to the pause as can be
+            partitions = r.target.partitioning.state_partition_count
             try:
-                prepared = self.stream.precopy(r.target.partitioning.state_partition_count)
-                result["precopy"] = {**prepared, "verified": self._verify_copy(r, prepared)}
+                first = self.stream.precopy(partitions)
+                if not replay_keeps_pace(first):  # a verification now would leave the pause more to replay than it saves
+                    result["precopy"] = {**first, "verified": None}
+                    return result
+                verified = self._verify_copy(r, first)
+                prepared = self.stream.precopy(partitions)  # the batches committed while the copy was verified
+                if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
+                    verified = self._verify_copy(r, prepared)
+                result["precopy"] = {**prepared, "verified": verified, "rounds": first["rounds"] + prepared["rounds"],
+                                     "seconds": round(first["seconds"] + verified["seconds"] + prepared["seconds"], 3)}
             except ReconfError as exc:  # the migration runs the native way in the pause instead, and says so
                 result["precopy"] = {"failed": str(exc)}
         return result
@@ -481,13 +503,14 @@ class Reconfigurer:
         Raises:
             StreamStateError: they differ (the copy is not used; the migration runs the native way).
         """
+        started = time.monotonic()
         batch, generation = prepared["caught_up_to"], prepared["generation"]
         live, copy = map(StateSummary.from_dict, self.stream.states([(generation - 1, batch), (generation, batch + 1)]))
         verification = verify_migration(live, copy, r.target.partitioning.state_partition_count)
         if not verification.ok:
             raise StreamStateError(f"the prepared copy differs from the live state at batch {batch}: "
                                    + "; ".join(verification.problems or verification.gx.failures))
-        return {**verification.as_dict(), "live_batch": batch}
+        return {**verification.as_dict(), "live_batch": batch, "seconds": round(time.monotonic() - started, 3)}
 
     def _recent_backlog(self) -> dict[str, Any]:
         """Backlog of the batches before the pause: what "caught up" means afterwards."""
@@ -592,14 +615,17 @@ class Reconfigurer:
     def _verify_delta(self, r: Reconfiguration, migrated: dict[str, Any]) -> dict[str, Any] | None:
         """A precopy verified before the pause: only the batches replayed in the pause are checked, against the live
         ones' row counts (:func:`.verification.delta_problems`). None where that cannot tell: the whole state then."""
-        verified = (r.results["prepare"].get("precopy") or {}).get("verified")
+        prepared = r.results["prepare"].get("precopy") or {}
+        verified = prepared.get("verified")
         if r.strategy != "precopy" or "replays" not in migrated or not verified:
             return None
-        live = self._live_state_counts({run["batch_id"] - 1 for run in migrated["replays"]})
-        problems = delta_problems(live, migrated["replays"], shift=1)
+        replays = [run for run in prepared.get("replays", []) + migrated["replays"]
+                   if run["batch_id"] - 1 > verified["live_batch"]]  # replayed after the copy was verified
+        live = self._live_state_counts({run["batch_id"] - 1 for run in replays})
+        problems = delta_problems(live, replays, shift=1)
         if problems is None:
             return None
-        result = {"ok": not problems, "problems": problems, "delta_batches": len(migrated["replays"]),
+        result = {"ok": not problems, "problems": problems, "delta_batches": len(replays),
                   "copy_verified_at": verified["live_batch"], "stores": verified["stores"],
                   "before_batch": r.results["pause"]["batch_id"], "after_batch": migrated.get("batch_id")}
         if problems:

@@ -1,0 +1,28 @@
+"""The pause's check of a precopy: batches replayed into the copy changed its state as the live batches did."""
+
+from dagster_reconf.core.reconfig.verification import delta_problems
+
+
+def counts(total: int, updated: int, removed: int = 0) -> list[dict[str, int]]:
+    return [{"numRowsTotal": total, "numRowsUpdated": updated, "numRowsRemoved": removed}]
+
+
+def replay(copy_batch: int, total: int, updated: int, removed: int = 0) -> dict:
+    return {"batch_id": copy_batch, "seconds": 1.0, "batch_s": 0.5, "state": counts(total, updated, removed)}
+
+
+def test_replays_that_left_the_live_counts_pass():
+    live = {7: counts(100, 10), 8: counts(104, 12, 1)}
+    assert delta_problems(live, [replay(8, 100, 10), replay(9, 104, 12, 1)], shift=1) == []
+    assert delta_problems(live, [], shift=1) == []  # nothing replayed: the copy was verified where the pause found it
+
+
+def test_a_replay_that_changed_other_rows_is_named_with_both_batches():
+    live = {7: counts(100, 10), 8: counts(104, 12)}
+    problems = delta_problems(live, [replay(8, 100, 10), replay(9, 103, 11)], shift=1)
+    assert len(problems) == 1 and "live batch 8" in problems[0] and "(batch 9)" in problems[0]
+    assert "numRowsTotal': 103" in problems[0]
+
+
+def test_an_unknown_live_batch_says_it_cannot_tell():
+    assert delta_problems({7: counts(100, 10)}, [replay(8, 100, 10), replay(9, 104, 12)], shift=1) is None
