@@ -129,6 +129,8 @@ class PrecopyRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
+    close_enough: int | None = Field(None, ge=0, le=100, description="Batches behind the stream where the catch-up "
+                                                                      "rounds stop (default 2).")
 
 
 class ExecutorsRequest(BaseModel):
@@ -356,8 +358,9 @@ class ControlClient:
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self.request("POST", "migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
 
-    def precopy(self, state_partitions: int) -> dict[str, Any]:
-        return self.request("POST", "precopy", {"state_partitions": state_partitions}, 3600)
+    def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
+        return self.request("POST", "precopy", {"state_partitions": state_partitions, "close_enough": close_enough},
+                            3600)
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self.request("POST", "rollback-replay", {"generation": generation})

@@ -118,7 +118,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
 
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 6, what="more batches")
     # Verified before the pause (where the catch-up outruns the stream, as if it did here), the pause checks the rest.
-    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared: True)
+    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: True)
     result = reconfigurer.run(plan_with(runtime, state_partitions=6))
     monkeypatch.undo()
     assert result.outcome == "succeeded", result.results
@@ -141,7 +141,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert not runtime.paths.checkpoint_of(0).exists(), "the live checkpoint the copy came from is removed at the end"
 
     # Where the catch-up does not outrun the stream, the pause compares the whole state, as after a native migration.
-    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared: False)
+    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: False)
     again = reconfigurer.run(plan_with(runtime, state_partitions=4))
     assert again.outcome == "succeeded", again.results
     assert again.results["prepare"]["precopy"]["verified"] is None and "fell_back" not in again.results["migrate"]

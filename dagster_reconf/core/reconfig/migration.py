@@ -296,16 +296,18 @@ class StreamMigrator:
             message = str(exc.java_exception).splitlines()[0] if exc.java_exception is not None else str(exc)
             raise StreamStateError(f"Spark refused to repartition {checkpoint}: {message}") from None
 
-    def precopy(self, partitions: int) -> dict[str, Any]:
+    def precopy(self, partitions: int, close_enough: int | None = None) -> dict[str, Any]:
         """Prepare a ``precopy`` migration while the stream runs (see module docstring).
 
         Copies the checkpoint as of its last committed batch into the next generation,
-        repartitions the copy, then replays the batches committed meanwhile into it (``replays``: each
-        run, see :func:`replay_batches`), at most :data:`PRECOPY_ROUNDS` rounds, until no more than :data:`PRECOPY_CLOSE_ENOUGH` are
-        left for the pause. Where the replay falls behind the live stream (a round's delta
-        grew) and a fresh copy costs less than replaying the delta, the copy is made again
-        from a newer batch, once. Idempotent: a copy prepared earlier for the same generation
-        and partitions, whose stream has not been migrated since, is caught up, not made again.
+        repartitions the copy, then replays the batches committed meanwhile into it (``replays``:
+        each run, see :func:`replay_batches`), at most :data:`PRECOPY_ROUNDS` rounds, until no more
+        than :data:`PRECOPY_CLOSE_ENOUGH` are left for the pause (``close_enough``: another bound, 0
+        to catch up completely where the caller knows the replay outruns the stream). Where the
+        replay falls behind the live stream (a round's delta grew) and a fresh copy costs less
+        than replaying the delta, the copy is made again from a newer batch, once. Idempotent: a
+        copy prepared earlier for the same generation and partitions, whose stream has not been
+        migrated since, is caught up, not made again.
 
         Raises:
             StreamStateError: nothing committed yet, the copy could not be made, or Spark refused
@@ -327,7 +329,7 @@ class StreamMigrator:
         last_delta, per_batch_s = None, 0.0  # of this copy's last round
         for _ in range(PRECOPY_ROUNDS):
             behind = self._behind(live, manifest["caught_up_to"])
-            if len(behind) <= PRECOPY_CLOSE_ENOUGH:
+            if len(behind) <= (PRECOPY_CLOSE_ENOUGH if close_enough is None else close_enough):
                 break
             if last_delta is not None and len(behind) >= last_delta:  # the replay is slower than the stream
                 if recopied or len(behind) * per_batch_s <= manifest["copy_s"]:

@@ -78,6 +78,7 @@ KILL_AFTER_STEP_ENV = "RECONF_TEST_KILL_AFTER_STEP"  # tests: die (exit 137) rig
 DISK_MARGIN_BYTES = 64 << 20
 OBSERVE_POLL_S = 0.5
 BACKLOG_HISTORY_BATCHES = 20
+QUERY_START_ALLOWANCE_S = 1.5  # what a replayed batch adds to the batch: a query start (1.1 s measured with a Python source)
 
 
 class ReconfigurationRefused(ReconfError, ValueError):
@@ -170,16 +171,20 @@ class Reconfiguration:
         return reconfiguration
 
 
-def replay_keeps_pace(prepared: dict[str, Any]) -> bool:
-    """Whether a precopy's catch-up outran the live stream (its last round left fewer batches behind than it replayed).
+def replay_keeps_pace(prepared: dict[str, Any], history: dict[str, Any]) -> bool:
+    """Whether a precopy's catch-up outruns the live stream: its last round left fewer batches behind than it
+    replayed; without a round, a live batch plus :data:`QUERY_START_ALLOWANCE_S` (what a replay adds) takes less than
+    the stream's time per batch (``history``: :meth:`Reconfigurer._recent_backlog`).
 
     Only then is its copy verified before the pause: the verification's full read of the state
     lets the stream run ahead meanwhile, and rounds that cannot catch up would leave all of that
-    to the pause (each replayed batch costs a query start plus the batch). Otherwise the pause
-    compares the whole state, as after a native migration.
+    to the pause. Otherwise the pause compares the whole state, as after a native migration.
     """
     rounds = prepared.get("rounds") or []
-    return bool(rounds) and prepared["batches_left"] < rounds[-1]
+    if rounds:
+        return prepared["batches_left"] < rounds[-1]
+    batch_s, per_batch_s = history.get("batch_s"), history.get("seconds_per_batch")
+    return batch_s is not None and per_batch_s is not None and batch_s + QUERY_START_ALLOWANCE_S < per_batch_s
 
 
 def _executors_to_add(r: Reconfiguration) -> int:
@@ -465,8 +470,7 @@ class Reconfigurer:
         result: dict[str, Any] = {"target_settings": r.target.settings(), "history": self._recent_backlog()}
         if r.needs_migration:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
-            if r.strategy != "precopy":  # a precopy reads the live state beside its copy instead (_verify_copy)
-                result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
+            result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
             warm_up_verification()  # GX's cold start would otherwise fall inside the pause
         grow = _executors_to_add(r)
         if grow:  # Trisk's warm executors: the new configuration's JVMs start while the stream runs, not in the pause
@@ -483,11 +487,11 @@ class Reconfigurer:
             partitions = r.target.partitioning.state_partition_count
             try:
                 first = self.stream.precopy(partitions)
-                if not replay_keeps_pace(first):  # a verification now would leave the pause more to replay than it saves
+                if not replay_keeps_pace(first, result["history"]):  # a verification now would leave the pause more to replay than it saves
                     result["precopy"] = {**first, "verified": None}
                     return result
                 verified = self._verify_copy(r, first)
-                prepared = self.stream.precopy(partitions)  # the batches committed while the copy was verified
+                prepared = self.stream.precopy(partitions, close_enough=0)  # what committed while it was verified
                 if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
                     verified = self._verify_copy(r, prepared)
                 result["precopy"] = {**prepared, "verified": verified, "rounds": first["rounds"] + prepared["rounds"],
@@ -520,8 +524,11 @@ class Reconfigurer:
         batches = committed_batches(records[-4 * BACKLOG_HISTORY_BATCHES:])
         recent = batches.tail(BACKLOG_HISTORY_BATCHES)
         rate = offered_rate(recent)
+        committed = recent["committed_at"].astype(float)
         return {"normal_backlog_events": normal_backlog(recent, rate, spec.trigger_interval_s), "batches": len(recent),
-                "offered_events_per_s": rate}
+                "offered_events_per_s": rate,
+                "batch_s": float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
+                "seconds_per_batch": float(committed.diff().median()) if len(recent) > 1 else None}
 
     def _pause(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_driver()

@@ -1,5 +1,7 @@
-"""The pause's check of a precopy: batches replayed into the copy changed its state as the live batches did."""
+"""The pause's check of a precopy: batches replayed into the copy changed its state as the live batches did; and
+when the copy is verified ahead of the pause instead of in it."""
 
+from dagster_reconf.core.reconfig.reconfigurer import replay_keeps_pace
 from dagster_reconf.core.reconfig.verification import delta_problems
 
 
@@ -26,3 +28,13 @@ def test_a_replay_that_changed_other_rows_is_named_with_both_batches():
 
 def test_an_unknown_live_batch_says_it_cannot_tell():
     assert delta_problems({7: counts(100, 10)}, [replay(8, 100, 10), replay(9, 104, 12)], shift=1) is None
+
+
+def test_a_precopy_is_verified_ahead_only_where_its_replay_outruns_the_stream():
+    one_second = {"batch_s": 0.8, "seconds_per_batch": 1.0}
+    five_seconds = {"batch_s": 0.8, "seconds_per_batch": 5.0}
+    assert replay_keeps_pace({"rounds": [4], "batches_left": 2}, one_second)  # the round shrank the delta
+    assert not replay_keeps_pace({"rounds": [3], "batches_left": 6}, five_seconds)  # it grew: measured beats guessed
+    assert not replay_keeps_pace({"rounds": [], "batches_left": 2}, one_second)  # a query start alone outlasts a batch
+    assert replay_keeps_pace({"rounds": [], "batches_left": 1}, five_seconds)
+    assert not replay_keeps_pace({"rounds": [], "batches_left": 1}, {"batch_s": None, "seconds_per_batch": None})
