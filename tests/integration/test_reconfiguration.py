@@ -117,7 +117,12 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     monkeypatch.undo()
 
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 6, what="more batches")
-    # Verified before the pause (where the catch-up outruns the stream, as if it did here), the pause checks the rest.
+    # Verified before the pause where the catch-up outruns the stream: on a 3 s trigger it does (a replayed batch
+    # costs a query start, about a second, plus the batch); the policy would judge that from 20 batches of history.
+    runtime.restart({"trigger_interval_s": 3.0})
+    settled = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
+    wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= settled + 2, timeout_s=60,
+               what="two batches on the 3 s trigger")
     monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: True)
     result = reconfigurer.run(plan_with(runtime, state_partitions=6))
     monkeypatch.undo()
