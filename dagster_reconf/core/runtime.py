@@ -9,9 +9,10 @@ the query name, the trigger and the knobs. Its contract:
 * ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its
   checkpoint's last batch is committed (the precondition of Spark's offline state
   repartition), for any source: where batches leave gaps between triggers it waits
-  (briefly) for one and stops there; where they run back to back it waits for the running
-  batch to commit and stops as the next one begins. A batch the stop interrupted before any of its
-  Spark jobs succeeded has reached no sink (:mod:`.batch_jobs`): its plan is dropped
+  (briefly) for one and stops there; where they run back to back it stops at once early
+  in a batch, and late in one waits for it to commit and stops as the next one begins. A
+  batch the stop interrupted before any of its Spark jobs succeeded has reached no sink
+  (:mod:`.batch_jobs`): its plan is dropped
   and the next start plans it again, as if the stop had come before it. Otherwise the
   interrupted batch is finished from the offset log (a once-trigger run re-runs the
   planned, uncommitted batch with its logged offsets, into the stream's own sink, and
@@ -32,6 +33,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -360,7 +362,9 @@ class StreamRuntime:
                 gap_wait_s, commit_wait_s = min(gap_wait_s, boundary_wait_s), min(commit_wait_s, boundary_wait_s)
             if gap_wait_s > 0:
                 self._await_between_triggers(min(deadline, started + gap_wait_s))
-            elif commit_wait_s > 0:  # back to back: stop as the next batch begins, before it reaches a sink (dropped)
+            elif commit_wait_s > 0 and self._running_batch_s() > self._last_batch_s() / 2:
+                # Back to back, late in the batch, which may have written: stop as the next one begins (dropped).
+                # Early in it, stopping at once most likely finds nothing written: it is dropped and nothing waits.
                 self._await_next_commit(min(deadline, started + commit_wait_s))
             run_id = str(self.query.runId)
             self.query.stop()
@@ -592,6 +596,14 @@ class StreamRuntime:
 
     def _last_batch_s(self) -> float:
         return (self._last_progress().get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
+
+    def _running_batch_s(self) -> float:
+        """Seconds since the last reported batch ended: how far the running one is, where batches run back to back."""
+        progress = self._last_progress()
+        if not progress.get("timestamp"):
+            return 0.0
+        started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+        return max(0.0, time.time() - started - self._last_batch_s())
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""

@@ -163,14 +163,14 @@ def stop_inside_the_next_batch(runtime: StreamRuntime, seconds_in: float, bounda
     return report, checkpoint_facts(runtime.paths.checkpoint).last_offset_batch
 
 
-@pytest.mark.parametrize(("before_write", "after_write", "boundary_wait_s", "dropped"),
-                         [(1.5, 0.0, 0, True), (0.2, 4.0, 0, False), (0.2, 4.0, None, None)],
+@pytest.mark.parametrize(("before_write", "after_write", "seconds_in", "boundary_wait_s", "dropped"),
+                         [(1.5, 0.0, 0.3, None, True), (0.2, 4.0, 0.7, 0, False), (0.2, 4.0, 3.0, None, None)],
                          ids=["stopped-before-the-write", "stopped-after-the-write", "waited-for-the-commit"])
 def test_a_batch_no_sink_saw_is_planned_again_and_one_that_wrote_is_finished(spark, tmp_path, before_write, after_write,
-                                                                             boundary_wait_s, dropped):
-    """Interrupted at once (``boundary_wait_s=0``), a batch is dropped or finished by whether it wrote; by default
-    the stop of back-to-back batches waits for the running one to commit: the next, if begun, is dropped (a batch
-    that would be finished if interrupted at once)."""
+                                                                             seconds_in, boundary_wait_s, dropped):
+    """Interrupted (early in a batch, or at once with ``boundary_wait_s=0``), a batch is dropped or finished by
+    whether it wrote; late in a batch the stop waits for it to commit: the next, if begun, is dropped (where an
+    interruption would have had to finish the written one)."""
     output = tmp_path / "out"
     spec = StreamSpec(name="slow", entrypoint="tests.user_streams.slow_batches:values", trigger_interval_s=0.5,
                       options={"output_dir": str(output), "seconds_before_write": before_write,
@@ -178,10 +178,10 @@ def test_a_batch_no_sink_saw_is_planned_again_and_one_that_wrote_is_finished(spa
     runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", "slow"), spark=spark)
     runtime.start()
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="two batches")
-    report, planned = stop_inside_the_next_batch(runtime, 0.7, boundary_wait_s)
+    report, planned = stop_inside_the_next_batch(runtime, seconds_in, boundary_wait_s)
     facts = checkpoint_facts(runtime.paths.checkpoint)
-    assert facts.committed and (report.attempts == 2 or boundary_wait_s is None), report
-    if boundary_wait_s is None:  # stopped at the commit: before the next batch was planned, or just after (dropped)
+    assert facts.committed and (report.attempts == 2 or dropped is None), report
+    if dropped is None:  # stopped at the commit: before the next batch was planned, or just after (dropped)
         assert report.finished_batch is None and planned == report.last_committed_batch, report
         assert report.dropped_batch in (None, report.last_committed_batch + 1), report
     elif dropped:  # cancelled inside its only job: nothing written, its plan dropped, no re-run
