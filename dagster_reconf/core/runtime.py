@@ -407,9 +407,9 @@ class StreamRuntime:
         any of its jobs could succeed, so it is dropped and planned again; stopping at a random moment instead often
         finds it written and re-runs it, which costs a query start on top of the batch."""
         assert self.query is not None
-        last = checkpoint_facts(self.paths.checkpoint).last_committed_batch
+        last = self._last_batch_id()  # Spark reports a batch's progress once its commit is written
         while time.monotonic() < until and self.query.exception() is None:
-            if checkpoint_facts(self.paths.checkpoint).last_committed_batch != last:
+            if self._last_batch_id() != last:
                 return True
             time.sleep(POLL_INTERVAL_S)
         return False
@@ -602,7 +602,7 @@ class StreamRuntime:
         progress = self._last_progress()
         if not progress.get("timestamp"):
             return 0.0
-        started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+        started = datetime.fromisoformat(progress["timestamp"]).timestamp()
         return max(0.0, time.time() - started - self._last_batch_s())
 
     def status(self) -> dict[str, Any]:

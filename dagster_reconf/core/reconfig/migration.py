@@ -54,6 +54,7 @@ from ..runtime import await_termination
 from ..spec import RestartScope, StreamSpec, context_scope
 from ..storage import Location, remove_tree, spark_uri
 from .state import schema_problems, state_schemas, state_summaries
+from .verification import state_row_counts
 
 if TYPE_CHECKING:
     from ..paths import StreamPaths
@@ -69,7 +70,6 @@ PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
 PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
 PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is the cheaper one
 BATCH_TIMEOUT_S = 600.0
-STATE_ROW_COUNTS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved")  # per stateful operator, in Spark's progress
 
 
 def remove_generations(paths: StreamPaths, generations: Iterable[int]) -> list[str]:
@@ -125,7 +125,7 @@ def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_i
         progress = dict(query.lastProgress or {})
         runs.append({"batch_id": batch_id, "seconds": round(time.monotonic() - started, 3),
                      "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
-                     "state": [{k: op.get(k) for k in STATE_ROW_COUNTS} for op in progress.get("stateOperators") or []]})
+                     "state": state_row_counts(progress)})
     return runs
 
 

@@ -59,11 +59,11 @@ from ..metrics import MetricsStore
 from ..storage import spark_uri
 from .capabilities import stream_capabilities
 from .handles import StreamHandle
-from .migration import STATE_ROW_COUNTS, STRATEGIES, native_repartition_available, remove_generations
+from .migration import STRATEGIES, native_repartition_available, remove_generations
 from .observe import committed_batches, normal_backlog, observe_change, offered_rate
 from .plan import ExecutionPlan, diff_plans
 from .state import StateSummary
-from .verification import delta_problems, verify_migration, warm_up_verification
+from .verification import delta_problems, state_row_counts, verify_migration, warm_up_verification
 
 __all__ = [
     "STEPS",
@@ -484,21 +484,24 @@ class Reconfigurer:
             except ReconfError as exc:  # the old driver restarts its SparkContext instead, as without a standby
                 result["standby"] = {"failed": str(exc)}
         if r.needs_migration and r.strategy == "precopy":  # last: its catch-up rounds end as close to the pause as can be
-            partitions = r.target.partitioning.state_partition_count
             try:
-                first = self.stream.precopy(partitions)
-                if not replay_keeps_pace(first, result["history"]):  # a verification now would leave the pause more to replay than it saves
-                    result["precopy"] = {**first, "verified": None}
-                    return result
-                verified = self._verify_copy(r, first)
-                prepared = self.stream.precopy(partitions, close_enough=0)  # what committed while it was verified
-                if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
-                    verified = self._verify_copy(r, prepared)
-                result["precopy"] = {**prepared, "verified": verified, "rounds": first["rounds"] + prepared["rounds"],
-                                     "seconds": round(first["seconds"] + verified["seconds"] + prepared["seconds"], 3)}
+                result["precopy"] = self._precopy(r, result["history"])
             except ReconfError as exc:  # the migration runs the native way in the pause instead, and says so
                 result["precopy"] = {"failed": str(exc)}
         return result
+
+    def _precopy(self, r: Reconfiguration, history: dict[str, Any]) -> dict[str, Any]:
+        """Prepare the copy; where its catch-up outruns the stream, verify it now and catch it up completely."""
+        partitions = r.target.partitioning.state_partition_count
+        first = self.stream.precopy(partitions)
+        if not replay_keeps_pace(first, history):  # a verification now would leave the pause more to replay than it saves
+            return {**first, "verified": None}
+        verified = self._verify_copy(r, first)
+        prepared = self.stream.precopy(partitions, close_enough=0)  # what committed while it was verified
+        if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
+            verified = self._verify_copy(r, prepared)
+        return {**prepared, "verified": verified, "rounds": first["rounds"] + prepared["rounds"],
+                "seconds": round(first["seconds"] + verified["seconds"] + prepared["seconds"], 3)}
 
     def _verify_copy(self, r: Reconfiguration, prepared: dict[str, Any]) -> dict[str, Any]:
         """The prepared copy against the live state at the batch it reached, while the stream runs (both committed:
@@ -517,7 +520,8 @@ class Reconfigurer:
         return {**verification.as_dict(), "live_batch": batch, "seconds": round(time.monotonic() - started, 3)}
 
     def _recent_backlog(self) -> dict[str, Any]:
-        """Backlog of the batches before the pause: what "caught up" means afterwards."""
+        """Backlog of the batches before the pause (what "caught up" means afterwards), and their pace: median batch
+        duration and time per batch."""
         store = MetricsStore(self.stream.paths.metrics)
         records, _ = store.read(store.tail_offset(1 << 20))
         spec = self.stream.spec()
@@ -648,8 +652,7 @@ class Reconfigurer:
             progress = record.get("progress") or {}
             if record.get("kind") == "progress" and progress.get("batchId") in batches \
                     and "addBatch" in (progress.get("durationMs") or {}):
-                counts[progress["batchId"]] = [{k: op.get(k) for k in STATE_ROW_COUNTS}
-                                               for op in progress.get("stateOperators") or []]
+                counts[progress["batchId"]] = state_row_counts(progress)
         return counts
 
     def _rollback(self, r: Reconfiguration, reason: str) -> dict[str, Any]:
