@@ -8,9 +8,10 @@ the query name, the trigger and the knobs. Its contract:
 * ``start()`` starts the query from the stream's checkpoint (new or existing).
 * ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its
   checkpoint's last batch is committed (the precondition of Spark's offline state
-  repartition), for any source: where batches leave gaps between triggers it waits
-  (briefly) for one and stops there; where they run back to back it stops at once early
-  in a batch, and late in one waits for it to commit and stops as the next one begins. A
+  repartition), for any source: between batches it stops at once; inside a batch it stops
+  at once in the batch's first half (by the last batch's duration), and in its second half
+  waits for it to commit and stops right then (before the next trigger, or as the next
+  back-to-back batch begins). A
   batch the stop interrupted before any of its Spark jobs succeeded has reached no sink
   (:mod:`.batch_jobs`): its plan is dropped
   and the next start plans it again, as if the stop had come before it. Otherwise the
@@ -28,6 +29,7 @@ the query name, the trigger and the knobs. Its contract:
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -345,7 +347,7 @@ class StreamRuntime:
         ``finish=False`` leaves an interrupted batch planned but uncommitted, for a driver that
         finishes it next (a warm standby with more cores, after a handover); the report's
         ``attempts`` is 2 and ``finished_batch`` None then. ``boundary_wait_s`` caps the wait
-        for a boundary (default: from the last batch's duration; 0 interrupts the running batch).
+        for a running batch's commit (default: 1.5x the last batch, at least 1 s; 0 interrupts it).
         """
         with self.lock:
             started = time.monotonic()
@@ -357,50 +359,24 @@ class StreamRuntime:
                 finished = self._finish_pending(deadline, timeout_s)  # a driver died mid-batch
                 return self._stopped(started, 1, finished)
             assert self.query is not None
-            gap_wait_s, commit_wait_s = self._boundary_wait_s(), max(1.0, 1.5 * self._last_batch_s())
+            commit_wait_s = max(1.0, 1.5 * self._last_batch_s())
             if boundary_wait_s is not None:
-                gap_wait_s, commit_wait_s = min(gap_wait_s, boundary_wait_s), min(commit_wait_s, boundary_wait_s)
-            if gap_wait_s > 0:
-                self._await_between_triggers(min(deadline, started + gap_wait_s))
-            elif commit_wait_s > 0 and self._running_batch_s() > self._last_batch_s() / 2:
-                # Back to back, late in the batch, which may have written: stop as the next one begins (dropped).
-                # Early in it, stopping at once most likely finds nothing written: it is dropped and nothing waits.
+                commit_wait_s = min(commit_wait_s, boundary_wait_s)
+            if commit_wait_s > 0 and self._batch_running_late():
+                # Late in a batch, which may have written: stop as it commits. Early in it, or between batches,
+                # stopping at once most likely finds nothing written: the batch is dropped and nothing waits.
                 self._await_next_commit(min(deadline, started + commit_wait_s))
             run_id = str(self.query.runId)
             self.query.stop()
             info = checkpoint_facts(self.paths.checkpoint)
             if info.committed:
                 return self._stopped(started, 1, None)
-            # Batches ran back to back, or a trigger began between the check and the stop.
+            # It interrupted a batch: early in it, or one that began between the check and the stop.
             assert info.last_offset_batch is not None
             if not batch_may_have_written(self.spark, run_id, info.last_offset_batch):
                 drop_planned_batch(self.paths.checkpoint, info.last_offset_batch)
                 return self._stopped(started, 2, None, dropped=info.last_offset_batch)
             return self._stopped(started, 2, self._finish_pending(deadline, timeout_s) if finish else None)
-
-    def _boundary_wait_s(self) -> float:
-        """How long to wait for a gap between triggers: two intervals where batches leave gaps, none where they run
-        back to back (a gap never comes: :meth:`_await_next_commit` instead)."""
-        batch_s = self._last_batch_s()
-        interval = self.spec.trigger_interval_s
-        if interval <= 0 or batch_s >= 0.9 * interval:
-            return 0.0
-        return max(1.0, 2.0 * interval)
-
-    def _await_between_triggers(self, until: float) -> bool:
-        """Wait until no trigger runs and every planned batch is committed (twice in a row), until ``until``."""
-        assert self.query is not None
-        quiet_polls = 0
-        while quiet_polls < 2:
-            exception = self.query.exception()
-            if exception is not None:
-                raise StreamStateError(f"stream {self.spec.name!r} failed: {_first_line(exception)}")
-            if time.monotonic() > until:
-                return False
-            idle = not self.query.status["isTriggerActive"] and checkpoint_facts(self.paths.checkpoint).committed
-            quiet_polls = quiet_polls + 1 if idle else 0
-            time.sleep(POLL_INTERVAL_S)
-        return True
 
     def _await_next_commit(self, until: float) -> bool:
         """Wait until the running batch commits, until ``until``. Stopping right then interrupts the next batch before
@@ -597,13 +573,15 @@ class StreamRuntime:
     def _last_batch_s(self) -> float:
         return (self._last_progress().get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
 
-    def _running_batch_s(self) -> float:
-        """Seconds since the last reported batch ended: how far the running one is, where batches run back to back."""
+    def _batch_running_late(self) -> bool:
+        """Whether a batch runs and is past half the last batch's duration (by when Spark's trigger began it)."""
+        assert self.query is not None
         progress = self._last_progress()
-        if not progress.get("timestamp"):
-            return 0.0
-        started = datetime.fromisoformat(progress["timestamp"]).timestamp()
-        return max(0.0, time.time() - started - self._last_batch_s())
+        if not progress.get("timestamp") or not self.query.status["isTriggerActive"]:
+            return False
+        last_start = datetime.fromisoformat(progress["timestamp"]).timestamp()
+        began = next_trigger_at(last_start, self._last_batch_s(), self.spec.trigger_interval_s)
+        return time.time() - began > self._last_batch_s() / 2
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""
@@ -644,6 +622,19 @@ class StreamRuntime:
                 if self._owns_session and self._spark is not None:
                     self._drop_session()
             return report
+
+
+def next_trigger_at(last_start: float, last_batch_s: float, interval_s: float) -> float:
+    """When Spark began (or begins) the batch after one that began at ``last_start`` and ran ``last_batch_s``.
+
+    Spark's processing-time trigger starts a batch at the first multiple of the interval (since
+    the epoch) after the last one began, or as soon as it ended where it overran that: batches
+    back to back. Without an interval they always run back to back.
+    """
+    ended = last_start + last_batch_s
+    if interval_s <= 0:
+        return ended
+    return max(ended, (math.floor(last_start / interval_s) + 1) * interval_s)
 
 
 def await_termination(query: StreamingQuery, timeout_s: float) -> bool:

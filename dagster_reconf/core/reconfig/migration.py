@@ -60,8 +60,8 @@ if TYPE_CHECKING:
     from ..paths import StreamPaths
     from ..runtime import StreamRuntime
 
-__all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_available", "remove_generations",
-           "replay_batches"]
+__all__ = ["STRATEGIES", "Strategy", "StreamMigrator", "native_repartition_available", "next_precopy_round",
+           "remove_generations", "replay_batches"]
 
 Strategy = Literal["native", "replay", "precopy"]
 STRATEGIES: tuple[str, ...] = ("native", "replay", "precopy")
@@ -127,6 +127,23 @@ def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_i
                      "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
                      "state": state_row_counts(progress)})
     return runs
+
+
+def next_precopy_round(behind: int, last_delta: int | None, per_batch_s: float, copy_s: float, recopied: bool,
+                       close_enough: int) -> Literal["replay", "recopy", "stop"]:
+    """What a precopy does next, with its copy ``behind`` batches behind the live stream.
+
+    Its last round replayed ``last_delta`` batches (None: no round on this copy yet) at
+    ``per_batch_s`` each. Close enough: stop. A round that ended further behind than it began
+    means the replay is slower than the stream: a fresh copy where it costs less than
+    replaying the delta (once), otherwise stop (more rounds only lose). As far behind as it
+    began (the stream committed as many batches as the round replayed) is no loss: another round.
+    """
+    if behind <= close_enough:
+        return "stop"
+    if last_delta is not None and behind > last_delta:
+        return "stop" if recopied or behind * per_batch_s <= copy_s else "recopy"
+    return "replay"
 
 
 def _committed(checkpoint: Location) -> set[int]:
@@ -329,11 +346,11 @@ class StreamMigrator:
         last_delta, per_batch_s = None, 0.0  # of this copy's last round
         for _ in range(PRECOPY_ROUNDS):
             behind = self._behind(live, manifest["caught_up_to"])
-            if len(behind) <= (PRECOPY_CLOSE_ENOUGH if close_enough is None else close_enough):
+            step = next_precopy_round(len(behind), last_delta, per_batch_s, manifest["copy_s"], recopied,
+                                      PRECOPY_CLOSE_ENOUGH if close_enough is None else close_enough)
+            if step == "stop":
                 break
-            if last_delta is not None and len(behind) >= last_delta:  # the replay is slower than the stream
-                if recopied or len(behind) * per_batch_s <= manifest["copy_s"]:
-                    break  # more rounds only lose
+            if step == "recopy":
                 manifest, recopied, last_delta = self._copy(live, copy, generation, partitions), True, None
                 replays = []  # into the copy just replaced
                 continue
