@@ -97,6 +97,16 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     runtime = start_stream(spark, tmp_path, "q5")
     ledger = AuditLedger(default_ledger_url(tmp_path))
     reconfigurer = Reconfigurer(LocalStream(runtime), ledger, strategy="precopy", observe_timeout_s=15)
+    # On a 0.5 s trigger a replayed batch (a query start plus the batch) outlasts the stream's time per batch: no
+    # copy is made, the native migration runs in the pause and the record says why.
+    wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= 4, what="a history of batches")
+    slow = reconfigurer.run(plan_with(runtime, state_partitions=2))
+    assert slow.outcome == "succeeded", slow.results
+    assert "the copy could not catch up" in slow.results["prepare"]["precopy"]["failed"]
+    assert slow.results["migrate"]["fell_back"].startswith("native: a replayed batch takes about")
+    assert not runtime.paths.checkpoint_of(1).exists() and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
+    # From here on the replay is taken to keep pace: the rest is about what the copy meets.
+    monkeypatch.setattr(reconfigurer_module, "replay_falls_behind", lambda history: None)
     # A copy that cannot be made (here a file in its way; a full disk alike) falls back to native and says why.
     blocked = runtime.paths.checkpoint_of(1)
     blocked.write_text("in the way")
@@ -108,13 +118,13 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     blocked.unlink()
 
     # A copy left too far behind by the pause (here: any delta is too far) is removed; native runs in the pause.
-    monkeypatch.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", -1)
-    behind = reconfigurer.run(plan_with(runtime, state_partitions=5))
+    with monkeypatch.context() as patched:
+        patched.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", -1)
+        behind = reconfigurer.run(plan_with(runtime, state_partitions=5))
     assert behind.outcome == "succeeded", behind.results
     assert "batches behind the paused stream" in behind.results["migrate"]["fell_back"]
     assert not runtime.paths.checkpoint_of(1).exists() and runtime.paths.generation == 0
     assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 5
-    monkeypatch.undo()
 
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 6, what="more batches")
     # Verified before the pause where the catch-up outruns the stream: on a 3 s trigger it does (a replayed batch
@@ -123,9 +133,9 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     settled = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
     wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= settled + 2, timeout_s=60,
                what="two batches on the 3 s trigger")
-    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: True)
-    result = reconfigurer.run(plan_with(runtime, state_partitions=6))
-    monkeypatch.undo()
+    with monkeypatch.context() as patched:
+        patched.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: True)
+        result = reconfigurer.run(plan_with(runtime, state_partitions=6))
     assert result.outcome == "succeeded", result.results
     prepared, paused, migrated = result.results["prepare"]["precopy"], result.results["pause"], result.results["migrate"]
     assert "failed" not in prepared and prepared["generation"] == 1 and prepared["copied_files"] > 0

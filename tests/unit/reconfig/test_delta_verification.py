@@ -1,7 +1,7 @@
 """The pause's check of a precopy: batches replayed into the copy changed its state as the live batches did; and
 when the copy is verified ahead of the pause instead of in it."""
 
-from dagster_reconf.core.reconfig.reconfigurer import replay_keeps_pace
+from dagster_reconf.core.reconfig.reconfigurer import replay_falls_behind, replay_keeps_pace
 from dagster_reconf.core.reconfig.verification import delta_problems
 
 
@@ -38,3 +38,10 @@ def test_a_precopy_is_verified_ahead_only_where_its_replay_outruns_the_stream():
     assert not replay_keeps_pace({"rounds": [], "batches_left": 2}, one_second)  # a query start alone outlasts a batch
     assert replay_keeps_pace({"rounds": [], "batches_left": 1}, five_seconds)
     assert not replay_keeps_pace({"rounds": [], "batches_left": 1}, {"batch_s": None, "seconds_per_batch": None})
+
+
+def test_a_precopy_is_not_even_copied_where_no_replay_can_keep_up():
+    reason = replay_falls_behind({"batch_s": 0.8, "seconds_per_batch": 1.0})
+    assert "about 2.3 s" in reason and "one every 1.0 s" in reason and "native migration runs in the pause" in reason
+    assert replay_falls_behind({"batch_s": 0.8, "seconds_per_batch": 5.0}) is None
+    assert replay_falls_behind({"batch_s": None, "seconds_per_batch": None}) is None  # unknown: the rounds will tell
