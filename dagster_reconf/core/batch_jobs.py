@@ -46,21 +46,23 @@ class StreamJob:
         return cls(job_id, status, run.group(1) if run else None, int(batch.group(1)) if run and batch else None)
 
 
-def may_have_written(jobs: list[StreamJob], run_id: str, batch_id: int) -> bool:
+def may_have_written(jobs: list[StreamJob], run_id: str, batch_id: int, *, running: bool = True) -> bool:
     """Whether batch ``batch_id`` of query run ``run_id`` may have reached its sink (see module docstring).
 
     The jobs that count: this batch's own, and jobs without a batch's description that
     started after the last job of an earlier batch of this run. Without such an earlier
     job (the run's first batch, or its jobs evicted) every job without a description counts.
+    ``running=False`` counts only jobs that succeeded: asked before a stop, which cancels the
+    running ones.
     """
     earlier = [j.job_id for j in jobs if j.run_id == run_id and j.batch_id is not None and j.batch_id < batch_id]
     floor = max(earlier, default=-1)
     relevant = [j for j in jobs if (j.run_id == run_id and j.batch_id == batch_id)
                 or (j.run_id is None and j.job_id > floor)]
-    return any(j.status != "FAILED" for j in relevant)
+    return any(j.status == "SUCCEEDED" or (running and j.status != "FAILED") for j in relevant)
 
 
-def batch_may_have_written(spark: SparkSession, run_id: str, batch_id: int) -> bool:
+def batch_may_have_written(spark: SparkSession, run_id: str, batch_id: int, *, running: bool = True) -> bool:
     """:func:`may_have_written` over this SparkContext's status store; True where the store cannot be read."""
     try:
         sc = spark.sparkContext
@@ -72,4 +74,4 @@ def batch_may_have_written(spark: SparkSession, run_id: str, batch_id: int) -> b
                 for j in listed]
     except Exception:  # noqa: BLE001 - Spark Connect, a stopped context, a changed internal API: assume written
         return True
-    return may_have_written(jobs, run_id, batch_id)
+    return may_have_written(jobs, run_id, batch_id, running=running)

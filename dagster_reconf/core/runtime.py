@@ -8,10 +8,8 @@ the query name, the trigger and the knobs. Its contract:
 * ``start()`` starts the query from the stream's checkpoint (new or existing).
 * ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its
   checkpoint's last batch is committed (the precondition of Spark's offline state
-  repartition), for any source: between batches it stops at once; inside a batch it stops
-  at once in the batch's first half (by the last batch's duration), and in its second half
-  waits for it to commit and stops right then (before the next trigger, or as the next
-  back-to-back batch begins). A
+  repartition), for any source: at once, unless a running batch has already written (one
+  of its Spark jobs succeeded): then at its commit, before the next batch can write. A
   batch the stop interrupted before any of its Spark jobs succeeded has reached no sink
   (:mod:`.batch_jobs`): its plan is dropped
   and the next start plans it again, as if the stop had come before it. Otherwise the
@@ -29,13 +27,11 @@ the query name, the trigger and the knobs. Its contract:
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -362,16 +358,15 @@ class StreamRuntime:
             commit_wait_s = max(1.0, 1.5 * self._last_batch_s())
             if boundary_wait_s is not None:
                 commit_wait_s = min(commit_wait_s, boundary_wait_s)
-            if commit_wait_s > 0 and self._batch_running_late():
-                # Late in a batch, which may have written: stop as it commits. Early in it, or between batches,
-                # stopping at once most likely finds nothing written: the batch is dropped and nothing waits.
+            if commit_wait_s > 0 and self._running_batch_wrote():
+                # Interrupted now, it would be re-run (a query start plus the batch): the rest of it costs less.
                 self._await_next_commit(min(deadline, started + commit_wait_s))
             run_id = str(self.query.runId)
             self.query.stop()
             info = checkpoint_facts(self.paths.checkpoint)
             if info.committed:
                 return self._stopped(started, 1, None)
-            # It interrupted a batch: early in it, or one that began between the check and the stop.
+            # It interrupted a batch: one that had not written, or one begun since the check.
             assert info.last_offset_batch is not None
             if not batch_may_have_written(self.spark, run_id, info.last_offset_batch):
                 drop_planned_batch(self.paths.checkpoint, info.last_offset_batch)
@@ -573,15 +568,14 @@ class StreamRuntime:
     def _last_batch_s(self) -> float:
         return (self._last_progress().get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
 
-    def _batch_running_late(self) -> bool:
-        """Whether a batch runs and is past half the last batch's duration (by when Spark's trigger began it)."""
+    def _running_batch_wrote(self) -> bool:
+        """Whether a batch is running and one of its Spark jobs has succeeded: it may have reached its sink. Otherwise
+        a stop now drops it (the next start plans it again), and nothing waits for it."""
         assert self.query is not None
-        progress = self._last_progress()
-        if not progress.get("timestamp") or not self.query.status["isTriggerActive"]:
+        info = checkpoint_facts(self.paths.checkpoint)
+        if info.committed or info.last_offset_batch is None:
             return False
-        last_start = datetime.fromisoformat(progress["timestamp"]).timestamp()
-        began = next_trigger_at(last_start, self._last_batch_s(), self.spec.trigger_interval_s)
-        return time.time() - began > self._last_batch_s() / 2
+        return batch_may_have_written(self.spark, str(self.query.runId), info.last_offset_batch, running=False)
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""
@@ -622,19 +616,6 @@ class StreamRuntime:
                 if self._owns_session and self._spark is not None:
                     self._drop_session()
             return report
-
-
-def next_trigger_at(last_start: float, last_batch_s: float, interval_s: float) -> float:
-    """When Spark began (or begins) the batch after one that began at ``last_start`` and ran ``last_batch_s``.
-
-    Spark's processing-time trigger starts a batch at the first multiple of the interval (since
-    the epoch) after the last one began, or as soon as it ended where it overran that: batches
-    back to back. Without an interval they always run back to back.
-    """
-    ended = last_start + last_batch_s
-    if interval_s <= 0:
-        return ended
-    return max(ended, (math.floor(last_start / interval_s) + 1) * interval_s)
 
 
 def await_termination(query: StreamingQuery, timeout_s: float) -> bool:

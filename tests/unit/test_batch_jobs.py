@@ -29,3 +29,12 @@ def test_descriptions_name_the_run_and_batch():
 ])
 def test_only_jobs_that_can_be_the_batchs_own_and_did_not_fail_count(jobs, written):
     assert may_have_written(jobs, RUN, 7) is written
+
+
+@pytest.mark.parametrize(("jobs", "written"), [
+    ([described(0, "SUCCEEDED", 6), described(1, "RUNNING", 7)], False),  # the stop cancels it: wait for nothing
+    ([described(0, "SUCCEEDED", 6), described(1, "SUCCEEDED", 7), described(2, "RUNNING", 7)], True),  # wrote: wait
+    ([described(0, "SUCCEEDED", 6), StreamJob(1, "RUNNING")], False),
+])
+def test_before_a_stop_only_succeeded_jobs_count(jobs, written):
+    assert may_have_written(jobs, RUN, 7, running=False) is written
