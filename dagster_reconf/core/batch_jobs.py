@@ -8,6 +8,8 @@ carry their query run and batch in their description (``runId = ...``, ``batch =
 job that cannot be told apart from it did either, no sink has seen the batch: its plan
 can be dropped and the batch planned again from the last committed offsets, as if the
 stop had come before it. A pause then costs no re-run of a batch the stop interrupted.
+Asked before the stop instead (:func:`batch_has_written`), it says whether the running
+batch has already written: only then is it worth waiting for that batch to commit.
 
 Conservative where it cannot tell: a status store it cannot read, jobs evicted from it,
 jobs still running, or a job without a batch's description (a ``foreachBatch`` writer on
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["StreamJob", "batch_may_have_written", "may_have_written"]
+__all__ = ["StreamJob", "batch_has_written", "batch_may_have_written", "may_have_written"]
 
 _RUN = re.compile(r"^runId = (\S+)$", re.MULTILINE)
 _BATCH = re.compile(r"^batch = (\d+)$", re.MULTILINE)
@@ -62,16 +64,34 @@ def may_have_written(jobs: list[StreamJob], run_id: str, batch_id: int, *, runni
     return any(j.status == "SUCCEEDED" or (running and j.status != "FAILED") for j in relevant)
 
 
-def batch_may_have_written(spark: SparkSession, run_id: str, batch_id: int, *, running: bool = True) -> bool:
-    """:func:`may_have_written` over this SparkContext's status store; True where the store cannot be read."""
+def batch_may_have_written(spark: SparkSession, run_id: str, batch_id: int) -> bool:
+    """:func:`may_have_written` over this SparkContext's status store, once the job events queued so far reached it;
+    True where the store cannot be read."""
     try:
-        sc = spark.sparkContext
-        jsc = sc._jsc.sc()  # type: ignore[union-attr]
-        jsc.listenerBus().waitUntilEmpty(LISTENER_WAIT_MS)
-        listed = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(jsc.statusStore().jobsList(None))  # type: ignore[union-attr]
-        jobs = [StreamJob.from_description(int(j.jobId()), str(j.status().toString()),
-                                           str(j.description().get()) if j.description().isDefined() else None)
-                for j in listed]
+        jobs = _listed_jobs(spark, LISTENER_WAIT_MS)
     except Exception:  # noqa: BLE001 - Spark Connect, a stopped context, a changed internal API: assume written
         return True
-    return may_have_written(jobs, run_id, batch_id, running=running)
+    return may_have_written(jobs, run_id, batch_id)
+
+
+def batch_has_written(spark: SparkSession, run_id: str, batch_id: int) -> bool:
+    """Before a stop: whether a job of the running batch ``batch_id`` has succeeded, as the status store shows it now
+    (no wait for queued events). False where it cannot be read: only whether the stop waits for the batch depends
+    on this; what becomes of a batch it interrupts, :func:`batch_may_have_written` judges after it."""
+    try:
+        jobs = _listed_jobs(spark, 0)
+    except Exception:  # noqa: BLE001 - as above; the stop goes ahead at once
+        return False
+    return may_have_written(jobs, run_id, batch_id, running=False)
+
+
+def _listed_jobs(spark: SparkSession, listener_wait_ms: int) -> list[StreamJob]:
+    """The jobs in this SparkContext's status store, after waiting up to ``listener_wait_ms`` for queued events."""
+    sc = spark.sparkContext
+    jsc = sc._jsc.sc()  # type: ignore[union-attr]
+    if listener_wait_ms > 0:
+        jsc.listenerBus().waitUntilEmpty(listener_wait_ms)
+    listed = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(jsc.statusStore().jobsList(None))  # type: ignore[union-attr]
+    return [StreamJob.from_description(int(j.jobId()), str(j.status().toString()),
+                                       str(j.description().get()) if j.description().isDefined() else None)
+            for j in listed]

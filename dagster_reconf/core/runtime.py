@@ -39,7 +39,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from .batch_jobs import batch_may_have_written
+from .batch_jobs import batch_has_written, batch_may_have_written
 from .checkpoint import checkpoint_facts, drop_planned_batch
 from .cluster_room import DEFAULT_EXECUTOR_MEMORY, executor_room_problem
 from .definition import StreamContext, StreamOutput
@@ -575,7 +575,7 @@ class StreamRuntime:
         info = checkpoint_facts(self.paths.checkpoint)
         if info.committed or info.last_offset_batch is None:
             return False
-        return batch_may_have_written(self.spark, str(self.query.runId), info.last_offset_batch, running=False)
+        return batch_has_written(self.spark, str(self.query.runId), info.last_offset_batch)
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""
