@@ -37,4 +37,4 @@ def test_only_jobs_that_can_be_the_batchs_own_and_did_not_fail_count(jobs, writt
     ([described(0, "SUCCEEDED", 6), StreamJob(1, "RUNNING")], False),
 ])
 def test_before_a_stop_only_succeeded_jobs_count(jobs, written):
-    assert may_have_written(jobs, RUN, 7, running=False) is written
+    assert may_have_written(jobs, RUN, 7, count_running=False) is written
