@@ -29,7 +29,9 @@ Scale-down is not delayed here (it would only add a wait to every policy alike).
 the new knobs (from the very profile the plan was made from, ``Decision.profile``, at
 the batch size then observed) against the median measured under them, as ``|capacity predicted /
 capacity measured - 1|`` (capacity = events per batch / batch duration); the median
-over steps is reported, the maximum beside it.
+over steps is reported, the maximum beside it. Where one configuration could not tell
+waiting from CPU queueing, the plan gave a band (``StreamProfile.queued_reading``):
+``prediction_band_error_max`` is how far a measured batch fell outside it (0 inside).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class Run:
     oscillations: int = 0
     cores: list[int] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)
+    band_errors: list[float] = field(default_factory=list)  # how far outside the predicted band (0 inside it)
     seconds: float = 0.0
     core_seconds: float = 0.0  # cores held x wall-clock time, until converged or the run ended
     minimum: int = 1  # the fewest cores that sustain the rate (minimum_cores)
@@ -134,6 +137,12 @@ def minimum_cores(query: str, home: Path, upper: int) -> int:
     return lo
 
 
+def band_error(measured_ms: float, low_ms: float, high_ms: float) -> float:
+    """How far ``measured_ms`` lies outside the predicted band ``[low_ms, high_ms]``, relative to its nearest end."""
+    nearest = min(max(measured_ms, low_ms), high_ms)
+    return abs(measured_ms / nearest - 1.0)
+
+
 def right_sized_bound(minimum: int) -> int:
     """The most cores a right-sized run may end on: 1.25x the minimum, rounded up."""
     return math.ceil(RIGHT_SIZE_SLACK * minimum)
@@ -178,10 +187,13 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 before, knobs = pending
                 events = float(window.frame()["events"].iloc[POLICY.warmup_batches:].median())
                 predicted_ms = before.batch_ms_for(events, knobs)
+                low_ms = before.queued_reading().batch_ms_for(events, knobs)  # the band's other end (see the model)
                 result.errors.append(abs(obs.batch_ms / predicted_ms - 1.0))  # = |capacity predicted / measured - 1|
+                result.band_errors.append(band_error(obs.batch_ms, low_ms, predicted_ms))
+                band = f" (band {low_ms:.0f}-{predicted_ms:.0f} ms)" if low_ms < predicted_ms else ""
                 print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: batch of "
-                      f"{events:.0f} events predicted {predicted_ms:.0f} ms, measured {obs.batch_ms:.0f} ms "
-                      f"(error {result.errors[-1]:.0%})", flush=True)
+                      f"{events:.0f} events predicted {predicted_ms:.0f} ms{band}, measured {obs.batch_ms:.0f} ms "
+                      f"(error {result.errors[-1]:.0%}, outside the band {result.band_errors[-1]:.0%})", flush=True)
                 pending = None
             keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE  # no backlog growth
             if decision.action == "hold" and keeps_up and cores <= right_sized_bound(minimum):
@@ -297,8 +309,11 @@ def main() -> None:
                               "rate": RATE, "cost_micros_per_event": COST_MICROS}
     for name in policies:
         result[name] = summarize([r for r in runs if r.policy == name])
+    band_errors = [e for r in runs if r.policy == "ds2" for e in r.band_errors]
+    result["predictions_scored"] = len(errors)
     result["prediction_error"] = round(median(errors), 3) if errors else None
     result["prediction_error_max"] = round(max(errors), 3) if errors else None
+    result["prediction_band_error_max"] = round(max(band_errors), 3) if band_errors else None
     # Per case DS2 can at best tie a baseline that happens to need one step; over the cases it must need fewer.
     if {"ds2", "dhalion", "dynalloc"} <= set(policies):
         result["ds2_fewer_steps_than_both"] = all(

@@ -34,6 +34,10 @@ the fixed side). Then:
   fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i * max(1/q_i, 1/P)`` (see
   ``profile.fit_task_costs``), which grows with the cores: the share is checked at the
   cores chosen, and the cores chosen again at a longer interval;
+* uncertainty: where the profile's stages kept the CPUs busy, one configuration cannot
+  tell waiting from queueing for a CPU (:meth:`.profile.StreamProfile.queued_reading`);
+  the plan is made on the slower reading, and ``batch_ms_planned_low`` gives the other
+  end of the band (noted where it is more than 15 % shorter);
 * backlog: the backlog (and what accumulates while the stream restarts) spread over
   the catch-up duration is added to ``lambda`` with ``u = 1``: the headroom kept for
   the steady state clears it, and only a backlog beyond what that headroom clears in
@@ -60,6 +64,7 @@ __all__ = [
 
 
 STATE_CAPACITY_TOLERANCE = 0.05  # capacity the stream may give up to keep its state partitions (no migration)
+BAND_NOTED = 0.15  # a plan notes its uncertainty where the two readings of its profile differ by more
 
 
 def ds2_parallelism(graph: nx.DiGraph, source_rates: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -189,14 +194,20 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         max_per_trigger=_batch_cap(profile, current, cores, state_partitions, interval),
     )
     report = _report(profile, knobs, target)
+    planned_batch = target * max(interval, 1.0)
     predicted = {
         "capacity_now": profile.capacity(current),
         "capacity_planned": profile.capacity(knobs),
         "target_rate": target,
-        "batch_ms_planned": profile.batch_ms_for(target * max(interval, 1.0), knobs),
+        "batch_ms_planned": profile.batch_ms_for(planned_batch, knobs),
+        "batch_ms_planned_low": profile.queued_reading().batch_ms_for(planned_batch, knobs),
         "utilization_planned": target / max(profile.capacity(knobs), 1e-9) if math.isfinite(profile.capacity(knobs)) else 0.0,
         "coordination_share": profile.fixed_ms_for(knobs) / (interval * 1000.0) if interval > 0 else 0.0,
     }
+    if predicted["batch_ms_planned_low"] < (1.0 - BAND_NOTED) * predicted["batch_ms_planned"]:
+        notes.append(f"uncertain: a batch under the plan takes {predicted['batch_ms_planned']:.0f} ms if its CPU-bound "
+                     f"stages' tasks were waiting, {predicted['batch_ms_planned_low']:.0f} ms if they were queueing for "
+                     "the CPUs (one configuration cannot tell); planned on the longer")
     return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)
 
 
@@ -213,7 +224,7 @@ def _cores_and_interval(profile: StreamProfile, knobs_with: Callable[[int, float
     would leave the steady state below ``utilization_floor`` (the policy would scale
     such a plan down again once caught up): the most cores that stay above it. With
     CPUs unbounded and no costs per task this is the closed form of the module
-    docstring; past the CPUs only the waiting part of the work keeps scaling (see
+    docstring; past the CPUs a stage's CPU work stops scaling (the roofline of
     ``profile.StreamProfile.stage_ms_per_event``), and costs per task grow with the
     cores, so a longer interval can need fewer cores.
     """
@@ -282,7 +293,8 @@ def _batch_cap(profile: StreamProfile, current: Knobs, cores: int, state_partiti
     cap binds on an overloaded stream its batches hold more than one interval's worth
     (they run long), so the cap is compared with the events it lets in, not with what
     an interval processes: otherwise the planned cap admits several intervals' worth
-    and the first batches after the change run far past the interval.
+    and the first batches after the change run far past the interval. A plan that gives
+    cores back scales the cap at least with the interval.
     """
     if current.max_per_trigger is None or interval <= 0 or current.trigger_interval_s <= 0:
         return current.max_per_trigger
@@ -294,7 +306,12 @@ def _batch_cap(profile: StreamProfile, current: Knobs, cores: int, state_partiti
     now = max(profile.capacity(current, utilization=1.0) * current.trigger_interval_s, profile.events_per_batch)
     if not (math.isfinite(planned) and math.isfinite(now)) or planned <= 0 or now <= 0:
         return current.max_per_trigger
-    return max(1, round(current.max_per_trigger * planned / now))
+    ratio = planned / now
+    if cores <= current.cores:
+        # Giving cores back: an over-provisioned stream's cap never bound, so its capacity says nothing of what the cap
+        # lets in; the cap keeps its share of an interval's arrivals instead (else it starves the planned batches).
+        ratio = max(ratio, interval / current.trigger_interval_s)
+    return max(1, round(current.max_per_trigger * ratio))
 
 
 def _report(profile: StreamProfile, knobs: Knobs, target_rate: float) -> pd.DataFrame:

@@ -315,7 +315,10 @@ class DS2Policy(ScalingPolicy):
         if skewed:
             return Decision("skew", f"{', '.join(skewed)}: one task does most of the work (hot partition); more "
                                     "parallelism will not help: fix the key skew instead", obs)
-        planned = plan_micro_batches(profile, obs.source_rate, obs.backlog, restart_s, self.config.limits())
+        limits = self.config.limits()
+        if direction == "scale_up" and obs.backlog_growth >= 0:  # it falls behind at these cores: fewer will not do
+            limits = replace(limits, min_cores=max(limits.min_cores, current.cores))
+        planned = plan_micro_batches(profile, obs.source_rate, obs.backlog, restart_s, limits)
         target = planned.knobs
         if direction == "scale_down" and target.cores >= current.cores:
             return Decision("hold", f"utilization is low, but the model needs {target.cores} cores for "
@@ -330,9 +333,6 @@ class DS2Policy(ScalingPolicy):
             return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
                                     f"the model needs {target.cores} cores for the steady state, and more would leave "
                                     "it over-provisioned once caught up", obs)
-        if direction == "scale_up" and target.cores < current.cores:
-            source = max(target.source_partitions, current.cores) if target.source_partitions is not None else None
-            target = target.model_copy(update={"cores": current.cores, "source_partitions": source})
         reason = (f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
                   f"needs {target.cores} cores; capacity {planned.predicted['capacity_now']:,.0f} -> "
                   f"{planned.predicted['capacity_planned']:,.0f} events/s")

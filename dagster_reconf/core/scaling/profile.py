@@ -16,13 +16,18 @@ not shrink with more cores: ``overhead_ms``, the stage span left after its work 
 divided over the tasks that ran in parallel.
 
 Task slots are not always CPUs. ``local[8]`` on a 2-CPU machine runs 8 tasks at once,
-so a CPU-bound task's wall-clock time stretches by 8 / 2 while one that waits on I/O
-does not. DS2 assumes scaling is linear; here it is linear only for the waiting part.
+so a CPU-bound stage stops speeding up at 2 tasks while one whose tasks wait on I/O
+does not. DS2 assumes scaling is linear; here it is linear only until the CPUs are busy.
 So useful time is split by Spark's executor CPU time: ``cpu_ms_per_event`` (c) and
-``wait_ms_per_event`` (s, what is left once CPU queueing at the measured concurrency
-is taken out). With ``q`` tasks at once on ``P`` CPUs, a stage takes per event
-``c * max(1/q, 1/P) + s / q``: the CPU part stops scaling at the CPUs. ``P`` is the
-machine's CPU count in local mode and unbounded on a cluster (a slot per CPU).
+``wait_ms_per_event`` (s, the rest). With ``q`` tasks at once on ``P`` CPUs
+(``m = min(q, P)`` of them computing), a stage takes per event the longer of its CPU
+work over the CPUs and its tasks' own time over the tasks: ``max(c / m, (c + s) / q)``
+(a roofline: the CPUs or the tasks bound it). ``P`` is the machine's CPU count in local
+mode and unbounded on a cluster (a slot per CPU). Where the stage kept its CPUs busy
+(CPU demand near ``P``), the measured time cannot tell waiting from queueing for a
+CPU: the profile reads it all as waiting, the reading that keeps fewer cores slow
+enough (a scale-down is never planned on a guess), and :meth:`StreamProfile.queued_reading`
+gives the other end of that band (see the plan's ``batch_ms_planned_low``).
 
 Stages that run Python (a Python data source scan, ``mapInArrow``, pandas UDFs) spend
 their CPU in Python worker processes, which Spark's executor CPU time leaves out. In
@@ -44,7 +49,7 @@ deserialization. One configuration cannot tell the two apart, so a profile charg
 CPU per event; once the stream has run under two configurations whose tasks per event
 differ, :func:`fit_task_costs` separates them, and the per-task part (``task_cpu_ms``,
 ``t``) becomes a fixed cost of the stage that grows with its ``n`` tasks:
-``n * t * max(1/q, 1/P)``.
+``n * t / m``, on both sides of the roofline.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ from ..errors import ReconfError
 from .knobs import Knobs
 
 __all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "fit_task_costs", "profile_stream"]
+
+CPU_SATURATED = 0.8  # a stage whose CPU demand reached this share of its CPUs over its time kept them busy
 
 USEFUL_ACTIVITIES = ("deserialization", "processing", "serialization")
 OPERATOR_COLUMNS = [
@@ -110,22 +117,30 @@ class StreamProfile:
         """Tasks of each operator that can run at once under ``knobs``."""
         return np.minimum(self.tasks(knobs), knobs.cores)
 
-    def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
-        """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``c * max(1/q, 1/P) + s / q``."""
-        q = self.parallelism(knobs)
+    def _lines(self, knobs: Knobs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each stage's time as two lines in the batch's events ``e``: its CPU over the CPUs (``a*e + b``) and its
+        tasks' own time over the tasks at once (``a2*e + b2``); the stage takes the longer (see module docstring)."""
         col = self._columns
-        return col["cpu_ms_per_event"] * np.maximum(1.0 / q, 1.0 / self.cpus) + col["wait_ms_per_event"] / q
+        n, q = self.tasks(knobs), self.parallelism(knobs)
+        m = np.minimum(q, self.cpus)
+        per_task = n * col["task_cpu_ms"]
+        cpu, wait = col["cpu_ms_per_event"], col["wait_ms_per_event"]
+        return cpu / m, per_task / m, (cpu + wait) / q, per_task / q
+
+    def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
+        """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``max(c / m, (c + s) / q)``."""
+        a, _, a2, _ = self._lines(knobs)
+        return np.maximum(a, a2)
 
     def stage_fixed_ms(self, knobs: Knobs) -> np.ndarray:
-        """What each stage costs per batch whatever the batch's size: ``o + n * t * max(1/q, 1/P)``.
+        """What each stage costs per batch whatever the batch's size: ``o + n * t / m``.
 
         ``o`` is the stage's measured overhead, ``t`` the CPU each of its ``n`` tasks
-        spends whatever its data (see :func:`fit_task_costs`), spread over the ``q``
-        tasks running at once, and no faster than the CPUs allow.
+        spends whatever its data (see :func:`fit_task_costs`), spread over the ``m``
+        tasks computing at once (no more than the CPUs).
         """
-        q = self.parallelism(knobs)
-        col = self._columns
-        return col["overhead_ms"] + col["task_cpu_ms"] * self.tasks(knobs) * np.maximum(1.0 / q, 1.0 / self.cpus)
+        _, b, _, b2 = self._lines(knobs)
+        return self._columns["overhead_ms"] + np.maximum(b, b2)
 
     def fixed_ms_for(self, knobs: Knobs) -> float:
         """What a batch costs under ``knobs`` whatever its size: coordination plus every stage's fixed costs."""
@@ -133,26 +148,59 @@ class StreamProfile:
 
     def batch_ms_for(self, events: float, knobs: Knobs) -> float:
         """Predicted duration of a batch of ``events`` under ``knobs`` (stages one after another on shared cores)."""
-        return self.fixed_ms_for(knobs) + events * float(self.stage_ms_per_event(knobs).sum())
+        a, b, a2, b2 = self._lines(knobs)
+        stages = np.maximum(a * events + b, a2 * events + b2)
+        return self.coordination_ms + float(self._columns["overhead_ms"].sum() + stages.sum())
+
+    def events_within(self, knobs: Knobs, budget_ms: float) -> float:
+        """The largest batch (events) that ends within ``budget_ms`` under ``knobs``; inf where events cost nothing.
+
+        The batch's duration is a sum of maxima of lines in ``e``: convex and piecewise
+        linear, so it is evaluated at its breakpoints and interpolated on the segment
+        where it crosses the budget.
+        """
+        a, b, a2, b2 = self._lines(knobs)
+        base = self.coordination_ms + float(self._columns["overhead_ms"].sum())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            crossings = (b2 - b) / (a - a2)
+        points = np.unique(np.concatenate([[0.0], crossings[np.isfinite(crossings) & (crossings > 0)]]))
+        durations = base + np.maximum(np.outer(points, a) + b, np.outer(points, a2) + b2).sum(axis=1)
+        if durations[0] > budget_ms:
+            return 0.0
+        over = np.flatnonzero(durations > budget_ms)
+        if over.size:
+            i = int(over[0])
+            e0, e1, d0, d1 = points[i - 1], points[i], durations[i - 1], durations[i]
+            return float(e0 + (budget_ms - d0) * (e1 - e0) / (d1 - d0))
+        slope = float(np.maximum(a, a2).sum())
+        return float("inf") if slope <= 0 else float(points[-1] + (budget_ms - durations[-1]) / slope)
+
+    def queued_reading(self) -> "StreamProfile":
+        """This profile with the other reading of its CPU-saturated stages: their tasks' time beyond their CPU was
+        queueing for a CPU, not waiting (the fastest that fewer cores could be; see module docstring)."""
+        ops = self.operators
+        m = np.minimum(self.parallelism(self.knobs), self.cpus)
+        q = self.parallelism(self.knobs)
+        cpu, work = ops["cpu_ms_per_event"].to_numpy(float), ops["work_ms_per_event"].to_numpy(float)
+        saturated = cpu / m >= CPU_SATURATED * work / q
+        return replace(self, operators=ops.assign(wait_ms_per_event=np.where(saturated, 0.0, ops["wait_ms_per_event"])))
 
     def capacity(self, knobs: Knobs, utilization: float = 1.0) -> float:
         """Source events per second the stream sustains under ``knobs`` at ``utilization`` of the trigger interval.
 
-        A batch of ``e`` events lasts ``C + sum_i(e * a_i / q_i + o_i)`` (C coordination,
-        a_i work per event, q_i parallel tasks, o_i the stage's fixed costs under ``knobs``,
-        see :meth:`stage_fixed_ms`) and must end within
-        ``u * T``. Solving for ``e`` gives the rate ``e / T``; it is 0 when the fixed costs
-        alone exceed ``u * T`` (the trigger interval is too short: see the batch sizing).
-        With T = 0 batches run back to back and grow with the backlog, so only the work
-        per event bounds the rate: ``u / sum_i(a_i / q_i)``.
+        A batch of ``e`` events lasts ``C + sum_i(o_i + stage_i(e))`` (C coordination,
+        o_i the stage's overhead, stage_i its roofline, see :meth:`batch_ms_for`) and must
+        end within ``u * T``. Solving for ``e`` (:meth:`events_within`) gives the rate
+        ``e / T``; it is 0 when the fixed costs alone exceed ``u * T`` (the trigger
+        interval is too short: see the batch sizing). With T = 0 batches run back to back
+        and grow with the backlog, so only the work per event bounds the rate.
         """
         per_event = float(self.stage_ms_per_event(knobs).sum())
         if per_event <= 0:
             return float("inf")
         if knobs.trigger_interval_s == 0:
             return utilization * 1000.0 / per_event
-        budget = utilization * knobs.trigger_interval_s * 1000.0 - self.fixed_ms_for(knobs)
-        return max(0.0, budget) / per_event / knobs.trigger_interval_s
+        return self.events_within(knobs, utilization * knobs.trigger_interval_s * 1000.0) / knobs.trigger_interval_s
 
     @property
     def fixed_ms(self) -> float:
@@ -223,10 +271,11 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
         ops["cpu"] += python_ms * total_events * _python_shares(ops)
     seconds = ops["work"] / 1000.0
     ops["work_ms_per_event"] = ops["work"] / total_events
-    cpu = np.minimum(ops["cpu"], ops["work"]) / total_events  # CPU time cannot exceed the task's wall-clock time
-    queueing = np.maximum(1.0, np.minimum(ops["tasks"], knobs.cores) / cpus)  # CPU stretch at the measured concurrency
+    # CPU time cannot exceed what the stage's tasks had of the CPUs: their time, over the CPUs they shared.
+    concurrent = np.minimum(ops["tasks"], knobs.cores)
+    cpu = np.minimum(ops["cpu"], ops["work"] * np.minimum(concurrent, cpus) / concurrent) / total_events
     ops["cpu_ms_per_event"] = cpu
-    ops["wait_ms_per_event"] = np.maximum(0.0, ops["work_ms_per_event"] - cpu * queueing)
+    ops["wait_ms_per_event"] = np.maximum(0.0, ops["work_ms_per_event"] - cpu)  # the waiting reading: see queued_reading
     ops["records_in_per_event"] = ops["records_in"] / total_events
     ops["selectivity"] = np.where(ops["records_in"] > 0, ops["records_out"] / ops["records_in"].where(ops["records_in"] > 0, 1), np.nan)
     ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)

@@ -68,17 +68,20 @@ def test_cores_are_the_summed_ds2_parallelism_stretched_by_the_budget_then_align
 
 
 def test_cpu_work_stops_scaling_at_the_machines_cpus():
-    # scan: 1 ms/event, of it 0.5 ms CPU; agg: 0.5 ms/event, all CPU; 2 CPUs
+    # scan: 1 ms/event, of it 0.5 ms CPU; agg: 0.5 ms/event, all CPU; 2 CPUs: each stage takes the longer of its
+    # CPU over the CPUs and its tasks' time over the tasks
     p = profile(cpu=(0.5, 0.5), cpus=2)
     eight = p.knobs.model_copy(update={"cores": 8, "source_partitions": 8})
-    assert p.stage_ms_per_event(eight).tolist() == pytest.approx([0.5 / 2 + 0.5 / 8, 0.5 / 2])
+    assert p.stage_ms_per_event(eight).tolist() == pytest.approx([0.5 / 2, 0.5 / 2])
+    three = p.knobs.model_copy(update={"cores": 3, "source_partitions": 3})
+    assert p.stage_ms_per_event(three).tolist() == pytest.approx([1.0 / 3, 0.5 / 2])
     linear = profile(cpu=(0.5, 0.5))
     assert p.capacity(eight) < linear.capacity(eight)
-    # per event past 2 cores: 0.25 + 0.5/q (scan) + 0.25 (agg); a budget of 600 ms per 1000 events needs q >= 5
-    assert plan_micro_batches(profile(cpu=(0.5, 0.5), cpus=2, state_partitions=10), 1000).knobs.cores == 5
-    # 1350 events/s at 70 % leave 0.52 ms per event: less than the 0.5 ms the 2 CPUs take plus the scan's waiting
-    # at 16 cores (0.5 / 16), at any core count and however long the interval
-    plan = plan_micro_batches(p, 1350, limits=Limits(max_cores=16))
+    # a budget of 600 ms per 1000 events: 3 cores take 1/3 + 1/4 ms per event, 2 take 1/2 + 1/4
+    assert plan_micro_batches(profile(cpu=(0.5, 0.5), cpus=2, state_partitions=12), 1000).knobs.cores == 3
+    # 1450 events/s at 70 % leave at most 0.48 ms per event: less than the 0.5 ms the 2 CPUs take, at any core count and
+    # however long the interval
+    plan = plan_micro_batches(p, 1450, limits=Limits(max_cores=16))
     assert plan.knobs.cores == 16 and any("more CPUs than this machine" in n for n in plan.notes)
 
 
@@ -263,7 +266,7 @@ def test_python_workers_cpu_counts_as_cpu_of_the_python_stages():
     blind = profile_stream(_python_scan_activities(), progress.drop(columns="python_cpu_s"), knobs, warmup_batches=0, cpus=2)
     eight = knobs.model_copy(update={"cores": 8, "source_partitions": 8})
     assert blind.stage_ms_per_event(eight)[0] == pytest.approx(0.8 / 8)
-    assert p.stage_ms_per_event(eight)[0] == pytest.approx(0.3 / 2 + 0.5 / 8)
+    assert p.stage_ms_per_event(eight)[0] == pytest.approx(0.3 / 2)  # its CPU over the 2 CPUs bounds it
 
 
 def test_python_cpu_counter_resets_and_gaps_are_not_batches():
@@ -274,3 +277,35 @@ def test_python_cpu_counter_resets_and_gaps_are_not_batches():
     acts = pd.concat([_python_scan_activities(4), _python_scan_activities(6).query("batch_id == 5")])
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
     assert p.python_cpu_ms_per_event == pytest.approx((20 + 40) / 200)  # batches 1 and 3 only
+
+
+def test_capacity_solves_the_roofline_batch_for_its_events():
+    # a stage that turns CPU-bound as its batch grows (per-task CPU on one side, per-event waiting on the other)
+    p = profile(cpu=(0.4, 0.1), work=(2.0, 0.2), task_cpu=(30.0, 0.0), cpus=2, state_partitions=8)
+    for cores, trigger in ((1, 1.0), (4, 2.0), (8, 0.5), (12, 3.0)):
+        knobs = p.knobs.model_copy(update={"cores": cores, "source_partitions": cores, "trigger_interval_s": trigger})
+        events = p.capacity(knobs, 0.7) * trigger
+        assert p.batch_ms_for(events, knobs) == pytest.approx(0.7 * trigger * 1000) or events == 0
+        assert p.batch_ms_for(events * 1.01 + 1, knobs) > 0.7 * trigger * 1000
+    assert p.batch_ms_for(0, p.knobs) == pytest.approx(p.fixed_ms_for(p.knobs))
+
+
+def test_a_cpu_saturated_stage_is_read_as_waiting_and_its_band_as_queueing():
+    # 12 tasks on 2 CPUs whose CPU (Python workers' included) filled both CPUs for the tasks' time: fewer cores may be
+    # as fast (the time was queueing) or slower (it was waiting); plans use the slower reading, the band the other
+    acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
+                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + 600, records_in=50,
+                              records_out=50, cpu_ms=0.0) for b in range(3) for t in range(12)]).assign(src_worker=None,
+                                                                                                        status="success")
+    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3,
+                             "python_cpu_s": [1.0, 2.2, 3.4]})  # 1.2 s of CPU per batch: 2 CPUs for 600 ms
+    knobs = Knobs(cores=12, source_partitions=12, state_partitions=1, trigger_interval_s=2.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
+    scan = p.operators.iloc[0]
+    assert scan["cpu_ms_per_event"] == pytest.approx(2.0) and scan["wait_ms_per_event"] == pytest.approx(12.0 - 2.0)
+    assert p.batch_ms_for(600, knobs) == pytest.approx(900.0)  # its own batches, as measured
+    queued = p.queued_reading()
+    assert queued.operators.iloc[0]["wait_ms_per_event"] == 0.0 and queued.batch_ms_for(600, knobs) == pytest.approx(900.0)
+    six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
+    assert queued.batch_ms_for(600, six) == pytest.approx(900.0)  # the CPUs still bound it
+    assert p.batch_ms_for(600, six) == pytest.approx(300 + 12.0 * 600 / 6)  # half the tasks, twice their time

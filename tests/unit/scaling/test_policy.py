@@ -224,3 +224,22 @@ def test_a_slow_catch_up_at_the_cores_the_model_would_keep_is_held_not_stepped_a
     longer = policy.decide("s", four.model_copy(update={"trigger_interval_s": 0.5}),
                            obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile(cores=4))
     assert longer.action == "hold" and "catching up" in longer.reason
+
+
+def test_a_stream_falling_behind_is_never_planned_fewer_cores():
+    # the profile (one core, 1.5 ms/event) says 4 cores carry 1000 events/s, but at 8 the backlog grows: the plan
+    # keeps 8 (and, as nothing else moves, holds) rather than giving cores back while behind
+    eight = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
+    behind = DS2Policy().decide("s", eight, obs(backlog=100, backlog_growth=400, utilization=0.5), profile(cores=8))
+    assert behind.action == "hold" and behind.plan is None and "scale up wanted" in behind.reason
+
+
+def test_a_scale_down_keeps_the_caps_share_of_an_interval():
+    # 12 cores idle at 1 s with a cap of 1500 records (1.5x what arrives): the plan moves the interval to 2 s and
+    # gives cores back; the cap grows with the interval, not with the (never reached) capacity at 12 cores
+    idle = profile(cores=12, state_partitions=12, coordination=270.0, events=1000)
+    idle = dataclasses.replace(idle, knobs=idle.knobs.model_copy(update={"max_per_trigger": 1500}))
+    plan = DS2Policy().decide("s", idle.knobs, obs(backlog=0, backlog_growth=0, utilization=0.3, processed_rate=1000),
+                              idle).plan
+    assert plan.target.cores < 12 and plan.target.trigger_interval_s == 2.0
+    assert plan.target.max_per_trigger >= 1500 * 2
