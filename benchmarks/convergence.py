@@ -68,7 +68,10 @@ RIGHT_SIZE_SLACK = 1.25  # a converged run ends within this factor of the minimu
 # A new SparkContext starts its Python workers in its first batches: those of the first 10 s are left out.
 POLICY = PolicyConfig(window_batches=3, warmup_batches=1, stabilization_s=10, scale_down_delay_s=0,
                       allow_state_migration=False, max_cores=12, utilization_low=0.4)
-SCENARIOS = {"under1": 1, "under2": 2, "over": 12}
+# Starting cores per scenario; "step" starts right-sized (on the minimum) and its rate doubles, then halves.
+SCENARIOS = {"under1": 1, "under2": 2, "over8": 8, "over12": 12, "step": 0}
+STEP_UP_S, STEP_DOWN_S = 40.0, 140.0  # seconds after the stream began: RATE -> 2 x RATE -> RATE
+STEP_RUN_TIMEOUT_S = 260.0
 
 
 @dataclass
@@ -88,10 +91,15 @@ class Run:
     kinds: list[str] = field(default_factory=list)  # each applied step's kind (scale_up, scale_down, interval_change, ...)
 
 
-def spec_for(query: str, cores: int) -> StreamSpec:
-    return bundled_spec(f"conv-{query}", query, master=f"local[{cores}]", rate=RATE, source_partitions=cores,
-                        state_partitions=STATE_PARTITIONS, trigger_interval_s=TRIGGER_S,
+def spec_for(query: str, cores: int, rate_steps: str | None = None) -> StreamSpec:
+    return bundled_spec(f"conv-{query}", query, master=f"local[{cores}]", rate=RATE, rate_steps=rate_steps,
+                        source_partitions=cores, state_partitions=STATE_PARTITIONS, trigger_interval_s=TRIGGER_S,
                         max_per_trigger=int(1.5 * RATE * TRIGGER_S), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
+
+
+def load_phase(scenario: str, elapsed_s: float) -> int:
+    """Which load a run is in: 0 at RATE; in the step scenario 1 at twice RATE, 2 back at RATE."""
+    return sum(elapsed_s >= t for t in (STEP_UP_S, STEP_DOWN_S)) if scenario == "step" else 0
 
 
 def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.0) -> tuple[bool, str]:
@@ -152,17 +160,19 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
         minimum: int = 1) -> Run:
     """One stream, one policy: decide every second, apply plans, stop when converged (right-sized: within
     RIGHT_SIZE_SLACK of ``minimum`` cores) or out of steps/time."""
-    spec = spec_for(query, SCENARIOS[scenario])
+    cores = SCENARIOS[scenario] or minimum
+    steps = f"{STEP_UP_S:g}:{2 * RATE:g},{STEP_DOWN_S:g}:{RATE:g}" if scenario == "step" else None
+    spec = spec_for(query, cores, steps)
     paths = StreamPaths(home / f"{query}-{scenario}-{policy_name}", spec.name)
     policy = POLICIES[policy_name](POLICY)
     store, traces = MetricsStore(paths.metrics), TraceStore(paths.traces)
-    result = Run(query, scenario, policy_name, cores=[SCENARIOS[scenario]], minimum=minimum)
+    result = Run(query, scenario, policy_name, cores=[cores], minimum=minimum)
     said_oversized = False
     runtime = StreamRuntime(spec, paths)
-    window, offset, last_direction = ConfigurationWindow(), 0, None
+    window, offset, last_direction, last_phase = ConfigurationWindow(), 0, None, 0
     pending: tuple[StreamProfile, Knobs] | None = None  # DS2's profile before a step, to score its prediction
     started = time.monotonic()
-    held_since, cores = started, SCENARIOS[scenario]
+    held_since = started
 
     def hold_until(now: float) -> None:  # the cores held since the last step count towards the run's core-seconds
         nonlocal held_since
@@ -196,12 +206,14 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                       f"(error {result.errors[-1]:.0%}, outside the band {result.band_errors[-1]:.0%})", flush=True)
                 pending = None
             keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE  # no backlog growth
-            if decision.action == "hold" and keeps_up and cores <= right_sized_bound(minimum):
+            phase = load_phase(scenario, time.monotonic() - started)
+            final_load = phase == (2 if scenario == "step" else 0) and obs.source_rate < 1.5 * RATE  # a window at RATE
+            if decision.action == "hold" and keeps_up and final_load and cores <= right_sized_bound(minimum):
                 result.converged = True
                 print(f"    {query}/{scenario}/{policy_name}: holds at {decision.step.describe()}: {decision.reason[:160]}",
                       flush=True)
                 break
-            if decision.action == "hold" and keeps_up and not said_oversized:  # keeps up, but on more than it needs
+            if decision.action == "hold" and keeps_up and final_load and not said_oversized:  # on more than it needs
                 said_oversized = True
                 print(f"    {query}/{scenario}/{policy_name}: holds on {cores} cores, more than "
                       f"{right_sized_bound(minimum)} ({RIGHT_SIZE_SLACK:g}x the minimum {minimum}): {decision.reason[:140]}",
@@ -213,9 +225,9 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 break
             plan = decision.plan
             direction = decision.action
-            if last_direction is not None and direction != last_direction:
-                result.oscillations += 1
-            last_direction = direction
+            if last_direction is not None and direction != last_direction and phase == last_phase:
+                result.oscillations += 1  # a reversal the load did not ask for
+            last_direction, last_phase = direction, phase
             # Scored against the very profile the plan was made from (settled batches, the machine's CPUs).
             pending = (decision.profile, plan.target) if policy_name == "ds2" and decision.profile is not None else None
             print(f"  {query}/{scenario}/{policy_name}: step {result.steps + 1}: {plan.step.describe()} "
@@ -287,7 +299,7 @@ def main() -> None:
     else:
         # Each step costs a restart, stabilization and a window (~25 s with Python workers warming up), so a
         # 30-minute run holds 4 cases of 3 policies: Q2, Q3, Q8 and Q11 are not in it.
-        cases, timeout_s = [("q1", "under1"), ("q5", "under1"), ("wordcount", "under2"), ("q5", "over")], RUN_TIMEOUT_S
+        cases, timeout_s = [("q1", "under1"), ("q5", "under1"), ("wordcount", "under2"), ("q5", "over12")], RUN_TIMEOUT_S
     if args.run_timeout_s is not None:
         timeout_s = args.run_timeout_s
     if not args.quick:
@@ -300,7 +312,8 @@ def main() -> None:
         print(f"minimum cores that sustain {RATE:g} events/s: {minima}", flush=True)
         for query, scenario in cases:
             for policy_name in policies:
-                r = run(query, scenario, policy_name, Path(tmp), timeout_s, minima[query])
+                limit = max(timeout_s, STEP_RUN_TIMEOUT_S) if scenario == "step" else timeout_s
+                r = run(query, scenario, policy_name, Path(tmp), limit, minima[query])
                 runs.append(r)
                 print(f"{query}/{scenario}/{policy_name}: {'converged' if r.converged else 'NOT converged'} in {r.steps} "
                       f"steps, cores {r.cores}, {r.seconds:.0f} s", flush=True)

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.errors import SpecError
 
 __all__ = ["DATA_OPTIONS", "PACING_OPTIONS", "CostSpec", "GeneratedOptions", "SourceOptions"]
 
 # Source options that only shape when events are offered, never which events exist.
-PACING_OPTIONS = frozenset({"rate", "max_events_per_trigger", "start_time", "start_index"})
+PACING_OPTIONS = frozenset({"rate", "rate_steps", "max_events_per_trigger", "start_time", "start_index"})
 # Workload options that define which events exist: never changed in place.
 DATA_OPTIONS = frozenset({"seed", "event_time_rate", "max_events", "vocabulary", "words_per_sentence"})
 
@@ -38,12 +36,22 @@ class CostSpec(BaseModel):
     micros_per_record: float = Field(0.0, ge=0, le=1_000_000, description="Cost per record in microseconds.")
 
 
+def _checked_steps(text: str | None) -> str | None:
+    parse_rate_steps(text)
+    return text
+
+
+RateSteps = Annotated[str | None, AfterValidator(_checked_steps)]  # 'SECONDS:RATE,...' (see parse_rate_steps)
+
+
 class GeneratedOptions(BaseModel):
     """A bundled stream's options (``StreamSpec.options``): which events, how fast, at what cost."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     rate: float = Field(1000.0, gt=0, description="Events offered per wall-clock second.")
+    rate_steps: RateSteps = Field(None, description="A load step: 'SECONDS:RATE,...', the rate from that many seconds after "
+                                            "pacing began (e.g. '60:500,180:250' doubles 250 events/s, then halves it).")
     seed: int = Field(42, description="Generator seed; same seed, same events.")
     event_time_rate: int = Field(1000, ge=1, description="Events per second of event time.")
     max_events: int | None = Field(None, ge=1, description="Total events (a bounded stream); None is unbounded.")
@@ -59,6 +67,7 @@ class SourceOptions(BaseModel):
 
     seed: int = Field(42, description="Random seed; same seed, same events.")
     rate: float = Field(1000.0, gt=0, description="Target event rate in events per wall-clock second.")
+    rate_steps: RateSteps = Field(None, description="'SECONDS:RATE,...': the rate from that many seconds after start_time.")
     partitions: int = Field(2, ge=1, le=10_000, description="Source partitions (Spark tasks) per micro-batch.")
     max_events: int | None = Field(None, ge=1, description="Total events; the stream ends there. None: unbounded.")
     max_events_per_trigger: int | None = Field(None, ge=1, description="Cap on events per micro-batch.")
@@ -100,5 +109,37 @@ class SourceOptions(BaseModel):
     def offered(self, now: float, pacing_start: float) -> int:
         """Events offered by wall-clock time ``now`` (monotone in ``now``)."""
         start = self.start_time if self.start_time is not None else pacing_start
-        paced = self.start_index + max(0, math.floor((now - start) * self.rate))
+        paced = self.start_index + max(0, math.floor(offered_since(now - start, self.rate, self.rate_steps)))
         return paced if self.max_events is None else min(self.max_events, paced)
+
+
+def parse_rate_steps(text: str | None) -> list[tuple[float, float]]:
+    """``'SECONDS:RATE,...'`` as ``[(seconds, rate), ...]``.
+
+    Raises:
+        ValueError: a step that is not ``SECONDS:RATE`` with seconds >= 0 in increasing order and a rate > 0.
+    """
+    steps = []
+    for item in (part.strip() for part in (text or "").split(",") if part.strip()):
+        seconds, sep, rate = item.partition(":")
+        try:
+            step = (float(seconds), float(rate))
+        except ValueError:
+            step = None
+        if not sep or step is None or step[0] < 0 or step[1] <= 0 or (steps and step[0] <= steps[-1][0]):
+            raise ValueError(f"rate step {item!r} is not SECONDS:RATE with SECONDS >= 0, increasing, and RATE > 0 "
+                             "(e.g. '60:500,180:250')")
+        steps.append(step)
+    return steps
+
+
+def offered_since(elapsed: float, rate: float, steps: str | None) -> float:
+    """Events offered ``elapsed`` seconds after pacing began at ``rate``, changed by ``steps`` (:func:`parse_rate_steps`)."""
+    total, since, current = 0.0, 0.0, rate
+    for at, new_rate in parse_rate_steps(steps):
+        if elapsed <= at:
+            break
+        total += (at - since) * current
+        since, current = at, new_rate
+    return total + max(0.0, elapsed - since) * current
+

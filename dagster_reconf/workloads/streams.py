@@ -37,8 +37,9 @@ def _definition(query: QueryDefinition) -> StreamDefinition:
 
         options: GeneratedOptions = ctx.options
         register_sources(spark)
-        anchor = pacing_anchor(ctx.work_dir, options.rate, max_events=options.max_events, update=ctx.purpose == "stream")
-        source = SourceOptions(seed=options.seed, rate=options.rate, max_events=options.max_events,
+        anchor = pacing_anchor(ctx.work_dir, options.rate, rate_steps=options.rate_steps, max_events=options.max_events,
+                               update=ctx.purpose == "stream")
+        source = SourceOptions(seed=options.seed, rate=options.rate, rate_steps=options.rate_steps, max_events=options.max_events,
                                event_time_rate=options.event_time_rate, vocabulary=options.vocabulary,
                                words_per_sentence=options.words_per_sentence, start_time=anchor.start_time,
                                start_index=anchor.start_index)

@@ -96,7 +96,7 @@ class Observation:
 
     batches: int  # in the window, after warm-up
     config_age_s: float  # since the configuration started
-    source_rate: float  # events/s the source offered
+    source_rate: float  # events/s the source offered, over the newest half of the window (a load step shows at once)
     processed_rate: float  # events/s the stream consumed
     backlog: float  # events behind at the last batch
     backlog_growth: float  # events/s, fitted over the window
@@ -110,6 +110,8 @@ class Observation:
 
 def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2) -> Observation:
     """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out.
+
+    The offered rate is read over the newest half of the window, the backlog's growth fitted over all of it.
 
     The source's offered position is the batch's end plus its backlog (in events, see
     :mod:`dagster_reconf.core.sources`); where offsets do not count events, the end is the
@@ -136,13 +138,21 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
     return Observation(
         batches=len(rows),
         config_age_s=config_age_s,
-        source_rate=(latest[-1] - latest[0]) / span,
+        source_rate=_recent_rate(t, latest),
         processed_rate=float(events.iloc[1:].sum()) / span,
         backlog=float(backlog[-1]),
         backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
         batch_ms=batch_ms,
     )
+
+
+def _recent_rate(t: np.ndarray, offered: np.ndarray) -> float:
+    """Events/s offered over the newest half of the window (at least two batches): where the load steps inside the
+    window, the whole window's average would plan for a rate that no longer holds (and take a second step)."""
+    first = min(len(t) // 2, len(t) - 2)
+    span = float(t[-1] - t[first])
+    return (offered[-1] - offered[first]) / span if span > 0 else 0.0
 
 
 def _settled(obs: Observation, current: Knobs) -> bool:

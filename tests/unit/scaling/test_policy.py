@@ -177,6 +177,16 @@ def test_window_follows_restarts_and_observes_rates():
     assert held.action == "hold" and "stabilizing" in held.reason
 
 
+def test_a_load_step_inside_the_window_is_read_at_its_new_rate():
+    # 1000 events/s offered for batches 0-5, then 2000/s: the newest half of the window shows the new rate
+    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    offered = [1000 * (b + 1) if b < 6 else 6000 + 2000 * (b - 5) for b in range(10)]
+    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records += [progress(b, b, 500, offered[b], duration=1400) for b in range(10)]
+    o = observe(ConfigurationWindow().update(records).frame(), 1.0, 100.0, warmup_batches=2)
+    assert o.source_rate == pytest.approx(2000)  # the whole window's average would say 1571
+
+
 def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
     spec = {"name": "s", "entrypoint": None, "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
     started = {"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}

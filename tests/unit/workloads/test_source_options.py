@@ -3,6 +3,7 @@ import pytest
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.workloads.generator import NEXMARK_SCHEMA
 from dagster_reconf.workloads.options import PACING_OPTIONS, SourceOptions
+from dagster_reconf.workloads.pacing import pacing_anchor
 from dagster_reconf.workloads.sources import _index_ranges, spark_schema_ddl
 
 
@@ -62,3 +63,21 @@ def test_spark_options_are_strings_without_unset_or_excluded_ones():
     assert opts.to_spark()["rate"] == "10.0" and "start_time" not in opts.to_spark()
     assert set(opts.to_spark(exclude=PACING_OPTIONS)) == {"seed", "partitions", "max_events", "event_time_rate",
                                                           "vocabulary", "words_per_sentence"}
+
+
+def test_rate_steps_change_the_pace_without_a_jump():
+    # 100 events/s, 200 from 10 s, back to 100 from 20 s: 1000 by 10 s, 3000 by 20 s
+    opts = SourceOptions(rate=100, rate_steps="10:200, 20:100", start_time=1000.0)
+    assert [opts.offered(1000.0 + t, 0) for t in (5, 10, 15, 20, 30)] == [500, 1000, 2000, 3000, 4000]
+    with pytest.raises(SpecError, match=r"option rate_steps='20:5,10:1'.*'10:1' is not SECONDS:RATE .*increasing"):
+        SourceOptions.parse({"rate_steps": "20:5,10:1"})
+    with pytest.raises(SpecError, match=r"'fast' is not SECONDS:RATE"):
+        SourceOptions.parse({"rate_steps": "fast"})
+
+
+def test_a_new_step_schedule_moves_the_anchor_keeping_what_was_offered(tmp_path):
+    first = pacing_anchor(tmp_path, 100.0, now=1000.0)
+    assert pacing_anchor(tmp_path, 100.0, now=1010.0) == first  # unchanged: the same anchor
+    stepped = pacing_anchor(tmp_path, 100.0, rate_steps="5:300", now=1010.0)
+    assert (stepped.start_time, stepped.start_index) == (1010.0, 1000)
+    assert stepped.offered(1020.0) == 1000 + 5 * 100 + 5 * 300
