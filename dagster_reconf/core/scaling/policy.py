@@ -96,7 +96,7 @@ class Observation:
 
     batches: int  # in the window, after warm-up
     config_age_s: float  # since the configuration started
-    source_rate: float  # events/s the source offered, over the newest half of the window (a load step shows at once)
+    source_rate: float  # events/s the source offered, over the newest batches (a load step shows at once)
     processed_rate: float  # events/s the stream consumed
     backlog: float  # events behind at the last batch
     backlog_growth: float  # events/s, fitted over the window
@@ -111,7 +111,7 @@ class Observation:
 def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2) -> Observation:
     """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out.
 
-    The offered rate is read over the newest half of the window, the backlog's growth fitted over all of it.
+    The offered rate is read over the newest batches, the backlog's growth fitted over the whole window.
 
     The source's offered position is the batch's end plus its backlog (in events, see
     :mod:`dagster_reconf.core.sources`); where offsets do not count events, the end is the
@@ -147,10 +147,13 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
     )
 
 
+RECENT_BATCHES = 4  # the offered rate is read over the newest batches (three intervals)
+
+
 def _recent_rate(t: np.ndarray, offered: np.ndarray) -> float:
-    """Events/s offered over the newest half of the window (at least two batches): where the load steps inside the
-    window, the whole window's average would plan for a rate that no longer holds (and take a second step)."""
-    first = min(len(t) // 2, len(t) - 2)
+    """Events/s offered over the newest :data:`RECENT_BATCHES` batches: where the load steps inside the window (which
+    spans the configuration's life), its average would plan for a rate that no longer holds (and a second step)."""
+    first = max(0, len(t) - RECENT_BATCHES)
     span = float(t[-1] - t[first])
     return (offered[-1] - offered[first]) / span if span > 0 else 0.0
 

@@ -178,7 +178,7 @@ def test_window_follows_restarts_and_observes_rates():
 
 
 def test_a_load_step_inside_the_window_is_read_at_its_new_rate():
-    # 1000 events/s offered for batches 0-5, then 2000/s: the newest half of the window shows the new rate
+    # 1000 events/s offered for batches 0-5, then 2000/s: the newest batches show the new rate
     spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
     offered = [1000 * (b + 1) if b < 6 else 6000 + 2000 * (b - 5) for b in range(10)]
     records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
