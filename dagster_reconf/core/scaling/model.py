@@ -31,7 +31,7 @@ the fixed side). Then:
   every core gets the same share of state;
 * batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
   the interval, no core count helps; the interval grows until they do not. A stage's
-  fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i * max(1/q_i, 1/P)`` (see
+  fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i / min(q_i, P)`` (see
   ``profile.fit_task_costs``), which grows with the cores: the share is checked at the
   cores chosen, and the cores chosen again at a longer interval;
 * uncertainty: where the profile's stages kept the CPUs busy, one configuration cannot
