@@ -159,11 +159,20 @@ class StreamProfile:
         linear, so it is evaluated at its breakpoints and interpolated on the segment
         where it crosses the budget.
         """
-        a, b, a2, b2 = self._lines(knobs)
+        return self._events_within(self._lines(knobs), budget_ms)
+
+    def _events_within(self, lines: tuple[np.ndarray, ...], budget_ms: float) -> float:
+        a, b, a2, b2 = lines
         base = self.coordination_ms + float(self._columns["overhead_ms"].sum())
         with np.errstate(divide="ignore", invalid="ignore"):
             crossings = (b2 - b) / (a - a2)
-        points = np.unique(np.concatenate([[0.0], crossings[np.isfinite(crossings) & (crossings > 0)]]))
+        inside = crossings[np.isfinite(crossings) & (crossings > 0)]
+        if not inside.size:  # one line per stage (no costs per task, say): a straight line
+            fixed, slope = base + float(np.maximum(b, b2).sum()), float(np.maximum(a, a2).sum())
+            if fixed > budget_ms:
+                return 0.0
+            return float("inf") if slope <= 0 else (budget_ms - fixed) / slope
+        points = np.unique(np.concatenate([[0.0], inside]))
         durations = base + np.maximum(np.outer(points, a) + b, np.outer(points, a2) + b2).sum(axis=1)
         if durations[0] > budget_ms:
             return 0.0
@@ -195,12 +204,13 @@ class StreamProfile:
         interval is too short: see the batch sizing). With T = 0 batches run back to back
         and grow with the backlog, so only the work per event bounds the rate.
         """
-        per_event = float(self.stage_ms_per_event(knobs).sum())
+        lines = self._lines(knobs)
+        per_event = float(np.maximum(lines[0], lines[2]).sum())
         if per_event <= 0:
             return float("inf")
         if knobs.trigger_interval_s == 0:
             return utilization * 1000.0 / per_event
-        return self.events_within(knobs, utilization * knobs.trigger_interval_s * 1000.0) / knobs.trigger_interval_s
+        return self._events_within(lines, utilization * knobs.trigger_interval_s * 1000.0) / knobs.trigger_interval_s
 
     @property
     def fixed_ms(self) -> float:
