@@ -10,7 +10,7 @@ plan it makes is applied by restarting the stream with the plan's knobs. A run h
 *converged* when, on a full metric window, the stream keeps up (its backlog does not
 grow), the policy holds, and it is right-sized: on at most 1.25x the fewest cores that
 sustain the rate (rounded up). That minimum is measured in the same run, per query,
-before the policies run: a binary search over the cores on one stream restarted per
+before the policies run: a binary search over the cores, a fresh stream per
 probe, each probe judged on a full settled window (a backlog cleared within the catch-up time, or none growing with batches within the
 interval). A policy that never scales down no longer converges from an over-provisioned
 start. ``core_seconds``: the cores held times the wall-clock time until the run converged
@@ -127,25 +127,24 @@ def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.
 
 
 def minimum_cores(query: str, home: Path, upper: int) -> int:
-    """The fewest cores that sustain RATE at the trigger interval: a binary search over 1..``upper`` on one stream
-    restarted per probe (more cores never hurt here until per-task costs dominate, far above the minimum).
-    ``upper`` is not probed: where even it does not sustain the rate, the answer is ``upper`` (the sweep says so)."""
-    spec = spec_for(query, upper)
-    paths = StreamPaths(home / f"{query}-minimum", spec.name)
-    runtime, store = StreamRuntime(spec, paths), MetricsStore(paths.metrics)
+    """The fewest cores that sustain RATE at the trigger interval: a binary search over 1..``upper``, each probe a
+    fresh stream (so none inherits the backlog an earlier probe left; more cores never hurt here until per-task costs
+    dominate, far above the minimum). ``upper`` is not probed: where even it does not sustain the rate, the answer
+    is ``upper`` (the sweep says so)."""
     lo, hi = POLICY.min_cores, upper
-    try:
-        runtime.start()
-        while lo < hi:
-            mid = (lo + hi) // 2
-            runtime.restart(Knobs.of(runtime.spec).model_copy(update={"cores": mid, "source_partitions": mid})
-                            .changes_for(runtime.spec))
-            ok, shown = sustains(runtime, store)
-            print(f"    {query}: minimum sweep: {mid} cores {'sustain' if ok else 'do not sustain'} {RATE:g} events/s "
-                  f"({shown})", flush=True)
-            lo, hi = (lo, mid) if ok else (mid + 1, hi)
-    finally:
-        runtime.shutdown(timeout_s=60)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        spec = spec_for(query, mid)
+        paths = StreamPaths(home / f"{query}-minimum-{mid}", spec.name)
+        runtime = StreamRuntime(spec, paths)
+        try:
+            runtime.start()
+            ok, shown = sustains(runtime, MetricsStore(paths.metrics))
+        finally:
+            runtime.shutdown(timeout_s=60)
+        print(f"    {query}: minimum sweep: {mid} cores {'sustain' if ok else 'do not sustain'} {RATE:g} events/s "
+              f"({shown})", flush=True)
+        lo, hi = (lo, mid) if ok else (mid + 1, hi)
     return lo
 
 
