@@ -142,4 +142,3 @@ def offered_since(elapsed: float, rate: float, steps: str | None) -> float:
         total += (at - since) * current
         since, current = at, new_rate
     return total + max(0.0, elapsed - since) * current
-
