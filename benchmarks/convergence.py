@@ -2,38 +2,38 @@
 
 ``python -m benchmarks.convergence [--quick]``
 
-Each run starts a real stream (in-process driver, local mode) at a fixed rate with a
-per-record cost of simulated I/O (``sleep``), so capacity grows with task slots beyond
-this machine's 2 cores. A policy watches it exactly as the scaling sensor does (the
-configuration window over the metrics store, traces from the event logs), and each
-plan it makes is applied by restarting the stream with the plan's knobs. A run has
-*converged* when, on a full metric window, the stream keeps up (its backlog does not
-grow), the policy holds, and it is right-sized: on at most 1.25x the fewest cores that
-sustain the rate (rounded up). That minimum is measured in the same run, per query,
-before the policies run: a binary search over the cores, a fresh stream per
-probe, each probe judged on a full settled window (a backlog cleared within the catch-up time, or none growing with batches within the
-interval). A policy that never scales down no longer converges from an over-provisioned
-start. ``core_seconds``: the cores held times the wall-clock time until the run converged
-(or ended); ``kinds``: each applied step's kind. ``steps`` counts the plans
-applied until then; an *oscillation* is a plan that reverses the previous one's
-direction. Runs that have not converged after ``MAX_STEPS`` plans count as
-``MAX_STEPS + 1`` steps and are listed, as do runs still moving after ``RUN_TIMEOUT_S``
-(every step costs every policy the same wall-clock time: stabilization, then a window).
+Each run starts a real stream (in-process driver, local mode) at a fixed rate with a per-record cost
+of simulated I/O (``sleep``), so capacity grows with task slots beyond this machine's 2 cores. A
+policy watches it exactly as the scaling sensor does (the configuration window over the metrics
+store, traces from the event logs), and each plan it makes is applied by restarting the stream with
+the plan's knobs. A run has *converged* when, on a full metric window, the stream keeps up (its
+backlog does not grow), the policy holds, and it is right-sized: on at most 1.25x the fewest cores
+that sustain the rate (rounded up). That minimum is measured in the same run, per query, before the
+policies run: a binary search over the cores, a fresh stream per probe, each probe judged on a full
+settled window (a backlog cleared within the catch-up time, or none growing with batches within the
+interval). A policy that never scales down no longer converges from an over-provisioned start.
+``core_seconds``: the cores held times the wall-clock time until the run converged (or ended);
+``kinds``: each applied step's kind. ``steps`` counts the plans applied until then; an *oscillation*
+is a plan that reverses the previous one's direction. Runs that have not converged after
+``MAX_STEPS`` plans count as ``MAX_STEPS + 1`` steps and are listed, as do runs still moving after
+``RUN_TIMEOUT_S`` (every step costs every policy the same wall-clock time: stabilization, then a
+window).
 
-Scenarios: under-provisioned (1 or 2 cores) and over-provisioned (8 or 12 cores, 12 the most allowed) starts,
-and a load step: a start on the minimum, the rate doubled ``STEP_UP_S`` after the stream began and halved back at
-``STEP_DOWN_S`` (the generator's ``rate_steps``); it converges only once it holds right-sized after the halving,
-and a step the load reversed is not an oscillation. All with 2 state partitions (the policy may not move state). State commits contend for this
-machine's disk and do not speed up with more tasks, so they are kept few.
-Scale-down is not delayed here (it would only add a wait to every policy alike).
+Scenarios: under-provisioned (1 or 2 cores) and over-provisioned (8 or 12 cores, 12 the most
+allowed) starts, and a load step: a start on the minimum, the rate doubled ``STEP_UP_S`` after the
+stream began and halved back at ``STEP_DOWN_S`` (the generator's ``rate_steps``); it converges only
+once it holds right-sized after the halving, and a step the load reversed is not an oscillation. All
+with 2 state partitions (the policy may not move state). State commits contend for this machine's
+disk and do not speed up with more tasks, so they are kept few. Scale-down is not delayed here (it
+would only add a wait to every policy alike).
 
-``prediction_error``: after each DS2 step, the batch duration the model predicted for
-the new knobs (from the very profile the plan was made from, ``Decision.profile``, at
-the batch size then observed) against the median measured under them, as ``|capacity predicted /
-capacity measured - 1|`` (capacity = events per batch / batch duration); the median
-over steps is reported, the maximum beside it. Where one configuration could not tell
-waiting from CPU queueing, the plan gave a band (``StreamProfile.queued_reading``):
-``prediction_band_error_max`` is how far a measured batch fell outside it (0 inside).
+``prediction_error``: after each DS2 step, the batch duration the model predicted for the new knobs
+(from the very profile the plan was made from, ``Decision.profile``, at the batch size then
+observed) against the median measured under them, as ``|capacity predicted / capacity measured -
+1|`` (capacity = events per batch / batch duration); the median over steps is reported, the maximum
+beside it. Where one configuration could not tell waiting from CPU queueing, the plan gave a band
+(``StreamProfile.queued_reading``): ``prediction_band_error_max`` is how far a measured batch fell
+outside it (0 inside).
 """
 
 from __future__ import annotations
