@@ -139,8 +139,8 @@ class StreamProfile:
         spends whatever its data (see :func:`fit_task_costs`), spread over the ``m``
         tasks computing at once (no more than the CPUs).
         """
-        _, b, _, b2 = self._lines(knobs)
-        return self._columns["overhead_ms"] + np.maximum(b, b2)
+        _, per_task_over_cpus, _, _ = self._lines(knobs)  # the CPU side: n * t / m is never shorter than n * t / q
+        return self._columns["overhead_ms"] + per_task_over_cpus
 
     def fixed_ms_for(self, knobs: Knobs) -> float:
         """What a batch costs under ``knobs`` whatever its size: coordination plus every stage's fixed costs."""
@@ -168,7 +168,7 @@ class StreamProfile:
             crossings = (b2 - b) / (a - a2)
         inside = crossings[np.isfinite(crossings) & (crossings > 0)]
         if not inside.size:  # one line per stage (no costs per task, say): a straight line
-            fixed, slope = base + float(np.maximum(b, b2).sum()), float(np.maximum(a, a2).sum())
+            fixed, slope = base + float(b.sum()), float(np.maximum(a, a2).sum())  # b >= b2: m <= q
             if fixed > budget_ms:
                 return 0.0
             return float("inf") if slope <= 0 else (budget_ms - fixed) / slope
@@ -187,11 +187,10 @@ class StreamProfile:
     def queued_reading(self) -> "StreamProfile":
         """This profile with the other reading of its CPU-saturated stages: their tasks' time beyond their CPU was
         queueing for a CPU, not waiting (the fastest that fewer cores could be; see module docstring)."""
+        a, b, a2, b2 = self._lines(self.knobs)
+        e = self.events_per_batch  # the CPU side (per-task CPU included) against the tasks' side, as measured
+        saturated = a * e + b >= CPU_SATURATED * (a2 * e + b2)
         ops = self.operators
-        m = np.minimum(self.parallelism(self.knobs), self.cpus)
-        q = self.parallelism(self.knobs)
-        cpu, work = ops["cpu_ms_per_event"].to_numpy(float), ops["work_ms_per_event"].to_numpy(float)
-        saturated = cpu / m >= CPU_SATURATED * work / q
         return replace(self, operators=ops.assign(wait_ms_per_event=np.where(saturated, 0.0, ops["wait_ms_per_event"])))
 
     def capacity(self, knobs: Knobs, utilization: float = 1.0) -> float:
