@@ -31,9 +31,9 @@ would only add a wait to every policy alike).
 (from the very profile the plan was made from, ``Decision.profile``, at the batch size then
 observed) against the median measured under them, as ``|capacity predicted / capacity measured -
 1|`` (capacity = events per batch / batch duration); the median over steps is reported, the maximum
-beside it. Where one configuration could not tell waiting from CPU queueing, the plan gave a band
-(``StreamProfile.queued_reading``): ``prediction_band_error_max`` is how far a measured batch fell
-outside it (0 inside).
+beside it. Where one configuration could not tell waiting from CPU queueing, or a Python stage's CPU
+per task from its CPU per event, the plan gave a band (``StreamProfile.batch_ms_band``):
+``prediction_band_error_max`` is how far a measured batch fell outside it (0 inside).
 """
 
 from __future__ import annotations
@@ -200,10 +200,10 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 before, knobs = pending
                 events = float(window.frame()["events"].iloc[POLICY.warmup_batches:].median())
                 predicted_ms = before.batch_ms_for(events, knobs)
-                low_ms = before.queued_reading().batch_ms_for(events, knobs)  # the band's other end (see the model)
+                low_ms, high_ms = before.batch_ms_band(events, knobs)  # what one configuration cannot tell (the model)
                 result.errors.append(abs(obs.batch_ms / predicted_ms - 1.0))  # = |capacity predicted / measured - 1|
-                result.band_errors.append(band_error(obs.batch_ms, low_ms, predicted_ms))
-                band = f" (band {low_ms:.0f}-{predicted_ms:.0f} ms)" if low_ms < predicted_ms else ""
+                result.band_errors.append(band_error(obs.batch_ms, low_ms, high_ms))
+                band = f" (band {low_ms:.0f}-{high_ms:.0f} ms)" if low_ms < high_ms else ""
                 print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: batch of "
                       f"{events:.0f} events predicted {predicted_ms:.0f} ms{band}, measured {obs.batch_ms:.0f} ms "
                       f"(error {result.errors[-1]:.0%}, outside the band {result.band_errors[-1]:.0%})", flush=True)

@@ -34,10 +34,12 @@ the fixed side). Then:
   fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i / min(q_i, P)`` (see
   ``profile.fit_task_costs``), which grows with the cores: the share is checked at the
   cores chosen, and the cores chosen again at a longer interval;
-* uncertainty: where the profile's stages kept the CPUs busy, one configuration cannot
-  tell waiting from queueing for a CPU (:meth:`.profile.StreamProfile.queued_reading`);
-  the plan is made on the slower reading, and ``batch_ms_planned_low`` gives the other
-  end of the band (noted where it is more than 15 % shorter);
+* uncertainty: one configuration cannot tell waiting from queueing for a CPU where the
+  profile's stages kept the CPUs busy, nor a Python stage's CPU per task from its CPU
+  per event (:meth:`.profile.StreamProfile.batch_ms_band`); the plan is made on the
+  reading that keeps fewer cores slow (waiting, per event), and ``batch_ms_planned_low``
+  and ``batch_ms_planned_high`` give the band's ends (noted where either is more than
+  15 % away);
 * backlog: the backlog (and what accumulates while the stream restarts) spread over
   the catch-up duration is added to ``lambda`` with ``u = 1``: the headroom kept for
   the steady state clears it, and only a backlog beyond what that headroom clears in
@@ -200,14 +202,15 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         "capacity_planned": profile.capacity(knobs),
         "target_rate": target,
         "batch_ms_planned": profile.batch_ms_for(planned_batch, knobs),
-        "batch_ms_planned_low": profile.queued_reading().batch_ms_for(planned_batch, knobs),
+        **dict(zip(("batch_ms_planned_low", "batch_ms_planned_high"), profile.batch_ms_band(planned_batch, knobs))),
         "utilization_planned": target / max(profile.capacity(knobs), 1e-9) if math.isfinite(profile.capacity(knobs)) else 0.0,
         "coordination_share": profile.fixed_ms_for(knobs) / (interval * 1000.0) if interval > 0 else 0.0,
     }
-    if predicted["batch_ms_planned_low"] < (1.0 - BAND_NOTED) * predicted["batch_ms_planned"]:
-        notes.append(f"uncertain: a batch under the plan takes {predicted['batch_ms_planned']:.0f} ms if its CPU-bound "
-                     f"stages' tasks were waiting, {predicted['batch_ms_planned_low']:.0f} ms if they were queueing for "
-                     "the CPUs (one configuration cannot tell); planned on the longer")
+    point, low, high = (predicted[k] for k in ("batch_ms_planned", "batch_ms_planned_low", "batch_ms_planned_high"))
+    if low < (1.0 - BAND_NOTED) * point or high > (1.0 + BAND_NOTED) * point:
+        notes.append(f"uncertain: a batch under the plan takes {point:.0f} ms, anywhere from {low:.0f} to {high:.0f} ms "
+                     "by what one configuration cannot tell (CPU-bound tasks waiting or queueing for the CPUs, Python "
+                     "CPU per event or per task); a second configuration narrows it")
     return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)
 
 

@@ -49,7 +49,11 @@ deserialization. One configuration cannot tell the two apart, so a profile charg
 CPU per event; once the stream has run under two configurations whose tasks per event
 differ, :func:`fit_task_costs` separates them, and the per-task part (``task_cpu_ms``,
 ``t``) becomes a fixed cost of the stage that grows with its ``n`` tasks:
-``n * t / m``, on both sides of the roofline.
+``n * t / m``, on both sides of the roofline. Until then, the Python stages' CPU may be
+anything from all per event to all per task (measured: 80-90 ms per Python task, so a
+self-join's two Python scans planned from 1 task each to 12 each ran 48 % longer than
+the per-event reading said): :meth:`StreamProfile.batch_ms_band` spans these readings
+and the two of CPU saturation, and a plan reports the band beside its prediction.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ class StreamProfile:
     knobs: Knobs
     cpus: float = float("inf")  # CPUs the task slots share (local mode: the machine's)
     python_cpu_ms_per_event: float | None = None  # Python workers' CPU, where measured (local mode)
+    task_costs_fitted: frozenset[str] = frozenset()  # operators whose CPU per task fit_task_costs separated
 
     @property
     def work_ms_per_event(self) -> float:
@@ -192,6 +197,25 @@ class StreamProfile:
         saturated = a * e + b >= CPU_SATURATED * (a2 * e + b2)
         ops = self.operators
         return replace(self, operators=ops.assign(wait_ms_per_event=np.where(saturated, 0.0, ops["wait_ms_per_event"])))
+
+    def per_task_reading(self) -> "StreamProfile":
+        """This profile with the other reading of its Python stages whose costs per task are not separated yet: all
+        their CPU paid per task, none per event (at the tasks and events measured, the same CPU per batch)."""
+        ops = self.operators
+        unknown = ops["operator"].str.contains(_PYTHON_PLAN_NODES) & ~ops["operator"].isin(self.task_costs_fitted)
+        per_batch = ops["cpu_ms_per_event"] * self.events_per_batch + ops["task_cpu_ms"] * ops["tasks"]
+        return replace(self, operators=ops.assign(
+            cpu_ms_per_event=ops["cpu_ms_per_event"].where(~unknown, 0.0),
+            task_cpu_ms=ops["task_cpu_ms"].where(~unknown, per_batch / ops["tasks"].clip(lower=1))))
+
+    def batch_ms_band(self, events: float, knobs: Knobs) -> tuple[float, float]:
+        """The shortest and longest a batch of ``events`` may take under ``knobs`` by the readings one configuration
+        cannot tell apart: CPU-saturated stages waiting or queueing (:meth:`queued_reading`), Python stages' CPU per
+        event or per task (:meth:`per_task_reading`). :meth:`batch_ms_for` (waiting, per event) lies within it."""
+        per_task = self.per_task_reading()
+        readings = (self, self.queued_reading(), per_task, per_task.queued_reading())
+        durations = [reading.batch_ms_for(events, knobs) for reading in readings]
+        return min(durations), max(durations)
 
     def capacity(self, knobs: Knobs, utilization: float = 1.0) -> float:
         """Source events per second the stream sustains under ``knobs`` at ``utilization`` of the trigger interval.
@@ -323,10 +347,11 @@ def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProf
     ``current``: where a solution is negative, the cost stays all per event (``t < 0``)
     or becomes all per task (``c < 0``) so that ``current``'s own batches are predicted
     as measured. Operators not in both, or whose tasks per event differ less than
-    1.5x, keep their profile.
+    1.5x, keep their profile (and stay in :meth:`StreamProfile.per_task_reading`).
     """
     ops = current.operators.copy()
     before = earlier.operators.set_index("operator")
+    fitted = set(current.task_costs_fitted)
     for i, row in ops.iterrows():
         if row["operator"] not in before.index:
             continue
@@ -343,7 +368,8 @@ def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProf
         elif per_event < 0:
             per_event, per_task = 0.0, y2 / n2
         ops.loc[i, ["cpu_ms_per_event", "task_cpu_ms"]] = [per_event, per_task]
-    return replace(current, operators=ops)
+        fitted.add(row["operator"])
+    return replace(current, operators=ops, task_costs_fitted=frozenset(fitted))
 
 
 _PYTHON_PLAN_NODES = r"Python|InPandas|InArrow"  # MapInArrow, BatchEvalPython, FlatMapGroupsInPandas, ...
