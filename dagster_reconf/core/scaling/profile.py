@@ -50,10 +50,12 @@ CPU per event; once the stream has run under two configurations whose tasks per 
 differ, :func:`fit_task_costs` separates them, and the per-task part (``task_cpu_ms``,
 ``t``) becomes a fixed cost of the stage that grows with its ``n`` tasks:
 ``n * t / m``, on both sides of the roofline. Until then, the Python stages' CPU may be
-anything from all per event to all per task (measured: 80-90 ms per Python task, so a
-self-join's two Python scans planned from 1 task each to 12 each ran 48 % longer than
-the per-event reading said): :meth:`StreamProfile.batch_ms_band` spans these readings
-and the two of CPU saturation, and a plan reports the band beside its prediction.
+anything from all per event to all per task (measured: 80-140 ms per Python task, so a
+self-join's two Python scans planned from 1 task each to 12 each ran 35-48 % longer than
+the per-event reading said). And the roofline is a lower bound: tasks that share CPUs
+end no later than the sum of the two lines (Brent's bound), and a configuration measured
+without that contention cannot tell where between. :meth:`StreamProfile.batch_ms_band`
+spans these readings, and a plan reports the band beside its prediction.
 """
 
 from __future__ import annotations
@@ -208,14 +210,31 @@ class StreamProfile:
             cpu_ms_per_event=ops["cpu_ms_per_event"].where(~unknown, 0.0),
             task_cpu_ms=ops["task_cpu_ms"].where(~unknown, per_batch / ops["tasks"].clip(lower=1))))
 
+    def contended_batch_ms_for(self, events: float, knobs: Knobs) -> float:
+        """The longest a batch of ``events`` can take under ``knobs`` where its tasks share the CPUs: Brent's bound.
+
+        The roofline (:meth:`batch_ms_for`) assumes a task's waiting overlaps other tasks'
+        CPU perfectly. With more tasks at once than CPUs, a greedy scheduler's stage ends
+        no later than its CPU over the CPUs *plus* its tasks' own time over the tasks (all
+        work over the processors plus the critical path), and how close it comes depends on
+        how the tasks' waits and CPU interleave, which a configuration measured without the
+        contention cannot tell (measured: a self-join's Python scans at 12 tasks on 2 CPUs
+        ran about halfway between the two).
+        """
+        a, b, a2, b2 = self._lines(knobs)
+        shared = self.parallelism(knobs) > self.cpus
+        stages = a2 * events + b2 + np.where(shared, a * events + b, 0.0)
+        return self.coordination_ms + float(self._columns["overhead_ms"].sum() + stages.sum())
+
     def batch_ms_band(self, events: float, knobs: Knobs) -> tuple[float, float]:
-        """The shortest and longest a batch of ``events`` may take under ``knobs`` by the readings one configuration
-        cannot tell apart: CPU-saturated stages waiting or queueing (:meth:`queued_reading`), Python stages' CPU per
-        event or per task (:meth:`per_task_reading`). :meth:`batch_ms_for` (waiting, per event) lies within it."""
+        """The shortest and longest a batch of ``events`` may take under ``knobs`` by what one configuration cannot tell:
+        CPU-saturated stages waiting or queueing (:meth:`queued_reading`), Python stages' CPU per event or per task
+        (:meth:`per_task_reading`), and tasks sharing CPUs overlapping their waits with others' CPU or not
+        (:meth:`contended_batch_ms_for`). :meth:`batch_ms_for` (waiting, per event, overlapped) lies within it."""
         per_task = self.per_task_reading()
         readings = (self, self.queued_reading(), per_task, per_task.queued_reading())
-        durations = [reading.batch_ms_for(events, knobs) for reading in readings]
-        return min(durations), max(durations)
+        low = min(reading.batch_ms_for(events, knobs) for reading in readings)
+        return low, max(reading.contended_batch_ms_for(events, knobs) for reading in readings)
 
     def capacity(self, knobs: Knobs, utilization: float = 1.0) -> float:
         """Source events per second the stream sustains under ``knobs`` at ``utilization`` of the trigger interval.

@@ -180,8 +180,8 @@ def test_one_configuration_gives_a_band_that_holds_python_cpu_per_task():
     assert truth > 1.15 * point and low <= point < truth <= high  # missed by the point, held by the band
     per_task = earlier.per_task_reading().operators.loc[0]
     assert per_task["cpu_ms_per_event"] == 0.0 and per_task["task_cpu_ms"] == pytest.approx(250.0)  # all of it, 1 task
-    assert high == pytest.approx(earlier.per_task_reading().batch_ms_for(1700, twelve))
-    assert earlier.batch_ms_band(750, earlier.knobs)[1] == pytest.approx(earlier.batch_ms_for(750, earlier.knobs))
+    assert high == pytest.approx(earlier.per_task_reading().contended_batch_ms_for(1700, twelve))
+    assert earlier.batch_ms_band(750, earlier.knobs) == pytest.approx((earlier.batch_ms_for(750, earlier.knobs),) * 2)
     # a JVM scan keeps its reading (its per-task CPU is a task's deserialization, not a Python round trip)
     jvm_earlier, _ = two_configurations(250 / 750, 1540 / 1700, scan_work=1.0)
     assert jvm_earlier.per_task_reading().operators.equals(jvm_earlier.operators)
@@ -208,6 +208,19 @@ def test_two_configurations_separate_cpu_per_task_from_cpu_per_event():
     growth = fitted.batch_ms_for(6800, knobs) - fitted.batch_ms_for(1700, knobs)
     assert growth == pytest.approx(5100 * fitted.stage_ms_per_event(knobs).sum())
     assert growth < current.batch_ms_for(6800, knobs) - current.batch_ms_for(1700, knobs)
+
+
+def test_tasks_that_share_cpus_end_by_brents_bound():
+    # the scan at 1.0 ms per event, 0.4 of it CPU; the aggregation all waiting; 2 CPUs
+    p = profile(cpu=(0.4, 0.0), work=(1.0, 0.5), cpus=2, state_partitions=2)
+    two, eight = (p.knobs.model_copy(update={"cores": c, "source_partitions": c}) for c in (2, 8))
+    # no more tasks than CPUs: nothing shares a CPU, the roofline is exact
+    assert p.contended_batch_ms_for(1000, two) == pytest.approx(p.batch_ms_for(1000, two))
+    # 8 scan tasks on 2 CPUs: at most the CPU over the CPUs plus the tasks' time over the tasks (the roofline: the longer)
+    scan_cpu, scan_tasks = 0.4 * 1000 / 2, 1.0 * 1000 / 8
+    assert p.batch_ms_for(1000, eight) == pytest.approx(100 + max(scan_cpu, scan_tasks) + 0.5 * 1000 / 2)
+    assert p.contended_batch_ms_for(1000, eight) == pytest.approx(100 + scan_cpu + scan_tasks + 0.5 * 1000 / 2)
+    assert p.batch_ms_band(1000, eight) == pytest.approx((p.batch_ms_for(1000, eight), p.contended_batch_ms_for(1000, eight)))
 
 
 def test_a_fit_out_of_bounds_keeps_the_cost_where_the_current_batches_put_it():
