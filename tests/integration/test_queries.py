@@ -1,6 +1,8 @@
 """Every bundled query: a few batches, a stop at a batch boundary, a restart with other
 source parallelism from the checkpoint, and output equal to the batch oracle."""
 
+import time
+
 import pytest
 
 from dagster_reconf.core.checkpoint import checkpoint_facts
@@ -73,3 +75,20 @@ def test_record_cost_slows_processing_without_changing_output(spark, tmp_path, m
     busy_ms = sum(p["durationMs"].get("addBatch", 0) for p in progress)
     assert busy_ms >= 2000 * 500 / 1000 / spec.source_partitions
     assert_matches_oracle(spark, tmp_path, runtime.spec)
+
+
+def test_rate_steps_change_what_a_running_stream_is_offered(spark, tmp_path):
+    """50 events/s, then 2,000/s from 2 s on: more than the first rate could offer in all the time the test ran."""
+    began = time.monotonic()
+    spec = bundled_spec("it-steps", "q1", rate=50, rate_steps="2:2000", trigger_interval_s=0.5, source_partitions=2)
+    runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
+    runtime.start()
+
+    def latest() -> int:
+        progress = runtime.query.lastProgress
+        return (progress_row(progress)["latest_offset"] or 0) if progress else 0
+
+    wait_until(lambda: latest() > 1_000, what="the second rate's events")
+    offered, elapsed = latest(), time.monotonic() - began
+    runtime.stop_at_batch_boundary()
+    assert offered > 2 * 50 * elapsed, f"{offered} events offered in {elapsed:.1f} s: the step to 2,000/s did not apply"
