@@ -31,9 +31,10 @@ would only add a wait to every policy alike).
 (from the very profile the plan was made from, ``Decision.profile``, at the batch size then
 observed) against the median measured under them, as ``|capacity predicted / capacity measured -
 1|`` (capacity = events per batch / batch duration); the median over steps is reported, the maximum
-beside it. Where one configuration could not tell waiting from CPU queueing, or a Python stage's CPU
-per task from its CPU per event, the plan gave a band (``StreamProfile.batch_ms_band``):
-``prediction_band_error_max`` is how far a measured batch fell outside it (0 inside).
+beside it. Where one configuration could not tell waiting from CPU queueing, a Python stage's CPU per
+task from its CPU per event, or how tasks that share CPUs interleave (Brent's bound), the plan gave a
+band (``StreamProfile.batch_ms_band``): ``prediction_band_error_max`` is how far a measured batch fell
+outside it (0 inside).
 """
 
 from __future__ import annotations
