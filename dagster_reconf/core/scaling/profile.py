@@ -23,11 +23,13 @@ So useful time is split by Spark's executor CPU time: ``cpu_ms_per_event`` (c) a
 (``m = min(q, P)`` of them computing), a stage takes per event the longer of its CPU
 work over the CPUs and its tasks' own time over the tasks: ``max(c / m, (c + s) / q)``
 (a roofline: the CPUs or the tasks bound it). ``P`` is the machine's CPU count in local
-mode and unbounded on a cluster (a slot per CPU). Where the stage kept its CPUs busy
-(CPU demand near ``P``), the measured time cannot tell waiting from queueing for a
-CPU: the profile reads it all as waiting, the reading that keeps fewer cores slow
-enough (a scale-down is never planned on a guess), and :meth:`StreamProfile.queued_reading`
-gives the other end of that band (see the plan's ``batch_ms_planned_low``).
+mode and unbounded on a cluster (a slot per CPU). Where the stage ran more tasks than
+CPUs, its tasks' measured time may hold up to its CPU over the CPUs of queueing for a
+CPU (Brent's bound: see :meth:`StreamProfile.contended_batch_ms_for`), and one
+configuration cannot tell how much: the profile reads it all as waiting, the reading that
+keeps fewer cores slow enough (a scale-down is never planned on a guess), and
+:meth:`StreamProfile.queued_reading` gives the other end of that band (see the plan's
+``batch_ms_planned_low``).
 
 Stages that run Python (a Python data source scan, ``mapInArrow``, pandas UDFs) spend
 their CPU in Python worker processes, which Spark's executor CPU time leaves out. In
@@ -71,7 +73,6 @@ from .knobs import Knobs
 
 __all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "fit_task_costs", "profile_stream"]
 
-CPU_SATURATED = 0.8  # a stage whose CPU demand reached this share of its CPUs over its time kept them busy
 
 USEFUL_ACTIVITIES = ("deserialization", "processing", "serialization")
 OPERATOR_COLUMNS = [
@@ -192,13 +193,16 @@ class StreamProfile:
         return float("inf") if slope <= 0 else float(points[-1] + (budget_ms - durations[-1]) / slope)
 
     def queued_reading(self) -> "StreamProfile":
-        """This profile with the other reading of its CPU-saturated stages: their tasks' time beyond their CPU was
-        queueing for a CPU, not waiting (the fastest that fewer cores could be; see module docstring)."""
-        a, b, a2, b2 = self._lines(self.knobs)
-        e = self.events_per_batch  # the CPU side (per-task CPU included) against the tasks' side, as measured
-        saturated = a * e + b >= CPU_SATURATED * (a2 * e + b2)
+        """This profile with the other reading of its stages measured with more tasks than CPUs: their tasks' time held
+        up to their CPU over the CPUs of queueing for a CPU (Brent's bound, see :meth:`contended_batch_ms_for`), all
+        of it queueing and only the rest waiting (the fastest that fewer cores could be; see module docstring)."""
+        a, b, _, _ = self._lines(self.knobs)
+        q = self.parallelism(self.knobs)
+        cpu_side = (a + b / max(self.events_per_batch, 1e-9)) * q  # the CPU line per event, in the tasks' time
         ops = self.operators
-        return replace(self, operators=ops.assign(wait_ms_per_event=np.where(saturated, 0.0, ops["wait_ms_per_event"])))
+        wait = ops["wait_ms_per_event"].to_numpy(dtype=np.float64)
+        return replace(self, operators=ops.assign(
+            wait_ms_per_event=np.where(q > self.cpus, np.maximum(0.0, wait - cpu_side), wait)))
 
     def per_task_reading(self) -> "StreamProfile":
         """This profile with the other reading of its Python stages whose costs per task are not separated yet: all
@@ -228,7 +232,7 @@ class StreamProfile:
 
     def batch_ms_band(self, events: float, knobs: Knobs) -> tuple[float, float]:
         """The shortest and longest a batch of ``events`` may take under ``knobs`` by what one configuration cannot tell:
-        CPU-saturated stages waiting or queueing (:meth:`queued_reading`), Python stages' CPU per event or per task
+        tasks that shared CPUs waiting or queueing (:meth:`queued_reading`), Python stages' CPU per event or per task
         (:meth:`per_task_reading`), and tasks sharing CPUs overlapping their waits with others' CPU or not
         (:meth:`contended_batch_ms_for`). :meth:`batch_ms_for` (waiting, per event, overlapped) lies within it."""
         per_task = self.per_task_reading()

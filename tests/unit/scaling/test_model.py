@@ -223,6 +223,19 @@ def test_tasks_that_share_cpus_end_by_brents_bound():
     assert p.batch_ms_band(1000, eight) == pytest.approx((p.batch_ms_for(1000, eight), p.contended_batch_ms_for(1000, eight)))
 
 
+def test_time_measured_with_more_tasks_than_cpus_may_be_queueing_up_to_brents_bound():
+    # 8 scan tasks on 2 CPUs, 0.2 ms of CPU and 0.8 of waiting per event: the waiting may hold up to the CPU over the
+    # CPUs of queueing (0.1 ms per event over the CPUs is 0.8 ms per event of the 8 tasks' time): none left
+    shared = profile(cpu=(0.2, 0.0), work=(1.0, 0.5), cores=8, cpus=2, state_partitions=2)
+    assert shared.queued_reading().operators["wait_ms_per_event"].tolist() == pytest.approx([0.0, 0.5])
+    # 4 tasks: up to 0.4 ms per event of it; the aggregation's 2 tasks had a CPU each: its waiting was waiting
+    four = profile(cpu=(0.2, 0.0), work=(1.0, 0.5), cores=4, cpus=2, state_partitions=2)
+    assert four.queued_reading().operators["wait_ms_per_event"].tolist() == pytest.approx([0.4, 0.5])
+    two = four.knobs.model_copy(update={"cores": 2, "source_partitions": 2})
+    assert four.batch_ms_band(1000, two)[0] == pytest.approx(four.queued_reading().batch_ms_for(1000, two))
+    assert four.batch_ms_band(1000, two)[0] < four.batch_ms_for(1000, two)
+
+
 def test_a_fit_out_of_bounds_keeps_the_cost_where_the_current_batches_put_it():
     # less CPU per batch at 12 tasks than at 1: no per-task CPU, all per event as measured now
     earlier, current = two_configurations(2.0, 0.5)
