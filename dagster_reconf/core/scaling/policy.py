@@ -223,7 +223,8 @@ class ScalingPolicy(ABC):
         model_check = False
         if direction is None and plan and self._may_be_over_provisioned(obs, current):
             direction, model_check = "scale_down", True  # the model decides (see DS2Policy)
-        if direction is None and obs.backlog_growth < 0 and obs.backlog > 0:
+        # Less than an interval's arrivals is what a batch leaves behind at any steady rate, not a backlog to catch up.
+        if direction is None and obs.backlog_growth < 0 and obs.backlog > obs.source_rate * current.trigger_interval_s:
             return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s "
                                     f"(clear in {obs.backlog / -obs.backlog_growth:.0f} s < {cfg.catch_up_s:g} s)", obs)
         if direction is None:

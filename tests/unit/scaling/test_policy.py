@@ -199,6 +199,12 @@ def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
     assert decide(DS2Policy(PolicyConfig(stabilization_s=0)), again, now=300.0, plan=False).action == "scale_up"
 
 
+def test_what_one_interval_leaves_behind_is_no_backlog_to_catch_up():
+    policy = DS2Policy(PolicyConfig(scale_down_delay_s=3600))
+    held = policy.decide("s", KNOBS, obs(backlog=1, backlog_growth=-0.1, utilization=0.6), profile())
+    assert held.action == "hold" and held.reason.startswith("in band"), held.reason
+
+
 def test_high_utilization_while_the_backlog_clears_in_time_is_catching_up_not_scaling():
     policy = DS2Policy(PolicyConfig(catch_up_s=60))
     clearing = policy.decide("s", KNOBS, obs(backlog=10_000, backlog_growth=-500, utilization=1.0), profile())
