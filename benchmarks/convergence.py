@@ -11,7 +11,8 @@ backlog does not grow), the policy holds, and it is right-sized: on at most 1.25
 that sustain the rate (rounded up). That minimum is measured in the same run, per query, before the
 policies run: a binary search over the cores, a fresh stream per probe, each probe judged from a full
 settled window on (its backlog gone, with batches within the interval; one still shrinking is watched
-for the catch-up time, not extrapolated from one window). A policy that never scales down no longer converges from an over-provisioned start.
+for the catch-up time, not extrapolated from one window). A policy that never scales down no longer
+converges from an over-provisioned start.
 ``core_seconds``: the cores held times the wall-clock time until the run converged (or ended);
 ``kinds``: each applied step's kind. ``steps`` counts the plans applied until then; an *oscillation*
 is a plan that reverses the previous one's direction. Runs that have not converged after
@@ -108,7 +109,7 @@ def load_phase(scenario: str, elapsed_s: float) -> int:
 def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.0) -> tuple[bool, str]:
     """Whether the running configuration keeps up with RATE, judged from a full settled window on, and what it showed.
 
-    It keeps up where its backlog is gone (at most one steady batch) with batches that fit the interval. A backlog
+    It keeps up where its backlog is gone (``Observation.has_backlog``) with batches that fit the interval. A backlog
     that the window shows shrinking is watched for up to the policy's catch-up time and counts only where it is
     really gone by then: near the limit a window's trend is noise (Q5 at 3 cores, one window each: shrinking 19/s on
     one run, growing 30/s on another). A backlog that shrinks more slowly (batches run flat out, over the interval) is
@@ -124,7 +125,7 @@ def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.
         if obs.batches < POLICY.window_batches or not window.started_at or time.time() - window.started_at < POLICY.stabilization_s:
             continue
         shown = f"utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} ({obs.backlog_growth:+.0f}/s)"
-        if obs.backlog <= RATE * TRIGGER_S and obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE and obs.utilization <= 1.0:
+        if not obs.has_backlog(TRIGGER_S) and obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE and obs.utilization <= 1.0:
             return True, shown + (f", cleared {time.monotonic() - judged_at:.0f} s after it shrank" if judged_at else "")
         # Batches run back to back while a backlog clears (they are capped at 1.5x a steady batch).
         clearing = obs.backlog_growth < 0 and obs.backlog / -obs.backlog_growth <= POLICY.catch_up_s

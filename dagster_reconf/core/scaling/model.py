@@ -35,7 +35,7 @@ the fixed side). Then:
   ``profile.fit_task_costs``), which grows with the cores: the share is checked at the
   cores chosen, and the cores chosen again at a longer interval;
 * uncertainty: one configuration cannot tell waiting from queueing for a CPU where the
-  profile's stages kept the CPUs busy, nor a Python stage's CPU per task from its CPU
+  profile's stages ran more tasks than CPUs, nor a Python stage's CPU per task from its CPU
   per event, nor how tasks that will share CPUs overlap their waits with each other's
   CPU (:meth:`.profile.StreamProfile.batch_ms_band`); the plan is made on the
   reading that keeps fewer cores slow (waiting, per event), and ``batch_ms_planned_low``
@@ -210,7 +210,7 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
     point, low, high = (predicted[k] for k in ("batch_ms_planned", "batch_ms_planned_low", "batch_ms_planned_high"))
     if low < (1.0 - BAND_NOTED) * point or high > (1.0 + BAND_NOTED) * point:
         notes.append(f"uncertain: a batch under the plan takes {point:.0f} ms, anywhere from {low:.0f} to {high:.0f} ms "
-                     "by what one configuration cannot tell (CPU-bound tasks waiting or queueing for the CPUs, Python "
+                     "by what one configuration cannot tell (tasks that shared CPUs waiting or queueing for them, Python "
                      "CPU per event or per task, tasks sharing CPUs overlapping their waits or not); a second "
                      "configuration narrows it")
     return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)

@@ -107,6 +107,10 @@ class Observation:
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if isinstance(v, (int, float))}
 
+    def has_backlog(self, trigger_interval_s: float) -> bool:
+        """More behind than one interval's arrivals: less is what a batch leaves behind at any steady rate."""
+        return self.backlog > self.source_rate * trigger_interval_s
+
 
 def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2) -> Observation:
     """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out.
@@ -223,8 +227,7 @@ class ScalingPolicy(ABC):
         model_check = False
         if direction is None and plan and self._may_be_over_provisioned(obs, current):
             direction, model_check = "scale_down", True  # the model decides (see DS2Policy)
-        # Less than an interval's arrivals is what a batch leaves behind at any steady rate, not a backlog to catch up.
-        if direction is None and obs.backlog_growth < 0 and obs.backlog > obs.source_rate * current.trigger_interval_s:
+        if direction is None and obs.backlog_growth < 0 and obs.has_backlog(current.trigger_interval_s):
             return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s "
                                     f"(clear in {obs.backlog / -obs.backlog_growth:.0f} s < {cfg.catch_up_s:g} s)", obs)
         if direction is None:

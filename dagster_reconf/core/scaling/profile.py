@@ -154,11 +154,15 @@ class StreamProfile:
         """What a batch costs under ``knobs`` whatever its size: coordination plus every stage's fixed costs."""
         return self.coordination_ms + float(self.stage_fixed_ms(knobs).sum())
 
+    @cached_property
+    def _base_ms(self) -> float:
+        """What every batch pays outside its stages' lines: coordination and the stages' measured overheads."""
+        return self.coordination_ms + float(self._columns["overhead_ms"].sum())
+
     def batch_ms_for(self, events: float, knobs: Knobs) -> float:
         """Predicted duration of a batch of ``events`` under ``knobs`` (stages one after another on shared cores)."""
         a, b, a2, b2 = self._lines(knobs)
-        stages = np.maximum(a * events + b, a2 * events + b2)
-        return self.coordination_ms + float(self._columns["overhead_ms"].sum() + stages.sum())
+        return self._base_ms + float(np.maximum(a * events + b, a2 * events + b2).sum())
 
     def events_within(self, knobs: Knobs, budget_ms: float) -> float:
         """The largest batch (events) that ends within ``budget_ms`` under ``knobs``; inf where events cost nothing.
@@ -171,7 +175,7 @@ class StreamProfile:
 
     def _events_within(self, lines: tuple[np.ndarray, ...], budget_ms: float) -> float:
         a, b, a2, b2 = lines
-        base = self.coordination_ms + float(self._columns["overhead_ms"].sum())
+        base = self._base_ms
         with np.errstate(divide="ignore", invalid="ignore"):
             crossings = (b2 - b) / (a - a2)
         inside = crossings[np.isfinite(crossings) & (crossings > 0)]
@@ -208,7 +212,7 @@ class StreamProfile:
         """This profile with the other reading of its Python stages whose costs per task are not separated yet: all
         their CPU paid per task, none per event (at the tasks and events measured, the same CPU per batch)."""
         ops = self.operators
-        unknown = ops["operator"].str.contains(_PYTHON_PLAN_NODES) & ~ops["operator"].isin(self.task_costs_fitted)
+        unknown = _runs_python(ops["operator"]) & ~ops["operator"].isin(self.task_costs_fitted).to_numpy()
         per_batch = ops["cpu_ms_per_event"] * self.events_per_batch + ops["task_cpu_ms"] * ops["tasks"]
         return replace(self, operators=ops.assign(
             cpu_ms_per_event=ops["cpu_ms_per_event"].where(~unknown, 0.0),
@@ -227,8 +231,7 @@ class StreamProfile:
         """
         a, b, a2, b2 = self._lines(knobs)
         shared = self.parallelism(knobs) > self.cpus
-        stages = a2 * events + b2 + np.where(shared, a * events + b, 0.0)
-        return self.coordination_ms + float(self._columns["overhead_ms"].sum() + stages.sum())
+        return self._base_ms + float((a2 * events + b2 + np.where(shared, a * events + b, 0.0)).sum())
 
     def batch_ms_band(self, events: float, knobs: Knobs) -> tuple[float, float]:
         """The shortest and longest a batch of ``events`` may take under ``knobs`` by what one configuration cannot tell:
@@ -401,6 +404,11 @@ _SCAN_PLAN_NODES = r"Scan"  # MicroBatchScan, Scan json, Scan parquet, KafkaScan
 _FILE_SCAN_PLAN_NODES = r"(?<![A-Za-z])Scan [A-Za-z]"
 
 
+def _runs_python(labels: pd.Series) -> np.ndarray:
+    """Which operators (by label) run Python: their CPU is the Python workers', partly paid per task."""
+    return labels.str.contains(_PYTHON_PLAN_NODES).to_numpy(dtype=bool)
+
+
 def _of_batches(activities: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
     """Which activities belong to the batches in ``rows``: same query id and batch id where the progress has the
     query id (helper queries of the control plane and other queries in the driver have their own), else batch id."""
@@ -433,6 +441,6 @@ def _python_cpu_ms_per_event(progress: pd.DataFrame, rows: pd.DataFrame) -> floa
 def _python_shares(ops: pd.DataFrame) -> np.ndarray:
     """How the Python workers' CPU divides over operators: the Python stages, by their waiting time."""
     waiting = np.maximum(0.0, (ops["work"] - ops["cpu"]).to_numpy(dtype=float))
-    python = ops.index.to_series().str.contains(_PYTHON_PLAN_NODES).to_numpy()
+    python = _runs_python(ops.index.to_series())
     weights = waiting * python if (waiting * python).sum() > 0 else waiting
     return weights / weights.sum() if weights.sum() > 0 else np.zeros(len(ops))
