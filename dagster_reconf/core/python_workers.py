@@ -14,13 +14,25 @@ that only grows while the session lives; the listener samples it with every
 progress event, and the profile turns the difference between two batches into CPU
 per event (see ``scaling.profile``). On a cluster the workers run on other machines
 and the counter is not recorded.
+
+A batch's total cannot tell CPU a task pays whatever its data (a worker's set-up for the
+task: unpickling the reader or function, opening its Arrow streams) from CPU per event:
+every batch of one configuration has the same tasks and about the same events. *When*
+the CPU is spent can: set-up comes in a burst as each task starts, per-event CPU spreads
+over the task. :class:`PythonCpuSampler` samples the counter ten times a second, and the
+listener records the samples with each batch (``python_cpu_samples``), for the profile to
+regress on its tasks' starts and events (see ``scaling.profile``).
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import deque
+
 import psutil
 
-__all__ = ["python_worker_cpu_s"]
+__all__ = ["PythonCpuSampler", "python_worker_cpu_s"]
 
 _WORKER_MODULE = "pyspark.worker"
 
@@ -41,3 +53,47 @@ def python_worker_cpu_s(root: psutil.Process | None = None) -> float:
             continue  # exited between the listing and the read: its time moves to the daemon's children_* times
         total += times.user + times.system + times.children_user + times.children_system
     return total
+
+
+class PythonCpuSampler:
+    """Samples :func:`python_worker_cpu_s` every ``period_s`` on a daemon thread, as ``[epoch ms, CPU ms]`` pairs.
+
+    The pairs wait in a bounded buffer (the newest ``max_samples``) until :meth:`drain` takes
+    them; the sampling costs ~1 ms of a CPU per sample with a dozen workers.
+    """
+
+    def __init__(self, period_s: float = 0.1, max_samples: int = 6000, probe=python_worker_cpu_s) -> None:
+        if period_s <= 0:
+            raise ValueError(f"period_s must be > 0, got {period_s}")
+        self.period_s = period_s
+        self._probe = probe
+        self._samples: deque[list[float]] = deque(maxlen=max_samples)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "PythonCpuSampler":
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="python-cpu-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5 * self.period_s + 1)
+        self._thread = None
+
+    def drain(self) -> list[list[float]]:
+        """The samples since the last drain, oldest first."""
+        taken = []
+        while self._samples:
+            taken.append(self._samples.popleft())
+        return taken
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            before = time.time()
+            cpu_s = self._probe()
+            self._samples.append([round((before + time.time()) * 500.0, 1), round(cpu_s * 1000.0, 1)])
+            self._stop.wait(self.period_s)

@@ -49,7 +49,7 @@ from .file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_fi
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
-from .python_workers import python_worker_cpu_s
+from .python_workers import PythonCpuSampler, python_worker_cpu_s
 from .session import build_spark_session
 from .sources import FileBacklogProbe
 from .spec import RestartScope, StreamSpec, restart_scope, validate_spec
@@ -113,6 +113,7 @@ class StreamRuntime:
         self._spark = spark
         self._owns_session = spark is None
         self._recorder: ProgressRecorder | None = None
+        self._cpu_sampler: PythonCpuSampler | None = None
         self._file_probes: dict[str, FileBacklogProbe] = {}
         self.query: StreamingQuery | None = None
         self.lock = threading.RLock()
@@ -136,7 +137,11 @@ class StreamRuntime:
                 self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "executors",
                                    **resized.as_dict()})
         if self._recorder is None and self.spec.instrumentation:
-            self._recorder = ProgressRecorder(self.store, self.spec.name, self._python_cpu_s, self._measure_sources)
+            local = self.spec.master.startswith("local")
+            if local and self._cpu_sampler is None:
+                self._cpu_sampler = PythonCpuSampler().start()
+            self._recorder = ProgressRecorder(self.store, self.spec.name, self._python_cpu_s, self._measure_sources,
+                                              cpu_samples=self._cpu_sampler.drain if local else None)
             self._spark.streams.addListener(self._recorder)
         return self._spark
 
@@ -154,7 +159,13 @@ class StreamRuntime:
         """Stop the owned session; the next use of :attr:`spark` builds a new one (same JVM)."""
         if self._spark is not None:
             self._spark.stop()
+        self._stop_sampler()
         self._spark, self._recorder = None, None
+
+    def _stop_sampler(self) -> None:
+        if self._cpu_sampler is not None:
+            self._cpu_sampler.stop()
+            self._cpu_sampler = None
 
     # -- building the query --------------------------------------------------------------
 
@@ -615,6 +626,7 @@ class StreamRuntime:
                     self.query.stop()
                 if self._owns_session and self._spark is not None:
                     self._drop_session()
+                self._stop_sampler()
             return report
 
 

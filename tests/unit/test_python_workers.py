@@ -39,3 +39,25 @@ def test_counts_the_pyspark_worker_processes_under_the_root_only():
             child.kill()
         driver.kill()
         driver.wait()
+
+
+def test_the_sampler_keeps_timed_samples_until_drained_and_stops():
+    from dagster_reconf.core.python_workers import PythonCpuSampler
+
+    counter = iter(range(1_000_000))
+    sampler = PythonCpuSampler(period_s=0.01, max_samples=50, probe=lambda: next(counter) / 1000.0).start()
+    try:
+        time.sleep(0.3)
+        first = sampler.drain()
+        assert 5 <= len(first) <= 50  # bounded: the newest 50
+        assert all(b[0] >= a[0] and b[1] > a[1] for a, b in zip(first, first[1:]))  # epoch ms, CPU ms, in order
+        assert abs(first[-1][0] / 1000.0 - time.time()) < 1.0
+        time.sleep(0.05)
+        assert sampler.drain()[0][1] > first[-1][1]  # a drain takes what it returns
+    finally:
+        sampler.stop()
+    left = sampler.drain()
+    time.sleep(0.05)
+    assert sampler.drain() == [] and len(left) <= 2
+    with pytest.raises(ValueError, match="period_s"):
+        PythonCpuSampler(period_s=0)

@@ -27,8 +27,9 @@ from .profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
 __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "shared_cpus"]
 
 KEPT_ROWS = 60
+KEPT_SAMPLE_ROWS = 12  # the newest rows keep their Python CPU samples (a window decides on fewer; cursors stay small)
 _ROW_FIELDS = ("batch_id", "query_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset",
-               "backlog_events", "backlog_unknown", "python_cpu_s")
+               "backlog_events", "backlog_unknown", "python_cpu_s", "python_cpu_samples")
 
 
 @dataclass
@@ -61,9 +62,12 @@ class ConfigurationWindow:
             elif record.get("kind") == "lifecycle" and record.get("event") == "query_terminated":
                 self.terminated = True
             elif record.get("kind") == "progress":
-                row = {**record_row(record), "python_cpu_s": record.get("python_cpu_s")}
+                row = {**record_row(record), "python_cpu_s": record.get("python_cpu_s"),
+                       "python_cpu_samples": record.get("python_cpu_samples")}
                 self.rows.append({k: (str(row[k]) if k == "timestamp" else row[k]) for k in _ROW_FIELDS})
         self.rows = self.rows[-keep:]
+        for row in self.rows[:-KEPT_SAMPLE_ROWS]:
+            row["python_cpu_samples"] = None
         return self
 
     def frame(self) -> pd.DataFrame:

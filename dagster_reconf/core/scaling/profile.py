@@ -46,18 +46,24 @@ Kafka's ``minPartitions``); Spark's file source splits a batch's files by bytes 
 so its ``split`` stages follow the cores (at least the tasks measured); other scans keep
 their tasks (``fixed``, e.g. one per Kafka partition).
 
-Some CPU is paid per task, not per event: a Python task's worker round trip, task
-deserialization. One configuration cannot tell the two apart, so a profile charges all
-CPU per event; once the stream has run under two configurations whose tasks per event
-differ, :func:`fit_task_costs` separates them, and the per-task part (``task_cpu_ms``,
-``t``) becomes a fixed cost of the stage that grows with its ``n`` tasks:
-``n * t / m``, on both sides of the roofline. Until then, the Python stages' CPU may be
-anything from all per event to all per task (measured: 80-140 ms per Python task, so a
-self-join's two Python scans planned from 1 task each to 12 each ran 35-48 % longer than
-the per-event reading said). And the roofline is a lower bound: tasks that share CPUs
-end no later than the sum of the two lines (Brent's bound), and a configuration measured
-without that contention cannot tell where between. :meth:`StreamProfile.batch_ms_band`
-spans these readings, and a plan reports the band beside its prediction.
+Some CPU is paid per task, not per event: a Python task's worker set-up, task
+deserialization. Batch totals cannot tell the two apart (every batch of a configuration
+has the same tasks); *when* the Python workers spent their CPU can, in local mode, where
+the runtime samples it ten times a second: set-up comes in a burst as each task starts
+(see :mod:`.python_costs`). Otherwise, once the stream has run under two configurations
+whose tasks per event differ, :func:`fit_task_costs` separates them. The per-task part
+(``task_cpu_ms``, ``t``) is a fixed cost of the stage that grows with its ``n`` tasks:
+``n * t / m`` on the CPU side of the roofline, ``n * t / q`` on the tasks' side, except
+where a plan puts more tasks at once than CPUs on a stage measured without that
+contention: the tasks start together, and their set-ups queue for the CPUs before any of
+them reaches its events, so the tasks' side pays ``n * t / m`` too (measured: a
+self-join's Python scans, 140 ms of set-up per task, planned from 1 task each to 12 on 2
+CPUs: 3.6 s predicted this way for 3.5 s measured, 2.6 s by the plain roofline). Where
+neither separated them, a Python stage's CPU may be anything from all per event to all
+per task. And the roofline is a lower bound: tasks that share CPUs end no later than the
+sum of the two lines (Brent's bound), and a configuration measured without that
+contention cannot tell where between. :meth:`StreamProfile.batch_ms_band` spans these
+readings, and a plan reports the band beside its prediction.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ import pandas as pd
 
 from ..errors import ReconfError
 from .knobs import Knobs
+from .python_costs import split_python_cpu
 
 __all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "fit_task_costs", "profile_stream"]
 
@@ -125,15 +132,23 @@ class StreamProfile:
         """Tasks of each operator that can run at once under ``knobs``."""
         return np.minimum(self.tasks(knobs), knobs.cores)
 
-    def _lines(self, knobs: Knobs) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _lines(self, knobs: Knobs, *, queued_set_ups: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Each stage's time as two lines in the batch's events ``e``: its CPU over the CPUs (``a*e + b``) and its
-        tasks' own time over the tasks at once (``a2*e + b2``); the stage takes the longer (see module docstring)."""
+        tasks' own time over the tasks at once (``a2*e + b2``); the stage takes the longer (see module docstring).
+        ``queued_set_ups``: the tasks' side pays their set-ups over the CPUs where ``knobs`` brings contention
+        that the stage was measured without."""
         col = self._columns
         n, q = self.tasks(knobs), self.parallelism(knobs)
         m = np.minimum(q, self.cpus)
         per_task = n * col["task_cpu_ms"]
         cpu, wait = col["cpu_ms_per_event"], col["wait_ms_per_event"]
-        return cpu / m, per_task / m, (cpu + wait) / q, per_task / q
+        queued = (q > m) & ~self._measured_shared if queued_set_ups else False
+        return cpu / m, per_task / m, (cpu + wait) / q, np.where(queued, per_task / m, per_task / q)
+
+    @cached_property
+    def _measured_shared(self) -> np.ndarray:
+        """Stages that ran more tasks at once than CPUs where measured: their figures hold that contention."""
+        return self.parallelism(self.knobs) > self.cpus
 
     def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
         """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``max(c / m, (c + s) / q)``."""
@@ -229,7 +244,7 @@ class StreamProfile:
         contention cannot tell (measured: a self-join's Python scans at 12 tasks on 2 CPUs
         ran about halfway between the two).
         """
-        a, b, a2, b2 = self._lines(knobs)
+        a, b, a2, b2 = self._lines(knobs, queued_set_ups=False)  # the sum counts the set-ups' queueing once
         shared = self.parallelism(knobs) > self.cpus
         return self._base_ms + float((a2 * events + b2 + np.where(shared, a * events + b, 0.0)).sum())
 
@@ -340,7 +355,8 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)
     ops["true_output_rate"] = np.where(seconds > 0, ops["records_out"] / seconds.where(seconds > 0, 1), np.nan)
     ops["skew"] = np.where(ops["median_task"] > 0, ops["skew"] / ops["median_task"].where(ops["median_task"] > 0, 1), 1.0)
-    ops["task_cpu_ms"] = 0.0  # one configuration cannot tell CPU per task from CPU per event: see fit_task_costs
+    ops["task_cpu_ms"] = 0.0  # batch totals cannot tell CPU per task from CPU per event: see fit_task_costs
+    fitted = _split_python_cpu(ops, timeline, rows, batches, uncontended=concurrent <= cpus)
     ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
     return StreamProfile(
         operators=ops[OPERATOR_COLUMNS],
@@ -351,7 +367,41 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
         knobs=knobs,
         cpus=cpus,
         python_cpu_ms_per_event=python_ms,
+        task_costs_fitted=frozenset(fitted),
     )
+
+
+def _split_python_cpu(ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFrame, batches: pd.DataFrame,
+                      uncontended: pd.Series) -> list[str]:
+    """Move each Python operator's CPU per task out of its CPU per event where the workers' sampled CPU tells them
+    apart (see :mod:`.python_costs`); returns the operators split. ``ops`` is indexed by operator, changed in place.
+
+    Only operators that ran no more tasks at once than CPUs (``uncontended``): with more, the set-ups queue for
+    the CPUs and smear over the stage (measured: 12 tasks on 2 CPUs read as 16-27 ms per task where two
+    configurations' totals say 134), so their bursts no longer mark them."""
+    if "python_cpu_samples" not in rows:
+        return []
+    series = [s for s in rows["python_cpu_samples"] if isinstance(s, list) and s]
+    python = ops.index[_runs_python(ops.index.to_series()) & uncontended.to_numpy(dtype=bool)]
+    if not series or python.empty:
+        return []
+    samples = np.asarray(sorted(pair for s in series for pair in s), dtype=np.float64)
+    spans = timeline[timeline["operator"].isin(python)].groupby(["operator", "batch_id", "task_id"]).agg(
+        start_ms=("start_ms", "min"), end_ms=("end_ms", "max"), records=("records_in", "sum")).reset_index()
+    stage = spans.groupby(["operator", "batch_id"])["records"].transform("sum")
+    count = spans.groupby(["operator", "batch_id"])["records"].transform("size")
+    events = batches.loc[spans["batch_id"], "events"].to_numpy(dtype=float)
+    share = np.where(stage > 0, spans["records"] / stage.where(stage > 0, 1), 1.0 / count)
+    costs = split_python_cpu(spans.assign(events=events * share), samples)
+    split = []
+    for op, cost in costs.items():
+        n = float(ops.at[op, "tasks"])
+        per_batch = float(ops.at[op, "cpu_ms_per_event"]) * float(batches["events"].median())
+        per_task = min(cost.per_task_ms, per_batch / max(n, 1.0))  # no more than the operator's CPU per batch
+        ops.at[op, "task_cpu_ms"] = per_task
+        ops.at[op, "cpu_ms_per_event"] -= per_task * n / max(float(batches["events"].median()), 1e-9)
+        split.append(op)
+    return split
 
 
 _DISTINCT_TASK_DENSITY = 1.5  # tasks per event must differ this much between two configurations to separate the costs
@@ -373,17 +423,20 @@ def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProf
     ``current``: where a solution is negative, the cost stays all per event (``t < 0``)
     or becomes all per task (``c < 0``) so that ``current``'s own batches are predicted
     as measured. Operators not in both, or whose tasks per event differ less than
-    1.5x, keep their profile (and stay in :meth:`StreamProfile.per_task_reading`).
+    1.5x, keep their profile (and stay in :meth:`StreamProfile.per_task_reading`), as do
+    those ``current``'s own Python CPU samples already split (see :mod:`.python_costs`).
     """
     ops = current.operators.copy()
     before = earlier.operators.set_index("operator")
     fitted = set(current.task_costs_fitted)
     for i, row in ops.iterrows():
-        if row["operator"] not in before.index:
+        if row["operator"] not in before.index or row["operator"] in fitted:
             continue
         old = before.loc[row["operator"]]
-        e1, n1, y1 = earlier.events_per_batch, float(old["tasks"]), float(old["cpu_ms_per_event"]) * earlier.events_per_batch
-        e2, n2, y2 = current.events_per_batch, float(row["tasks"]), float(row["cpu_ms_per_event"]) * current.events_per_batch
+        e1, n1 = earlier.events_per_batch, float(old["tasks"])
+        e2, n2 = current.events_per_batch, float(row["tasks"])
+        y1 = float(old["cpu_ms_per_event"]) * e1 + float(old["task_cpu_ms"]) * n1
+        y2 = float(row["cpu_ms_per_event"]) * e2 + float(row["task_cpu_ms"]) * n2
         densities = sorted((n1 / e1, n2 / e2)) if min(e1, e2) > 0 and min(n1, n2) > 0 else None
         if densities is None or densities[1] < _DISTINCT_TASK_DENSITY * densities[0]:
             continue

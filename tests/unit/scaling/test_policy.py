@@ -161,6 +161,12 @@ def test_window_follows_restarts_and_observes_rates():
     spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
     records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
     records += [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
+    records += [{**progress(b, b, 500, 1000 * (b + 1), duration=1400), "python_cpu_samples": [[b * 1000.0, b * 10.0]]}
+                for b in range(10, 30)]
+    window = ConfigurationWindow().update(records, keep=20)
+    # the newest rows keep the Python CPU samples the profile splits per task and per event; older ones drop them
+    assert [bool(r["python_cpu_samples"]) for r in window.rows] == [False] * 8 + [True] * 12
+    records = records[:11]
     window = ConfigurationWindow().update(records)
     o = observe(window.frame(), 1.0, 100.0, warmup_batches=2)
     assert o.source_rate == pytest.approx(1000) and o.processed_rate == pytest.approx(500)
