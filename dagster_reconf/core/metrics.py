@@ -9,7 +9,8 @@ read instead of failing.
 
 Records are ``{"kind": "progress" | "lifecycle", "stream": ..., "recorded_at": ...}``
 plus ``progress`` (Spark's ``StreamingQueryProgress`` JSON, and in local mode
-``python_cpu_s``: the Python task workers' CPU seconds so far, see ``python_workers``)
+``python_cpu_s``: the Python task workers' CPU seconds so far, and ``python_cpu_samples``:
+that counter sampled ten times a second since the batch before, see ``python_workers``)
 or ``event`` (what the runtime did: started, stopped, restarted with which settings).
 """
 

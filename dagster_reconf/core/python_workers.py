@@ -59,17 +59,21 @@ class PythonCpuSampler:
     """Samples :func:`python_worker_cpu_s` every ``period_s`` on a daemon thread, as ``[epoch ms, CPU ms]`` pairs.
 
     The pairs wait in a bounded buffer (the newest ``max_samples``) until :meth:`drain` takes
-    them; the sampling costs ~1 ms of a CPU per sample with a dozen workers.
+    them. Nobody draining for ``idle_s`` (no batches: the query stopped, its runtime was
+    dropped without a shutdown) pauses the sampling until the next drain.
     """
 
-    def __init__(self, period_s: float = 0.1, max_samples: int = 6000, probe=python_worker_cpu_s) -> None:
+    def __init__(self, period_s: float = 0.1, max_samples: int = 6000, idle_s: float = 120.0,
+                 probe=python_worker_cpu_s) -> None:
         if period_s <= 0:
             raise ValueError(f"period_s must be > 0, got {period_s}")
         self.period_s = period_s
+        self.idle_s = idle_s
         self._probe = probe
         self._samples: deque[list[float]] = deque(maxlen=max_samples)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._drained_at = time.monotonic()
 
     def start(self) -> "PythonCpuSampler":
         if self._thread is None or not self._thread.is_alive():
@@ -86,6 +90,7 @@ class PythonCpuSampler:
 
     def drain(self) -> list[list[float]]:
         """The samples since the last drain, oldest first."""
+        self._drained_at = time.monotonic()
         taken = []
         while self._samples:
             taken.append(self._samples.popleft())
@@ -93,6 +98,10 @@ class PythonCpuSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            if time.monotonic() - self._drained_at > self.idle_s:
+                self._samples.clear()
+                self._stop.wait(self.period_s)
+                continue
             before = time.time()
             cpu_s = self._probe()
             self._samples.append([round((before + time.time()) * 500.0, 1), round(cpu_s * 1000.0, 1)])

@@ -61,3 +61,11 @@ def test_the_sampler_keeps_timed_samples_until_drained_and_stops():
     assert sampler.drain() == [] and len(left) <= 2
     with pytest.raises(ValueError, match="period_s"):
         PythonCpuSampler(period_s=0)
+    idle = PythonCpuSampler(period_s=0.01, idle_s=0.1, probe=lambda: 1.0).start()  # nobody drains: it pauses
+    try:
+        time.sleep(0.4)
+        assert idle.drain() == []
+        time.sleep(0.05)
+        assert idle.drain()  # the drain re-armed it
+    finally:
+        idle.stop()

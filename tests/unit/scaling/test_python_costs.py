@@ -73,6 +73,10 @@ def test_the_profile_charges_the_split_per_task_and_queues_set_ups_it_did_not_se
     set_ups = 12 * scan["task_cpu_ms"] / 2
     assert profile.batch_ms_for(300, twelve) == pytest.approx(profile._base_ms + set_ups + max(a[0], a2[0]) * 300)
     assert profile.batch_ms_for(300, twelve) <= profile.contended_batch_ms_for(300, twelve)
+    # how much of the set-ups later tasks' waits hide is unknown: the band reaches down to the plain roofline
+    low, high = profile.batch_ms_band(300, twelve)
+    assert low == pytest.approx(profile.batch_ms_for(300, twelve, queued_set_ups=False))
+    assert low < profile.batch_ms_for(300, twelve) < high
     # four tasks at once on 2 CPUs: set-ups queue and smear over the stage, so the samples do not split them
     four = pd.concat([acts.assign(task_id=acts["task_id"] * 4 + i) for i in range(4)], ignore_index=True)
     contended = knobs.model_copy(update={"cores": 4, "source_partitions": 4})
