@@ -29,34 +29,66 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 import psutil
 
-__all__ = ["PythonCpuSampler", "python_worker_cpu_s"]
+__all__ = ["PythonCpuSampler", "python_worker_cpu_s", "python_workers"]
 
 _WORKER_MODULE = "pyspark.worker"
 
 
-def python_worker_cpu_s(root: psutil.Process | None = None) -> float:
+def python_workers(root: psutil.Process | None = None) -> list[psutil.Process]:
+    """The ``pyspark.worker`` processes under ``root`` (default: this one, the driver): the daemon and its workers."""
+    found = []
+    for process in (root or psutil.Process()).children(recursive=True):
+        try:
+            if process.cmdline()[-1:] == [_WORKER_MODULE]:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def python_worker_cpu_s(root: psutil.Process | None = None, workers: list[psutil.Process] | None = None) -> float:
     """CPU seconds (user + system) the ``pyspark.worker`` processes under ``root`` have used, reaped workers included.
 
     Args:
         root: the process whose descendants are searched (default: this one, the driver).
+        workers: those processes, listed before (:func:`python_workers`): listing them reads every process's
+            ``/proc`` entry, reading their times only theirs.
     """
     total = 0.0
-    for process in (root or psutil.Process()).children(recursive=True):
+    for process in python_workers(root) if workers is None else workers:
         try:
-            if process.cmdline()[-1:] != [_WORKER_MODULE]:
-                continue
             times = process.cpu_times()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue  # exited between the listing and the read: its time moves to the daemon's children_* times
+            continue  # exited since the listing: its time moves to the daemon's children_* times
         total += times.user + times.system + times.children_user + times.children_system
     return total
 
 
+class _ListedWorkers:
+    """:func:`python_worker_cpu_s` over a list of the workers renewed every ``refresh_s`` (a sampler's probe)."""
+
+    def __init__(self, refresh_s: float = 1.0) -> None:
+        self.refresh_s = refresh_s
+        self._workers: list[psutil.Process] = []
+        self._listed_at = float("-inf")
+
+    def __call__(self) -> float:
+        if time.monotonic() - self._listed_at >= self.refresh_s:
+            self._workers, self._listed_at = python_workers(), time.monotonic()
+        return python_worker_cpu_s(workers=self._workers)
+
+
 class PythonCpuSampler:
     """Samples :func:`python_worker_cpu_s` every ``period_s`` on a daemon thread, as ``[epoch ms, CPU ms]`` pairs.
+
+    The workers are listed once a second and only their times read at every sample: listing
+    them reads every process's ``/proc`` entry (measured with 25 workers among 100
+    processes: 4.4 ms of CPU a listing, 0.6 ms to read their times; sampling costs about
+    1 % of a CPU this way, 4.4 % listing at every sample).
 
     The pairs wait in a bounded buffer (the newest ``max_samples``) until :meth:`drain` takes
     them. Nobody draining for ``idle_s`` (no batches: the query stopped, its runtime was
@@ -64,12 +96,12 @@ class PythonCpuSampler:
     """
 
     def __init__(self, period_s: float = 0.1, max_samples: int = 6000, idle_s: float = 120.0,
-                 probe=python_worker_cpu_s) -> None:
+                 probe: Callable[[], float] | None = None) -> None:
         if period_s <= 0:
             raise ValueError(f"period_s must be > 0, got {period_s}")
         self.period_s = period_s
         self.idle_s = idle_s
-        self._probe = probe
+        self._probe = probe or _ListedWorkers()  # a new worker counts from the next listing, its CPU so far with it
         self._samples: deque[list[float]] = deque(maxlen=max_samples)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -7,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from dagster_reconf.core.python_workers import python_worker_cpu_s
+from dagster_reconf.core.python_workers import python_worker_cpu_s, python_workers
 
 # A "driver" that starts two busy children with PySpark's command-line shape: the task worker's last argument is
 # pyspark.worker (-c stands in for -m), the other is a planner worker, which is not a task worker.
@@ -34,6 +34,8 @@ def test_counts_the_pyspark_worker_processes_under_the_root_only():
         assert python_worker_cpu_s(root) == pytest.approx(sum(worker.cpu_times()[:2]), abs=0.02)
         assert python_worker_cpu_s(root) >= 0.3
         assert python_worker_cpu_s(worker) == 0.0  # nothing under a worker
+        assert python_workers(root) == [worker]
+        assert python_worker_cpu_s(workers=[worker]) == pytest.approx(python_worker_cpu_s(root), abs=0.02)
     finally:
         for child in psutil.Process(driver.pid).children(recursive=True):
             child.kill()
