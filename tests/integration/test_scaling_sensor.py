@@ -1,6 +1,7 @@
 """The scaling sensor and the plan/configuration assets on real metrics and traces of a supervised stream."""
 
 import json
+import time
 
 import pytest
 from dagster import AssetKey, build_sensor_context, instance_for_test, materialize
@@ -56,6 +57,10 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         records, _ = MetricsStore(StreamPaths(supervisor.home, STREAM).metrics).read()
         counter = [r["python_cpu_s"] for r in records if r.get("kind") == "progress"]
         assert all(isinstance(c, float) for c in counter) and counter == sorted(counter) and counter[-1] > counter[0]
+        # ... and that counter sampled ten times a second since the batch before, for the profile's split per task
+        samples = [pair for r in records if r.get("kind") == "progress" for pair in r["python_cpu_samples"]]
+        assert len(samples) >= 20 and [t for t, _ in samples] == sorted(t for t, _ in samples)
+        assert samples[-1][1] > samples[0][1] and abs(samples[-1][0] / 1000.0 - time.time()) < 60
         # The light sensor over every stream sees the same signal from the metrics alone and asks for a run that plans.
         light = tick(build_streams_sensor(scaling=scaling, traces=traces), instance, supervisor, None)
         evidence, request = light.run_requests
