@@ -57,8 +57,10 @@ whose tasks per event differ, :func:`fit_task_costs` separates them. The per-tas
 where a plan puts more tasks at once than CPUs on a stage measured without that
 contention: the tasks start together, and their set-ups queue for the CPUs before any of
 them reaches its events, so the tasks' side pays ``n * t / m`` too (measured: a
-self-join's Python scans, 140 ms of set-up per task, planned from 1 task each to 12 on 2
-CPUs: 3.6 s predicted this way for 3.5 s measured, 2.6 s by the plain roofline). Where
+self-join's Python scans, about 100 ms of set-up per task split from their samples at 1
+task each, planned to 12 tasks on 2 CPUs: 3.27 s predicted this way for 2.97 s measured,
+2.07 s from the same window without its samples; with larger batches later tasks' waits
+hide some of the set-ups, so the band's short end is the plain roofline). Where
 neither separated them, a Python stage's CPU may be anything from all per event to all
 per task. And the roofline is a lower bound: tasks that share CPUs end no later than the
 sum of the two lines (Brent's bound), and a configuration measured without that
