@@ -135,6 +135,10 @@ class PythonCpuSampler:
                 self._stop.wait(self.period_s)
                 continue
             before = time.time()
-            cpu_s = self._probe()
-            self._samples.append([round((before + time.time()) * 500.0, 1), round(cpu_s * 1000.0, 1)])
+            try:
+                cpu_s = self._probe()
+            except (psutil.Error, OSError):  # a sample missing is better than a sampler gone
+                cpu_s = None
+            if cpu_s is not None:
+                self._samples.append([round((before + time.time()) * 500.0, 1), round(cpu_s * 1000.0, 1)])
             self._stop.wait(self.period_s)
