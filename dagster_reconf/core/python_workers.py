@@ -120,6 +120,10 @@ class PythonCpuSampler:
             self._thread.join(timeout=5 * self.period_s + 1)
         self._thread = None
 
+    def read(self) -> float:
+        """The counter now, in CPU seconds, from the sampler's list of workers (the listener's per-batch reading)."""
+        return self._probe()
+
     def drain(self) -> list[list[float]]:
         """The samples since the last drain, oldest first."""
         self._drained_at = time.monotonic()

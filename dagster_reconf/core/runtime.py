@@ -49,7 +49,7 @@ from .file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_fi
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
-from .python_workers import PythonCpuSampler, python_worker_cpu_s
+from .python_workers import PythonCpuSampler
 from .session import build_spark_session
 from .sources import FileBacklogProbe
 from .spec import RestartScope, StreamSpec, restart_scope, validate_spec
@@ -137,17 +137,14 @@ class StreamRuntime:
                 self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "executors",
                                    **resized.as_dict()})
         if self._recorder is None and self.spec.instrumentation:
-            local = self.spec.master.startswith("local")
-            if local and self._cpu_sampler is None:
+            # The Python task workers run under this driver in local mode only: their CPU is measured there.
+            if self.spec.master.startswith("local") and self._cpu_sampler is None:
                 self._cpu_sampler = PythonCpuSampler().start()
-            self._recorder = ProgressRecorder(self.store, self.spec.name, self._python_cpu_s, self._measure_sources,
-                                              cpu_samples=self._cpu_sampler.drain if local else None)
+            sampler = self._cpu_sampler
+            self._recorder = ProgressRecorder(self.store, self.spec.name, sampler.read if sampler else None,
+                                              self._measure_sources, cpu_samples=sampler.drain if sampler else None)
             self._spark.streams.addListener(self._recorder)
         return self._spark
-
-    def _python_cpu_s(self) -> float | None:
-        """The Python task workers' CPU counter, where they run under this driver (local mode)."""
-        return python_worker_cpu_s() if self.spec.master.startswith("local") else None
 
     def _measure_sources(self, progress: dict[str, Any]) -> list[dict[str, Any]]:
         """What the progress does not say about each source (a file source's unread files)."""

@@ -224,7 +224,7 @@ class StreamProfile:
         ops = self.operators
         wait = ops["wait_ms_per_event"].to_numpy(dtype=np.float64)
         return replace(self, operators=ops.assign(
-            wait_ms_per_event=np.where(q > self.cpus, np.maximum(0.0, wait - cpu_side), wait)))
+            wait_ms_per_event=np.where(self._measured_shared, np.maximum(0.0, wait - cpu_side), wait)))
 
     def per_task_reading(self) -> "StreamProfile":
         """This profile with the other reading of its Python stages whose costs per task are not separated yet: all
@@ -397,15 +397,13 @@ def _split_python_cpu(ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFr
     events = batches.loc[spans["batch_id"], "events"].to_numpy(dtype=float)
     share = np.where(stage > 0, spans["records"] / stage.where(stage > 0, 1), 1.0 / count)
     costs = split_python_cpu(spans.assign(events=events * share), samples)
-    split = []
+    batch_events = max(float(batches["events"].median()), 1e-9)
     for op, cost in costs.items():
-        n = float(ops.at[op, "tasks"])
-        per_batch = float(ops.at[op, "cpu_ms_per_event"]) * float(batches["events"].median())
-        per_task = min(cost.per_task_ms, per_batch / max(n, 1.0))  # no more than the operator's CPU per batch
+        n = max(float(ops.at[op, "tasks"]), 1.0)
+        per_task = min(cost.per_task_ms, float(ops.at[op, "cpu_ms_per_event"]) * batch_events / n)  # at most its CPU per batch
         ops.at[op, "task_cpu_ms"] = per_task
-        ops.at[op, "cpu_ms_per_event"] -= per_task * n / max(float(batches["events"].median()), 1e-9)
-        split.append(op)
-    return split
+        ops.at[op, "cpu_ms_per_event"] -= per_task * n / batch_events
+    return list(costs)
 
 
 _DISTINCT_TASK_DENSITY = 1.5  # tasks per event must differ this much between two configurations to separate the costs

@@ -54,8 +54,8 @@ def split_python_cpu(tasks: pd.DataFrame, samples: np.ndarray, bin_ms: float = B
     edges = np.arange(tasks["start_ms"].min(), tasks["end_ms"].max() + bin_ms, bin_ms)
     if len(edges) < 2:
         return {}
-    nearest = np.abs(times[np.clip(np.searchsorted(times, edges), 0, len(times) - 1)] - edges)
-    nearest = np.minimum(nearest, np.abs(times[np.clip(np.searchsorted(times, edges) - 1, 0, len(times) - 1)] - edges))
+    after = np.searchsorted(times, edges)  # the samples on either side of each edge
+    nearest = np.minimum(np.abs(times[np.clip(after, 0, len(times) - 1)] - edges), np.abs(times[np.clip(after - 1, 0, len(times) - 1)] - edges))
     cpu = np.diff(np.interp(edges, times, counter))
     readable = (nearest[:-1] <= _MAX_GAP_MS) & (nearest[1:] <= _MAX_GAP_MS) & (cpu >= 0)  # a dip: a worker reaped
 
