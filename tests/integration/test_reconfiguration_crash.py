@@ -26,7 +26,9 @@ from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import assert_matches_oracle, wait_until
 
-pytestmark = pytest.mark.spark
+# Eight driver starts a test: about 4 min alone (25 s a step, 2026-11-26), 9 min beside the rest of CI, so the
+# default 10 min bound (meant to catch hangs) was too close.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
 OBSERVE_S = 8.0
 
