@@ -167,6 +167,8 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         "source_kinds": ",".join(f.kind for f in figures),
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         "state_rows": sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators") or []),
+        # Summed over the state stores' tasks; paid per batch and partition whatever the batch's size.
+        "state_commit_ms": sum(int(op.get("commitTimeMs") or 0) for op in progress.get("stateOperators") or []),
     }
     for op in progress.get("stateOperators") or []:
         row[f"state_rows.{op.get('operatorName', 'operator')}"] = int(op.get("numRowsTotal", 0))

@@ -29,7 +29,7 @@ __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "shared_cpus"]
 KEPT_ROWS = 60
 KEPT_SAMPLE_ROWS = 12  # the newest rows keep their Python CPU samples (a window decides on fewer; cursors stay small)
 _ROW_FIELDS = ("batch_id", "query_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset",
-               "backlog_events", "backlog_unknown", "python_cpu_s", "python_cpu_samples")
+               "backlog_events", "backlog_unknown", "python_cpu_s", "python_cpu_samples", "state_commit_ms")
 
 
 @dataclass

@@ -35,7 +35,8 @@ def test_ds2_sums_target_rates_of_every_upstream_operator():
 
 
 def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, state_partitions=8, trigger=1.0,
-            skew=(1.0, 1.0), tasks=None, cpu=(0.0, 0.0), cpus=float("inf"), task_cpu=(0.0, 0.0), events=1000,
+            skew=(1.0, 1.0), tasks=None, cpu=(0.0, 0.0), cpus=float("inf"), task_cpu=(0.0, 0.0), task_wait=(0.0, 0.0),
+            events=1000,
             scan="j0.d1:Exchange+MicroBatchScan#a") -> StreamProfile:
     tasks = tasks or (cores, state_partitions)
     ops = pd.DataFrame({
@@ -43,7 +44,7 @@ def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, 
         "work_ms_per_event": list(work), "cpu_ms_per_event": list(cpu),
         "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)], "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
         "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
-        "skew": list(skew), "task_cpu_ms": list(task_cpu),
+        "skew": list(skew), "task_cpu_ms": list(task_cpu), "task_wait_ms": list(task_wait),
     })[OPERATOR_COLUMNS]
     knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=trigger)
     return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=events, batch_ms=900,
@@ -256,6 +257,36 @@ def test_scaling_report_has_one_row_per_operator_with_the_evidence():
     assert list(report["parallelism_now"]) == [1, 1] and list(report["parallelism_planned"]) == [3, 3]
     assert list(report["ds2_parallelism"]) == [3, 1]  # 1000 rec/s over 400/s per instance; then 500 over 1000/s
     assert report["target_records_per_s"].tolist() == [1000.0, 500.0]
+
+
+def test_a_state_stores_commit_is_paid_per_task_not_per_event():
+    """Spark's ``commitTimeMs`` (a store's commit, whatever its changes) leaves the stateful stage's waiting per event
+    for a wait per task: a batch twice the size then costs its events twice, its commits once."""
+    rows = []
+    for batch in range(3):
+        t0 = 10_000 * batch
+        rows.append(dict(operator="j0.d1:Exchange+MicroBatchScan#a", batch_id=batch, task_id=10 * batch,
+                         activity="processing", start_ms=t0, end_ms=t0 + 100, records_in=100, records_out=100))
+        for task in range(2):  # each of 2 state partitions: 150 ms, of it 120 ms committing (Spark's figure)
+            rows.append(dict(operator="j0.d0:Exchange+StateStoreRestore+StateStoreSave#b", batch_id=batch,
+                             task_id=10 * batch + 1 + task, activity="processing", start_ms=t0 + 100,
+                             end_ms=t0 + 250, records_in=50, records_out=50))
+    acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
+    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [100] * 3, "batch_duration_ms": [300] * 3,
+                             "state_commit_ms": [240] * 3})
+    knobs = Knobs(cores=2, source_partitions=1, state_partitions=2, trigger_interval_s=1.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0)
+    agg = p.operators.iloc[1]
+    assert agg["task_wait_ms"] == pytest.approx(120.0) and agg["wait_ms_per_event"] == pytest.approx(0.6)  # 60 ms/100
+    blind = profile_stream(acts, progress.drop(columns="state_commit_ms"), knobs, warmup_batches=0)
+    assert p.batch_ms_for(100, knobs) == pytest.approx(blind.batch_ms_for(100, knobs))  # as measured: the same
+    assert blind.batch_ms_for(200, knobs) - blind.batch_ms_for(100, knobs) == pytest.approx(100 + 150)
+    assert p.batch_ms_for(200, knobs) - p.batch_ms_for(100, knobs) == pytest.approx(100 + 30)  # the commits stay
+    assert p.stage_fixed_ms(knobs)[1] == pytest.approx(120.0)  # 2 commits of 120 ms, 2 at once
+    # A stage that keeps no state has no commit to move.
+    plain = profile_stream(acts.assign(operator=acts["operator"].str.replace("StateStoreRestore+StateStoreSave", "agg",
+                                                                             regex=False)), progress, knobs, warmup_batches=0)
+    assert plain.operators["task_wait_ms"].tolist() == [0.0, 0.0]
 
 
 def test_skew_is_flagged_only_where_a_hot_task_dominates_the_work():
