@@ -119,6 +119,22 @@ def test_fixed_costs_hide_over_provisioning_from_utilization_but_not_from_ds2():
     assert slower.action == "scale_down" and slower.plan.target.cores < 5  # 5 cores would use 40 %
 
 
+def test_cores_that_buy_nothing_are_given_back_even_in_band():
+    # 12 Python tasks on 2 CPUs each pay a 200 ms set-up, queued for the CPUs: at 12 cores the fixed costs alone take
+    # most of the interval, so the stream looks busy (the model: 76 %) at any count above the plans' floor. DS2's plan
+    # for fewer cores runs the same rate no slower (the model against itself, its bias cancelled): down it goes.
+    twelve = profile(cores=12, state_partitions=2, tasks=(12, 2), cpus=2, work=(4.0, 0.2), cpu=(0.2, 0.1),
+                     task_cpu=(200.0, 0.0), overhead=(10.0, 10.0), coordination=200, trigger=2.0)
+    steady = obs(source_rate=250, processed_rate=250, backlog=0, backlog_growth=0, utilization=0.65)
+    down = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide("s", twelve.knobs, steady, twelve)
+    assert down.action == "scale_down" and down.plan.target.cores < 12
+    # With 150 ms set-ups the plan's 2 cores would run hotter (67 %) than the 12 (61 %): it holds.
+    cheap = profile(cores=12, state_partitions=2, tasks=(12, 2), cpus=2, work=(4.0, 0.2), cpu=(0.2, 0.1),
+                    task_cpu=(150.0, 0.0), overhead=(10.0, 10.0), coordination=200, trigger=2.0)
+    held = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide("s", cheap.knobs, steady, cheap)
+    assert held.action == "hold" and "(61%; 2 cores: 67%): not over-provisioned" in held.reason
+
+
 def test_skewed_operator_is_flagged_not_scaled():
     decision = DS2Policy().decide("s", KNOBS, obs(), profile(skew=(1.0, 6.0), work=(0.2, 1.0)))
     assert decision.action == "skew" and decision.plan is None and "hot partition" in decision.reason
