@@ -15,7 +15,6 @@ halve when idle).
 from __future__ import annotations
 
 import math
-
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
