@@ -186,7 +186,10 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
 
     # Timeline activities, one task at a time per slot, clipped to the window (those clipped to nothing are left out).
     rows = np.flatnonzero(~is_message)
-    task_key = activities["task_id"].to_numpy(dtype=np.int64)[rows] * 1024 + activities["attempt"].to_numpy(dtype=np.int64)[rows]
+    # A task attempt, within its application: a new SparkContext (a restart, a handover) numbers its tasks from 0 again.
+    app, _ = pd.factorize(activities["app_id"].to_numpy(dtype=object)[rows], use_na_sentinel=False)
+    task_key, _ = pd.factorize(app.astype(np.int64) * (1 << 42) + activities["task_id"].to_numpy(dtype=np.int64)[rows] * 1024
+                               + activities["attempt"].to_numpy(dtype=np.int64)[rows])
     r_start, r_end = _one_task_per_slot(worker_of[rows], start_all[rows], end_all[rows], task_key, driver)
     t_start, t_end = np.maximum(r_start, ts), np.minimum(r_end, te)
     inside = t_end > t_start

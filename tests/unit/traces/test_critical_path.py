@@ -123,3 +123,24 @@ def test_a_task_launched_before_its_slots_previous_one_was_reported_finished():
     cp = with_cp.set_index(["task_id", "activity"])["cp"]
     assert cp[(1, "serialization")].item() == 0  # stamped after task 2 started on the slot: not on the timeline
     assert cp[(2, "processing")].item() == pytest.approx(13.8 / 105)  # the slot's only activity then: on every path
+
+
+def test_a_window_across_a_new_spark_context_keeps_its_tasks_apart():
+    """A handover or restart starts a new SparkContext, whose task ids start again at 0: the driver must not take
+    the old application's task 0 and the new one's for one task in flight through the pause (every worker waiting,
+    no path across the window), nor the slot sequencing take them for one task."""
+    def launched(table):  # the driver launches each task and takes its result (control messages)
+        tasks = table[table["activity"] == "processing"]
+        messages = [row("driver", "control", t.start_ms, t.start_ms + 0.5, task=t.task_id, src="driver", dst=t.worker)
+                    for t in tasks.itertuples()]
+        messages += [row(t.worker, "control", t.end_ms, t.end_ms + 0.5, task=t.task_id, src=t.worker, dst="driver")
+                     for t in tasks.itertuples()]
+        return pd.concat([table, pd.DataFrame(messages)], ignore_index=True)
+
+    old, _ = all_to_all(2, 1)
+    new, end = all_to_all(2, 1)
+    old = launched(old.assign(start_ms=old["start_ms"] + 1.0, end_ms=old["end_ms"] + 1.0))
+    new = launched(new.assign(app_id="app-2", start_ms=new["start_ms"] + 100.0, end_ms=new["end_ms"] + 100.0))
+    with_cp, result = snapshot(pd.concat([old, new], ignore_index=True), 0.0, 100.0 + end)
+    assert abs(result.cp_sum - 1) <= 1e-9
+    assert with_cp.groupby("app_id")["cp"].sum().gt(0).all()
