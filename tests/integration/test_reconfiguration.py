@@ -135,12 +135,15 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
                what="two batches on the 3 s trigger")
     with monkeypatch.context() as patched:
         patched.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: True)
+        # On a loaded machine the rounds fall behind (measured under CI: 4 batches at the pause, over the limit of 3,
+        # so the native fallback ran): the limit is lifted here, so the precopy path is what this part checks.
+        patched.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", 50)
         result = reconfigurer.run(plan_with(runtime, state_partitions=6))
     assert result.outcome == "succeeded", result.results
     prepared, paused, migrated = result.results["prepare"]["precopy"], result.results["pause"], result.results["migrate"]
     assert "failed" not in prepared and prepared["generation"] == 1 and prepared["copied_files"] > 0
     assert prepared["from_batch"] >= 6  # copied as of a batch the live stream had committed, not from the start
-    assert "fell_back" not in migrated and migrated["strategy"] == "precopy"
+    assert "fell_back" not in migrated and migrated["strategy"] == "precopy", (migrated.get("fell_back"), prepared)
     # The pause replayed only what the live stream committed after the last round before it, not its history.
     assert migrated["replayed_batches"] == paused["batch_id"] - prepared["caught_up_to"] <= paused["batch_id"] - prepared["from_batch"]
     assert migrated["batch_id"] == paused["batch_id"] + 1  # the copy's repartition batch shifts its ids by one

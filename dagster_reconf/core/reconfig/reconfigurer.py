@@ -526,13 +526,18 @@ class Reconfigurer:
         prepared = self.stream.precopy(partitions, close_enough=0)  # what committed while it was verified
         if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
             verified = self._verify_copy(r, prepared)
-        waited_s = self._await_batch_boundary(history)
-        last = self.stream.precopy(partitions, close_enough=0)  # the batch that was in flight, if it committed
-        replays = prepared["replays"] + last["replays"]  # the pause checks those after the verified batch
-        if last["from_batch"] != prepared["from_batch"]:
-            verified, replays = self._verify_copy(r, last), last["replays"]
-        return {**last, "verified": verified, "rounds": first["rounds"] + prepared["rounds"] + last["rounds"],
-                "replays": replays, "boundary_wait_s": waited_s, "seconds": round(time.monotonic() - started, 3)}
+        rounds, waited_s = first["rounds"] + prepared["rounds"], 0.0
+        replay_s, per_batch_s = _replay_pace(history)
+        if prepared["batches_left"] == 0 and replay_s is not None and replay_s < per_batch_s:
+            # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight.
+            waited_s = self._await_batch_boundary(history)
+            last = self.stream.precopy(partitions, close_enough=0)
+            replays = prepared["replays"] + last["replays"]  # the pause checks those after the verified batch
+            if last["from_batch"] != prepared["from_batch"]:
+                verified, replays = self._verify_copy(r, last), last["replays"]
+            prepared, rounds = {**last, "replays": replays}, rounds + last["rounds"]
+        return {**prepared, "verified": verified, "rounds": rounds, "boundary_wait_s": waited_s,
+                "seconds": round(time.monotonic() - started, 3)}
 
     def _await_batch_boundary(self, history: dict[str, Any]) -> float:
         """Wait until the live stream has no batch in flight (at most 1.5 of its recent batches); the seconds waited.
