@@ -78,7 +78,7 @@ KILL_AFTER_STEP_ENV = "RECONF_TEST_KILL_AFTER_STEP"  # tests: die (exit 137) rig
 DISK_MARGIN_BYTES = 64 << 20
 OBSERVE_POLL_S = 0.5
 BACKLOG_HISTORY_BATCHES = 20
-BOUNDARY_POLL_S = 0.05
+BOUNDARY_POLL_S = 0.1  # a checkpoint listing per poll (object storage: a few requests), for at most 1.5 batches
 QUERY_START_ALLOWANCE_S = 1.5  # what a replayed batch adds to the batch: a query start (1.1 s measured with a Python source)
 
 
