@@ -272,6 +272,19 @@ def test_a_stream_falling_behind_is_never_planned_fewer_cores():
     assert behind.action == "hold" and behind.plan is None and "scale up wanted" in behind.reason
 
 
+def test_a_longer_interval_alone_waits_for_a_rate_the_cores_in_place_cannot_sustain():
+    # 300 ms of fixed costs exceed 25 % of 0.7 s, yet one core sustains 267 events/s within the target utilization: a
+    # backlog rising at 61 events/s (a file that lands after its trigger) is no reason to pause for a longer interval.
+    fixed = profile(coordination=270.0, state_partitions=6)
+    rising = obs(source_rate=50, processed_rate=50, backlog=20, backlog_growth=10, utilization=0.4)
+    held = DS2Policy().decide("s", fixed.knobs, rising, fixed)
+    assert held.action == "hold" and held.plan is None
+    assert "the cores in place (1) sustain 61 events/s" in held.reason and "(1 s -> 2 s) is not worth a pause" in held.reason
+    # At 400 events/s no count of cores sustains the rate at 1 s with those fixed costs: the interval grows, with cores.
+    behind = DS2Policy().decide("s", fixed.knobs, dataclasses.replace(rising, source_rate=400, backlog_growth=80), fixed)
+    assert behind.action == "scale_up" and behind.plan.target.trigger_interval_s == 2.0 and behind.plan.target.cores == 2
+
+
 def test_a_scale_down_keeps_the_caps_share_of_an_interval():
     # 12 cores idle at 1 s with a cap of 1500 records (1.5x what arrives): the plan moves the interval to 2 s and
     # gives cores back; the cap grows with the interval, not with the (never reached) capacity at 12 cores
