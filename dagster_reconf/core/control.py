@@ -42,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ControlRequestError, ReconfError, SpecError, StreamStateError
 from .spec import format_validation_error
@@ -77,6 +77,15 @@ class StopRequest(BaseModel):
     timeout_s: float = Field(120.0, gt=0, le=3600, description="How long to wait for the running batch to commit.")
     finish: bool = Field(True, description="Finish an interrupted batch before answering (False: the next driver "
                                            "finishes it, after a handover).")
+    keep_interrupted: bool = Field(False, description="With finish false: leave an interrupted batch planned even where "
+                                                      "no sink saw it (else its plan is dropped), so the next start runs "
+                                                      "it first, at the size it was planned with.")
+
+    @model_validator(mode="after")
+    def _keep_only_unfinished(self) -> "StopRequest":
+        if self.finish and self.keep_interrupted:
+            raise ValueError("keep_interrupted=true needs finish=false: a finished batch is committed, not kept")
+        return self
 
 
 class StartRequest(BaseModel):
@@ -330,10 +339,12 @@ class ControlClient:
     def status(self) -> dict[str, Any]:
         return self.request("GET", "status")
 
-    def stop(self, timeout_s: float = 120.0, finish: bool = True) -> dict[str, Any]:
+    def stop(self, timeout_s: float = 120.0, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"timeout_s": timeout_s}
         if not finish:
             body["finish"] = False  # only then: a driver of an older release knows no such field
+        if keep_interrupted:
+            body["keep_interrupted"] = True
         return self.request("POST", "stop", body, timeout_s + 30)
 
     def start(self) -> dict[str, Any]:

@@ -91,7 +91,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     shutdown = threading.Event()
 
     def stop(req: StopRequest) -> dict[str, Any]:
-        return asdict(runtime.stop_at_batch_boundary(req.timeout_s, finish=req.finish))
+        return asdict(runtime.stop_at_batch_boundary(req.timeout_s, finish=req.finish,
+                                                           keep_interrupted=req.keep_interrupted))
 
     def start(_: StartRequest) -> dict[str, Any]:
         runtime.start()

@@ -344,15 +344,20 @@ class StreamRuntime:
                 f"state_partitions={info.state_partitions} or run a reconfiguration"
             )
 
-    def stop_at_batch_boundary(self, timeout_s: float = 120.0, *, finish: bool = True,
+    def stop_at_batch_boundary(self, timeout_s: float = 120.0, *, finish: bool = True, keep_interrupted: bool = False,
                                boundary_wait_s: float | None = None) -> StopReport:
         """Stop with the checkpoint's last batch committed (see module docstring).
 
         ``finish=False`` leaves an interrupted batch planned but uncommitted, for a driver that
         finishes it next (a warm standby with more cores, after a handover); the report's
-        ``attempts`` is 2 and ``finished_batch`` None then. ``boundary_wait_s`` caps the wait
+        ``attempts`` is 2 and ``finished_batch`` None then. One no sink saw is dropped even so,
+        unless ``keep_interrupted``: then the next start runs it first, at the size it was
+        planned with (a batch of the old cap on the new cores, where a re-planned one would
+        take the new cap's catch-up batch). ``boundary_wait_s`` caps the wait
         for a running batch's commit (default: 1.5x the last batch, at least 1 s; 0 interrupts it).
         """
+        if finish and keep_interrupted:
+            raise ValueError("keep_interrupted needs finish=False: a finished batch is committed, not kept")
         with self.lock:
             started = time.monotonic()
             deadline = started + timeout_s
@@ -376,7 +381,7 @@ class StreamRuntime:
                 return self._stopped(started, 1, None)
             # It interrupted a batch: one that had not written, or one begun since the check.
             assert info.last_offset_batch is not None
-            if not batch_may_have_written(self.spark, run_id, info.last_offset_batch):
+            if not keep_interrupted and not batch_may_have_written(self.spark, run_id, info.last_offset_batch):
                 drop_planned_batch(self.paths.checkpoint, info.last_offset_batch)
                 return self._stopped(started, 2, None, dropped=info.last_offset_batch)
             return self._stopped(started, 2, self._finish_pending(deadline, timeout_s) if finish else None)

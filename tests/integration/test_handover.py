@@ -16,6 +16,7 @@ import pytest
 
 from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.metrics import MetricsStore
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.supervisor import StreamSupervisor, session_processes, signal_processes
@@ -114,3 +115,35 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     assert ledger.verify().ok and ledger.lock(NAME) is None
     assert_output_matches_oracle(spark, supervisor, spec)
     assert not drivers_under(home)
+
+
+def test_a_batch_the_pause_interrupts_runs_first_on_the_standby_at_its_planned_size(spark, tmp_path):
+    # One core, 5 ms per record, 200 records a batch at most: 1 s batches back to back behind a 400/s source, so the
+    # pause interrupts one. With no state moved it stays planned: the standby (2 cores, a cap of 400) runs it first,
+    # at the 200 records the old driver planned, where a re-planned first batch would take the new cap's 400.
+    name = "interrupted"
+    supervisor = StreamSupervisor(tmp_path / "home")
+    spec = bundled_spec(name, "wordcount", rate=400, source_partitions=1, state_partitions=2, trigger_interval_s=0.5,
+                        max_per_trigger=200, vocabulary=100,
+                        cost={"mode": "sleep", "micros_per_record": 5000}).with_changes({"master": "local[1]"})
+    supervisor.start(spec)
+    try:
+        paths = supervisor.paths(name)
+        wait_until(lambda: (checkpoint_facts(paths.checkpoint).last_committed_batch or -1) >= 2, what="three batches")
+        plan = ExecutionPlan.of(spec).model_dump()
+        plan["resources"]["master"] = "local[2]"
+        plan["partitioning"]["max_per_trigger"] = 400
+        result = Reconfigurer(DriverStream(supervisor, name), AuditLedger(default_ledger_url(supervisor.home)),
+                              observe_timeout_s=OBSERVE_S).run(plan)
+        assert result.outcome == "succeeded", result.results
+        paused = result.results["pause"]
+        assert "driver_pid" in paused["handover"] and paused["interrupted_batch_kept"], paused
+        progress = [r["progress"] for r in MetricsStore(paths.metrics).read()[0] if r.get("kind") == "progress"]
+        after = [p for p in progress if p["batchId"] > paused["batch_id"] and p["numInputRows"] > 0]
+        assert after[0]["batchId"] == paused["batch_id"] + 1 and after[0]["numInputRows"] == 200, after[:2]
+        assert max(p["numInputRows"] for p in after) == 400, "the batches after it take the new cap"
+        assert_output_matches_oracle(spark, supervisor, spec)
+    finally:
+        if supervisor.driver_info(name) is not None:
+            supervisor.stop(name, timeout_s=60)
+        supervisor.clean_up_drivers(name)

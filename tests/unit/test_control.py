@@ -82,6 +82,15 @@ def test_malformed_requests_refused(server, calls, body, match):
     assert calls == []
 
 
+def test_a_stop_that_keeps_an_interrupted_batch_must_leave_it_unfinished(server, calls):
+    body = json.dumps({"timeout_s": 5, "keep_interrupted": True}).encode()
+    status, reply = server.handle("POST", "/v1/stop", f"Bearer {TOKEN}", body)
+    assert status == 400 and "keep_interrupted=true needs finish=false" in reply["error"], reply
+    assert calls == []
+    kept = json.dumps({"timeout_s": 5, "finish": False, "keep_interrupted": True}).encode()
+    assert server.handle("POST", "/v1/stop", f"Bearer {TOKEN}", kept)[0] == 200
+
+
 def test_unknown_endpoint_lists_endpoints(server):
     status, reply = server.handle("POST", "/v1/explode", f"Bearer {TOKEN}", b"{}")
     assert status == 404 and "GET /v1/status" in reply["error"]

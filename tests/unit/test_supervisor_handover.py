@@ -69,6 +69,17 @@ def test_the_standby_starts_with_every_change_but_the_state_partitions_and_code(
     assert reconfiguration.needs_new_context
     assert reconfiguration.standby_changes == {"master": "local[4]", "trigger_interval_s": 3.0}
     assert not reconfiguration.handed_over
+    assert not reconfiguration.keeps_interrupted_batch  # the migration needs a committed boundary
+
+
+@pytest.mark.parametrize("changes,kept", [({"master": "local[4]", "max_per_trigger": 900}, True),
+                                          ({"master": "local[4]", "code_version": "v2"}, False)])
+def test_an_interrupted_batch_stays_planned_for_the_standby_only_without_migration_or_new_code(changes, kept):
+    spec = StreamSpec.parse(SPEC)
+    target = spec.with_changes(changes)
+    diff = diff_plans(ExecutionPlan.of(spec), ExecutionPlan.of(target), spec, ("0",))
+    reconfiguration = Reconfiguration("r", "s", "native", ExecutionPlan.of(spec), ExecutionPlan.of(target), diff.as_rows())
+    assert reconfiguration.needs_new_context and reconfiguration.keeps_interrupted_batch is kept
 
 
 @pytest.mark.parametrize("argv", [[], ["a", "b"], ["a", "--warm"]])

@@ -55,9 +55,10 @@ class StreamHandle(ABC):
         """Make sure the stream's query runs with the settings in force."""
 
     @abstractmethod
-    def pause(self, timeout_s: float, finish: bool = True) -> dict[str, Any]:
+    def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
         """Stop at a micro-batch boundary; the last batch is committed when this returns (with ``finish``; without,
-        an interrupted batch stays planned for the next driver to finish)."""
+        an interrupted batch stays planned for the next driver to finish, or, where no sink saw it, is dropped unless
+        ``keep_interrupted``)."""
 
     @abstractmethod
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
@@ -142,10 +143,10 @@ class LocalStream(StreamHandle):
             return {"started": True}
         return {"started": False}
 
-    def pause(self, timeout_s: float, finish: bool = True) -> dict[str, Any]:
+    def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
         from dataclasses import asdict
 
-        return asdict(self.runtime.stop_at_batch_boundary(timeout_s, finish=finish))
+        return asdict(self.runtime.stop_at_batch_boundary(timeout_s, finish=finish, keep_interrupted=keep_interrupted))
 
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
         return self.migrator.state_summary(generation, batch_id)
@@ -205,9 +206,9 @@ class DriverStream(StreamHandle):
             return {"started": True, "driver": "kept"}
         return {"started": False}
 
-    def pause(self, timeout_s: float, finish: bool = True) -> dict[str, Any]:
+    def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
         try:
-            return self._client().stop(timeout_s, finish)
+            return self._client().stop(timeout_s, finish, keep_interrupted)
         except ControlRequestError as exc:
             if finish or exc.status != 400:
                 raise

@@ -135,6 +135,12 @@ class Reconfiguration:
         return {a["knob"]: a["after"] for a in self.actions if a["knob"] not in ("state_partitions", "code_version")}
 
     @property
+    def keeps_interrupted_batch(self) -> bool:
+        """Whether a batch the pause interrupts can stay planned for the resumed query: no state migration (which
+        needs a committed boundary) and the same code (the batch was planned by the old one)."""
+        return not self.needs_migration and "code_version" not in self.settings_changes
+
+    @property
     def handed_over(self) -> bool:
         return "driver_pid" in (self.results.get("pause") or {}).get("handover", {})
 
@@ -587,7 +593,8 @@ class Reconfigurer:
         self.stream.ensure_driver()
         paused_at = time.time()
         standby = r.results["prepare"].get("standby") or {}
-        report = self.stream.pause(self.pause_timeout_s, finish="pid" not in standby)
+        keep = "pid" in standby and r.keeps_interrupted_batch
+        report = self.stream.pause(self.pause_timeout_s, finish="pid" not in standby, keep_interrupted=keep)
         handover = None
         if "pid" in standby:
             try:
@@ -596,22 +603,32 @@ class Reconfigurer:
                 handover = {"failed": str(exc)}
                 self.stream.clean_up_drivers()
             self.stream.ensure_driver()
-            try:
-                finished = self.stream.pause(self.pause_timeout_s)  # a batch the stop interrupted: finished by the new driver
-            except ReconfError as exc:  # once more, with the retired driver gone (not still exiting beside it)
-                self.stream.clean_up_drivers()
-                self.stream.ensure_driver()
-                finished = {**self.stream.pause(self.pause_timeout_s), "first_attempt_failed": str(exc)}
-            report = {**report, "last_committed_batch": finished["last_committed_batch"],
-                      "finished_batch": finished.get("finished_batch"),
-                      "seconds": round(report["seconds"] + finished["seconds"], 3)}
-            if "first_attempt_failed" in finished:
-                report["first_attempt_failed"] = finished["first_attempt_failed"]
+            if keep and "failed" not in handover:
+                # The resume runs the interrupted batch first, at the old cap, on the new cores: a short first batch
+                # where a re-planned one would be a whole catch-up batch of the new cap (the downtime ends at its commit).
+                report["interrupted_batch_kept"] = report.get("attempts") == 2
+            else:
+                report = self._finish_interrupted(report)
         result = {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
                   "batch_id": report.get("last_committed_batch")}
         if handover is not None:
             result["handover"] = handover
         return result
+
+    def _finish_interrupted(self, report: dict[str, Any]) -> dict[str, Any]:
+        """Finish in the driver now in charge a batch the live driver's stop left planned (``report``: that stop's)."""
+        try:
+            finished = self.stream.pause(self.pause_timeout_s)
+        except ReconfError as exc:  # once more, with the retired driver gone (not still exiting beside it)
+            self.stream.clean_up_drivers()
+            self.stream.ensure_driver()
+            finished = {**self.stream.pause(self.pause_timeout_s), "first_attempt_failed": str(exc)}
+        report = {**report, "last_committed_batch": finished["last_committed_batch"],
+                  "finished_batch": finished.get("finished_batch"),
+                  "seconds": round(report["seconds"] + finished["seconds"], 3)}
+        if "first_attempt_failed" in finished:
+            report["first_attempt_failed"] = finished["first_attempt_failed"]
+        return report
 
     def _migrate(self, r: Reconfiguration) -> dict[str, Any]:
         if not r.needs_migration:
