@@ -53,14 +53,15 @@ def run_to_end(home, spec):
     return log
 
 
-def wait_until(predicate: Callable[[], object], timeout_s: float = 120.0, what: str = "condition") -> object:
-    """Poll ``predicate`` until it is truthy; fail the test with ``what`` after ``timeout_s``."""
+def wait_until(predicate: Callable[[], object], timeout_s: float = 120.0, what: str = "condition",
+               interval_s: float = 0.2) -> object:
+    """Poll ``predicate`` every ``interval_s`` until it is truthy; fail the test with ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 

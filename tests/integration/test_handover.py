@@ -118,9 +118,10 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
 
 
 def test_a_batch_the_pause_interrupts_runs_first_on_the_standby_at_its_planned_size(spark, tmp_path):
-    # One core, 5 ms per record, 200 records a batch at most: 1 s batches back to back behind a 400/s source, so the
-    # pause interrupts one. With no state moved it stays planned: the standby (2 cores, a cap of 400) runs it first,
-    # at the 200 records the old driver planned, where a re-planned first batch would take the new cap's 400.
+    # One core, 5 ms per record, 200 records a batch at most: 2 s batches back to back behind a 400/s source. The pause
+    # comes just after a batch is planned, so it interrupts that batch early. With no state moved that batch stays planned:
+    # the standby (2 cores, a cap of 400) runs it first, at the 200 records the old driver planned, where a re-planned
+    # first batch would take the new cap's 400.
     name = "interrupted"
     supervisor = StreamSupervisor(tmp_path / "home")
     spec = bundled_spec(name, "wordcount", rate=400, source_partitions=1, state_partitions=2, trigger_interval_s=0.5,
@@ -133,8 +134,19 @@ def test_a_batch_the_pause_interrupts_runs_first_on_the_standby_at_its_planned_s
         plan = ExecutionPlan.of(spec).model_dump()
         plan["resources"]["master"] = "local[2]"
         plan["partitioning"]["max_per_trigger"] = 400
+
+        def pause_early_in_a_batch(step: str) -> None:
+            if step == "prepare":
+                committed = checkpoint_facts(paths.checkpoint).last_committed_batch
+
+                def planned() -> bool:
+                    facts = checkpoint_facts(paths.checkpoint)
+                    return facts.last_committed_batch != committed and not facts.committed
+
+                wait_until(planned, timeout_s=30, what="a batch planned after a commit", interval_s=0.02)
+
         result = Reconfigurer(DriverStream(supervisor, name), AuditLedger(default_ledger_url(supervisor.home)),
-                              observe_timeout_s=OBSERVE_S).run(plan)
+                              observe_timeout_s=OBSERVE_S, after_step=pause_early_in_a_batch).run(plan)
         assert result.outcome == "succeeded", result.results
         paused = result.results["pause"]
         assert "driver_pid" in paused["handover"] and paused["interrupted_batch_kept"], paused
