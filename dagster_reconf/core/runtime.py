@@ -353,7 +353,8 @@ class StreamRuntime:
         ``attempts`` is 2 and ``finished_batch`` None then. One no sink saw is dropped even so,
         unless ``keep_interrupted``: then the next start runs it first, at the size it was
         planned with (a batch of the old cap on the new cores, where a re-planned one would
-        take the new cap's catch-up batch). ``boundary_wait_s`` caps the wait
+        take the new cap's catch-up batch); nor does it wait for a running batch that has
+        written (the next start re-runs it from the offset log, as after a failure). ``boundary_wait_s`` caps the wait
         for a running batch's commit (default: 1.5x the last batch, at least 1 s; 0 interrupts it).
         """
         if finish and keep_interrupted:
@@ -371,8 +372,9 @@ class StreamRuntime:
             commit_wait_s = max(1.0, 1.5 * self._last_batch_s())
             if boundary_wait_s is not None:
                 commit_wait_s = min(commit_wait_s, boundary_wait_s)
-            if commit_wait_s > 0 and self._running_batch_wrote():
-                # Interrupted now, it would be re-run (a query start plus the batch): the rest of it costs less.
+            if commit_wait_s > 0 and not keep_interrupted and self._running_batch_wrote():
+                # Interrupted now, it would be re-run (a query start plus the batch): the rest of it costs less. A kept
+                # batch is re-run by the next start anyway, on more cores, where waiting would add the next batch.
                 self._await_next_commit(min(deadline, started + commit_wait_s))
             run_id = str(self.query.runId)
             self.query.stop()
