@@ -354,8 +354,9 @@ class StreamRuntime:
         unless ``keep_interrupted``: then the next start runs it first, at the size it was
         planned with (a batch of the old cap on the new cores, where a re-planned one would
         take the new cap's catch-up batch); nor does it wait for a running batch that has
-        written (the next start re-runs it from the offset log, as after a failure). ``boundary_wait_s`` caps the wait
-        for a running batch's commit (default: 1.5x the last batch, at least 1 s; 0 interrupts it).
+        written (the next start re-runs it from the offset log, as after a failure).
+        ``boundary_wait_s`` caps the wait for a running batch's commit (default: 1.5x the
+        last batch, at least 1 s; 0 interrupts it).
         """
         if finish and keep_interrupted:
             raise ValueError("keep_interrupted needs finish=False: a finished batch is committed, not kept")

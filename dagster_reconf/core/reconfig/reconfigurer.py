@@ -22,8 +22,8 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
   finished there (with the new cores) before a state migration, or, where no state moves
   and the code stays, left for the resumed query to run first, at its planned size (a
   first batch of the new cap would be a whole catch-up batch, inside the downtime); the
-  rest runs there, and the resume starts the query without a new SparkContext. A standby that failed is recorded and the
-  old driver carries on as without one.
+  rest runs there, and the resume starts the query without a new SparkContext. A
+  standby that failed is recorded and the old driver carries on as without one.
 * **migrate** moves the state (see :mod:`.migration`), after a restorable snapshot of
   the checkpoint for the native path.
 * **verify** compares the state before and after (rows and checksums per store,

@@ -371,12 +371,13 @@ class DS2Policy(ScalingPolicy):
             return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
                                     f"the model needs {target.cores} cores for the steady state, and more would leave "
                                     "it over-provisioned once caught up", obs)
-        if direction == "scale_up" and _same_resources(target, current) and profile.capacity(current, limits.utilization) >= planned.target_rate:
+        sustained = profile.capacity(current, limits.utilization)
+        if direction == "scale_up" and _same_resources(target, current) and sustained >= planned.target_rate:
             # A rising backlog the model's capacity does not explain (a file landing just after a trigger) is no reason
             # to pause for a longer interval alone: the fixed-cost share it would bound costs throughput only near
             # the capacity, and there is plenty left.
             return Decision("hold", f"scale up wanted, but DS2: the cores in place ({current.cores}) sustain "
-                                    f"{planned.target_rate:,.0f} events/s (capacity {profile.capacity(current, limits.utilization):,.0f} "
+                                    f"{planned.target_rate:,.0f} events/s (capacity {sustained:,.0f} "
                                     f"at {limits.utilization:.0%} of the interval); a plan that only moves the trigger interval "
                                     f"({current.trigger_interval_s:g} s -> {target.trigger_interval_s:g} s) is not worth a pause", obs)
         reason = (f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
