@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .cluster import cluster_info, size_mb
 
-__all__ = ["DEFAULT_EXECUTOR_MEMORY", "WorkerRoom", "executor_memory_mb", "executor_room_problem", "master_ui", "worker_rooms"]
+__all__ = ["DEFAULT_EXECUTOR_MEMORY", "WorkerRoom", "executor_memory_mb", "executor_room_problem", "granted_cores", "master_ui",
+           "worker_rooms"]
 
 DEFAULT_MASTER_UI_PORT = 8080
 DEFAULT_EXECUTOR_MEMORY = "1g"  # spark.executor.memory's default
@@ -78,6 +79,14 @@ def worker_rooms(url: str) -> list[WorkerRoom] | None:
         for w in state["workers"]
         if w.get("state") == "ALIVE"
     ]
+
+
+def granted_cores(url: str, app_id: str) -> int | None:
+    """Cores the master at ``url`` has granted application ``app_id``: those of every executor it launched, registered
+    with the driver or not yet; None where the master does not answer or does not list the application."""
+    state = _master_state(url)
+    apps = [a for a in (state or {}).get("activeapps", []) if a.get("id") == app_id]
+    return int(apps[0].get("cores", 0)) if apps else None
 
 
 def executor_room_problem(master: str, more: int, *, executor_cores: int, executor_memory: str | None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -82,13 +83,25 @@ def _kill(spark: SparkSession, ids: list[str]) -> None:
     sc._jsc.sc().killExecutors(sc._jvm.PythonUtils.toSeq(ids))  # type: ignore[union-attr]
 
 
-def resize_executors(spark: SparkSession, count: int, *, wait_s: float = 0.0, settle: bool = False) -> ExecutorResize:
+def _settled(count: int, stable: int, launched: Callable[[], int | None] | None) -> bool:
+    """No more executors will register: the cluster manager launched no more than ``count``, or (where it cannot
+    tell) ``count`` stayed registered for :data:`STABLE_POLLS` polls."""
+    known = launched() if launched is not None and stable else None
+    return known <= count if known is not None else stable >= STABLE_POLLS
+
+
+def resize_executors(spark: SparkSession, count: int, *, wait_s: float = 0.0, settle: bool = False,
+                     launched: Callable[[], int | None] | None = None) -> ExecutorResize:
     """Hold ``count`` executors: ask the master for that many, remove the newest beyond it.
 
     Args:
         wait_s: wait up to this long until ``count`` are registered (0: do not wait for added ones).
         settle: also wait until no more register (just after the context started, when the master
             launched executors up to the ceiling); surplus ones are removed as they come.
+        launched: how many executors the cluster manager has launched for the application, registered
+            or not (None: it cannot tell). With it, settling ends when that is ``count``; without it,
+            after ``count`` stayed registered for a few seconds, which a loaded machine can outlast
+            (an executor JVM launched with the others registers later).
 
     Raises:
         StreamStateError: the cluster manager refuses to resize, or ``count`` is not positive.
@@ -110,7 +123,7 @@ def resize_executors(spark: SparkSession, count: int, *, wait_s: float = 0.0, se
             _request_total(spark, count)  # a kill lowers the master's target by the killed count: set it again
             live = live[:count]
         stable = stable + 1 if len(live) == count else 0
-        done = len(live) >= count and (not settle or stable >= STABLE_POLLS)
+        done = len(live) >= count and (not settle or _settled(count, stable, launched))
         if done or time.monotonic() >= deadline:
             return ExecutorResize(count, before, len(live), removed, round(time.monotonic() - started, 3))
         time.sleep(POLL_S)

@@ -41,7 +41,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from .batch_jobs import batch_has_written, batch_may_have_written
 from .checkpoint import checkpoint_facts, drop_planned_batch
-from .cluster_room import DEFAULT_EXECUTOR_MEMORY, executor_room_problem
+from .cluster_room import DEFAULT_EXECUTOR_MEMORY, executor_room_problem, granted_cores, master_ui
 from .definition import StreamContext, StreamOutput
 from .errors import SpecError, StreamStartError, StreamStateError
 from .executors import completed_tasks, executor_ids, resize_executors
@@ -133,7 +133,8 @@ class StreamRuntime:
             self._spark = build_spark_session(self.spec, self.paths.event_log)
             self._recorder = None
             if self.spec.executors is not None:  # the master launched executors up to the ceiling: keep max_cores' worth
-                resized = resize_executors(self._spark, self.spec.executors, wait_s=EXECUTOR_START_WAIT_S, settle=True)
+                resized = resize_executors(self._spark, self.spec.executors, wait_s=EXECUTOR_START_WAIT_S, settle=True,
+                                           launched=self._launched_executors(self._spark))
                 self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "executors",
                                    **resized.as_dict()})
         if self._recorder is None and self.spec.instrumentation:
@@ -145,6 +146,20 @@ class StreamRuntime:
                                               self._measure_sources, cpu_samples=sampler.drain if sampler else None)
             self._spark.streams.addListener(self._recorder)
         return self._spark
+
+    def _launched_executors(self, spark: SparkSession) -> Callable[[], int | None] | None:
+        """How many executors the standalone master has launched for this application (None where its UI is not
+        found): what settling a new context's executors waits for."""
+        url = master_ui(self.spec.master, self.paths.home)
+        if url is None or self.spec.executor_cores is None:
+            return None
+        app_id, cores = spark.sparkContext.applicationId, self.spec.executor_cores
+
+        def launched() -> int | None:
+            granted = granted_cores(url, app_id)
+            return None if granted is None else granted // cores
+
+        return launched
 
     def _measure_sources(self, progress: dict[str, Any]) -> list[dict[str, Any]]:
         """What the progress does not say about each source (a file source's unread files)."""
@@ -285,8 +300,9 @@ class StreamRuntime:
             query = self.query
             if query is None:
                 raise StreamStartError(f"stream {self.spec.name!r} has no query")
+            active = query.isActive  # read first: a query that stopped has set its exception before
             exception = query.exception()
-            if exception is not None or not query.isActive:
+            if exception is not None or not active:
                 detail = _first_line(exception) if exception is not None else "it stopped"
                 raise StreamStartError(f"stream {self.spec.name!r} ({self.definition.name}) failed in its first batch: {detail}")
             status = query.status

@@ -8,7 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from dagster_reconf.core.cluster import start_cluster
-from dagster_reconf.core.cluster_room import WorkerRoom, executor_memory_mb, executor_room_problem, master_ui, worker_rooms
+from dagster_reconf.core.cluster_room import (WorkerRoom, executor_memory_mb, executor_room_problem, granted_cores, master_ui,
+                                              worker_rooms)
+from dagster_reconf.core.executors import STABLE_POLLS, _settled
 from dagster_reconf.core.errors import SpecError
 
 
@@ -62,6 +64,24 @@ def test_rooms_are_read_from_alive_workers_only(master):
     page["workers"] = [_worker(1, 2, 1024), _worker(2, 3, 2048, state="DEAD")]
     assert worker_rooms(url) == [WorkerRoom("127.0.0.1:1", 2, 1024)]
     assert worker_rooms("http://127.0.0.1:9") is None  # nothing listens on the discard port
+
+
+def test_granted_cores_count_the_applications_launched_executors_registered_or_not(master):
+    page, url = master
+    page["activeapps"] = [{"id": "app-1", "cores": 3, "state": "RUNNING"}, {"id": "app-2", "cores": 1}]
+    assert granted_cores(url, "app-1") == 3
+    assert granted_cores(url, "app-9") is None, "an application the master does not list"
+    assert granted_cores("http://127.0.0.1:9", "app-1") is None
+
+
+def test_settling_waits_for_the_masters_launched_executors_not_for_a_quiet_spell():
+    # The master launched 3 and one has registered: no quiet spell ends the wait while two are on their way.
+    assert not _settled(1, stable=STABLE_POLLS * 10, launched=lambda: 3)
+    assert _settled(1, stable=1, launched=lambda: 1)
+    assert not _settled(1, stable=0, launched=lambda: 1), "the one wanted has not registered yet"
+    # A master that cannot tell: the quiet spell it was.
+    assert not _settled(1, stable=STABLE_POLLS - 1, launched=lambda: None)
+    assert _settled(1, stable=STABLE_POLLS, launched=None)
 
 
 def test_a_shortfall_names_each_workers_free_cores_and_memory_and_the_fix(master, tmp_path):
