@@ -117,12 +117,13 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     assert not drivers_under(home)
 
 
-def test_a_batch_the_pause_interrupts_runs_first_on_the_standby_at_its_planned_size(spark, tmp_path):
+@pytest.mark.parametrize("handover", [True, False], ids=["on-the-standby", "in-the-same-driver"])
+def test_a_batch_the_pause_interrupts_runs_first_after_the_resume_at_its_planned_size(spark, tmp_path, handover):
     # One core, 20 ms per record, 200 records a batch at most: 5 s batches back to back behind a 400/s source. The pause
     # comes just after a batch is planned, so it interrupts that batch early (under CI's load the pause reached the
-    # driver 1.5 s after the hook, past the end of 2 s batches). With no state moved that batch stays planned:
-    # the standby (2 cores, a cap of 400) runs it first, at the 200 records the old driver planned, where a re-planned
-    # first batch would take the new cap's 400.
+    # driver 1.5 s after the hook, past the end of 2 s batches). With no state moved that batch stays planned: the
+    # resumed query (2 cores, a cap of 400), on the standby or in the old driver's new SparkContext, runs it first, at
+    # the 200 records the old driver planned, where a re-planned first batch would take the new cap's 400.
     name = "interrupted"
     supervisor = StreamSupervisor(tmp_path / "home")
     spec = bundled_spec(name, "wordcount", rate=400, source_partitions=1, state_partitions=2, trigger_interval_s=0.5,
@@ -147,10 +148,11 @@ def test_a_batch_the_pause_interrupts_runs_first_on_the_standby_at_its_planned_s
                 wait_until(planned, timeout_s=30, what="a batch planned after a commit", interval_s=0.02)
 
         result = Reconfigurer(DriverStream(supervisor, name), AuditLedger(default_ledger_url(supervisor.home)),
-                              observe_timeout_s=OBSERVE_S, after_step=pause_early_in_a_batch).run(plan)
+                              observe_timeout_s=OBSERVE_S, after_step=pause_early_in_a_batch, handover=handover).run(plan)
         assert result.outcome == "succeeded", result.results
         paused = result.results["pause"]
-        assert "driver_pid" in paused["handover"] and paused["interrupted_batch_kept"], paused
+        assert paused["interrupted_batch_kept"] and ("driver_pid" in paused.get("handover", {})) is handover, paused
+        assert result.results["resume"]["scope"] == ("query" if handover else "session"), result.results["resume"]
 
         def batches_after() -> list[dict]:
             progress = [r["progress"] for r in MetricsStore(paths.metrics).read()[0] if r.get("kind") == "progress"]

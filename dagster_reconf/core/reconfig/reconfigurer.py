@@ -18,12 +18,13 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
   Python workers and the user's query are ready before the pause.
 * **pause** stops only this stream's query, at a micro-batch boundary (Trisk's partial
   pause); the driver and its executors stay up. With a standby, the paused driver then
-  exits and the standby becomes the stream's driver: a batch the stop interrupted is
-  finished there (with the new cores) before a state migration, or, where no state moves
-  and the code stays, left for the resumed query to run first, at its planned size (a
-  first batch of the new cap would be a whole catch-up batch, inside the downtime); the
-  rest runs there, and the resume starts the query without a new SparkContext. A
-  standby that failed is recorded and the old driver carries on as without one.
+  exits and the standby becomes the stream's driver, where the rest runs: the resume
+  starts the query without a new SparkContext. A standby that failed is recorded and the
+  old driver carries on as without one. A batch the stop interrupted is finished (by the
+  standby, with the new cores) before a state migration; where no state moves and the
+  code stays, it is left for the resumed query to run first, at its planned size, with or
+  without a standby (a first batch of the new cap would be a whole catch-up batch, inside
+  the downtime).
 * **migrate** moves the state (see :mod:`.migration`), after a restorable snapshot of
   the checkpoint for the native path.
 * **verify** compares the state before and after (rows and checksums per store,
@@ -595,8 +596,11 @@ class Reconfigurer:
         self.stream.ensure_driver()
         paused_at = time.time()
         standby = r.results["prepare"].get("standby") or {}
-        keep = "pid" in standby and r.keeps_interrupted_batch
-        report = self.stream.pause(self.pause_timeout_s, finish="pid" not in standby, keep_interrupted=keep)
+        # Where no state moves and the code stays, a batch the stop interrupts stays planned: the resume runs it first,
+        # at the old cap, with the new settings (a re-planned one would be a whole catch-up batch of the new cap, and
+        # the downtime ends at its commit). Otherwise the standby, or this driver, finishes it first.
+        keep = r.keeps_interrupted_batch
+        report = self.stream.pause(self.pause_timeout_s, finish="pid" not in standby and not keep, keep_interrupted=keep)
         handover = None
         if "pid" in standby:
             try:
@@ -605,12 +609,10 @@ class Reconfigurer:
                 handover = {"failed": str(exc)}
                 self.stream.clean_up_drivers()
             self.stream.ensure_driver()
-            if keep and "failed" not in handover:
-                # The resume runs the interrupted batch first, at the old cap, on the new cores: a short first batch
-                # where a re-planned one would be a whole catch-up batch of the new cap (the downtime ends at its commit).
-                report["interrupted_batch_kept"] = report.get("attempts") == 2
-            else:
+            if not keep:
                 report = self._finish_interrupted(report)
+        if keep:
+            report["interrupted_batch_kept"] = report.get("attempts") == 2
         result = {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
                   "batch_id": report.get("last_committed_batch")}
         if handover is not None:
