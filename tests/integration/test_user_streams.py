@@ -5,6 +5,7 @@ same files; and a user's bad code, refused with clear errors and no process left
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, instance_for_test
@@ -152,22 +153,39 @@ def test_spark_file_sink_keeps_running_after_migrations_that_add_batches_it_neve
         spark.conf.unset(COMPACT_INTERVAL_CONF)
 
 
-def stop_inside_the_next_batch(runtime: StreamRuntime, seconds_in: float, boundary_wait_s: float | None):
-    """Stop ``seconds_in`` after a batch commits, inside the next one (they run back to back): the report and
-    the batch it interrupted."""
+def stop_inside_the_next_batch(runtime: StreamRuntime, seconds_in: float, boundary_wait_s: float | None,
+                               after_write_to: Path | None = None):
+    """Stop ``seconds_in`` after a batch commits, inside the next one (they run back to back), or, with
+    ``after_write_to``, ``seconds_in`` into the first Spark job after that batch's write there: the report and the
+    batch it interrupted."""
     last = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
     wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch != last, timeout_s=60,
                what="a batch committed")
+    if after_write_to is not None:  # by the jobs, not the clock: under load the stop could land between two of them
+        written = after_write_to / f"batch={checkpoint_facts(runtime.paths.checkpoint).last_committed_batch + 1}" / "_SUCCESS"
+        tracker = runtime.spark.sparkContext.statusTracker()
+        last_before_write = -1  # job ids grow: one above every job seen before the write is a job after it
+
+        def job_after_the_write() -> bool:
+            nonlocal last_before_write
+            active = tracker.getActiveJobsIds()
+            if not written.exists():
+                last_before_write = max([last_before_write, *active])
+                return False
+            return any(job > last_before_write for job in active)
+
+        wait_until(job_after_the_write, timeout_s=60, what=f"a job after the write of {written.parent}", interval_s=0.01)
     time.sleep(seconds_in)
     report = runtime.stop_at_batch_boundary(timeout_s=60, boundary_wait_s=boundary_wait_s)
     return report, checkpoint_facts(runtime.paths.checkpoint).last_offset_batch
 
 
-@pytest.mark.parametrize(("before_write", "after_write", "seconds_in", "boundary_wait_s", "dropped"),
-                         [(1.5, 0.0, 0.3, None, True), (0.2, 4.0, 0.7, 0, False), (0.2, 4.0, 3.0, None, None)],
+@pytest.mark.parametrize(("before_write", "after_write", "seconds_in", "boundary_wait_s", "in_second_job", "dropped"),
+                         [(1.5, 0.0, 0.3, None, False, True), (0.2, 4.0, 0.3, 0, True, False),
+                          (0.2, 4.0, 3.0, None, False, None)],
                          ids=["stopped-before-the-write", "stopped-after-the-write", "waited-for-the-commit"])
 def test_a_batch_no_sink_saw_is_planned_again_and_one_that_wrote_is_finished(spark, tmp_path, before_write, after_write,
-                                                                             seconds_in, boundary_wait_s, dropped):
+                                                                             seconds_in, boundary_wait_s, in_second_job, dropped):
     """Interrupted (early in a batch, or at once with ``boundary_wait_s=0``), a batch is dropped or finished by
     whether it wrote; late in a batch the stop waits for it to commit: the next, if begun, is dropped (where an
     interruption would have had to finish the written one)."""
@@ -178,7 +196,7 @@ def test_a_batch_no_sink_saw_is_planned_again_and_one_that_wrote_is_finished(spa
     runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", "slow"), spark=spark)
     runtime.start()
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="two batches")
-    report, planned = stop_inside_the_next_batch(runtime, seconds_in, boundary_wait_s)
+    report, planned = stop_inside_the_next_batch(runtime, seconds_in, boundary_wait_s, output if in_second_job else None)
     facts = checkpoint_facts(runtime.paths.checkpoint)
     assert facts.committed and (report.attempts == 2 or dropped is None), report
     if dropped is None:  # stopped at the commit: before the next batch was planned, or just after (dropped)
