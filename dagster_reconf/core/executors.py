@@ -20,8 +20,8 @@ there are and takes the others as they register.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
