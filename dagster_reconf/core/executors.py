@@ -86,7 +86,9 @@ def _kill(spark: SparkSession, ids: list[str]) -> None:
 def _settled(count: int, stable: int, launched: Callable[[], int | None] | None) -> bool:
     """No more executors will register: the cluster manager launched no more than ``count``, or (where it cannot
     tell) ``count`` stayed registered for :data:`STABLE_POLLS` polls."""
-    known = launched() if launched is not None and stable else None
+    if not stable:  # fewer than count registered
+        return False
+    known = launched() if launched is not None else None
     return known <= count if known is not None else stable >= STABLE_POLLS
 
 

@@ -7,6 +7,7 @@ import urllib.request
 import pytest
 
 from dagster_reconf.core.cluster import cluster_info, start_cluster, stop_cluster
+from dagster_reconf.core.cluster_room import granted_cores
 from dagster_reconf.core.errors import ReconfError, StreamStateError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.metrics import MetricsStore, record_row
@@ -74,11 +75,6 @@ def test_stream_runs_on_standalone_cluster(spark, cluster):
     assert assert_matches_oracle(spark, home, spec).expected_rows == 300
 
 
-def app_cores(master_ui: str, app_id: str) -> int:
-    with urllib.request.urlopen(f"{master_ui}/json/", timeout=5) as resp:
-        return next(a["cores"] for a in json.loads(resp.read())["activeapps"] if a["id"] == app_id)
-
-
 def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(spark, cluster, tmp_path):
     home, cluster = cluster
     supervisor = StreamSupervisor(home)  # the cluster's home: preflight finds the master's UI there
@@ -92,7 +88,7 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         # The master launched executors up to the ceiling; the driver kept max_cores' worth.
         wait_until(lambda: (supervisor.status(name).get("batch_id") or -1) >= 1, timeout_s=120, what="two batches")
         assert supervisor.status(name)["executors"] == 1
-        wait_until(lambda: app_cores(cluster.master_ui, info["app_id"]) == 1, timeout_s=60, what="the surplus gone")
+        wait_until(lambda: granted_cores(cluster.master_ui, info["app_id"]) == 1, timeout_s=60, what="the surplus gone")
         ledger = AuditLedger(default_ledger_url(supervisor.home))
         stream = DriverStream(supervisor, name)
 
@@ -110,14 +106,14 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         status = supervisor.status(name)
         assert status["app_id"] == info["app_id"] and supervisor.driver_info(name)["pid"] == info["pid"], \
             "the same driver and SparkContext"
-        assert app_cores(cluster.master_ui, info["app_id"]) == 3
+        assert granted_cores(cluster.master_ui, info["app_id"]) == 3
 
         # Down: 3 -> 2 cores, the executor removed while the query was stopped; the stream carries on.
         plan["resources"]["max_cores"] = 2
         down = Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
         assert down.outcome == "succeeded" and down.results["resume"]["scope"] == "executors", down.results
         assert "executors" not in down.results["prepare"], "none removed while the stream ran"
-        wait_until(lambda: app_cores(cluster.master_ui, info["app_id"]) == 2, timeout_s=60, what="two cores")
+        wait_until(lambda: granted_cores(cluster.master_ui, info["app_id"]) == 2, timeout_s=60, what="two cores")
         assert supervisor.status(name)["app_id"] == info["app_id"]
 
         # Above the ceiling, or within it but beyond the worker's free cores: refused before anything is touched,
