@@ -235,7 +235,7 @@ class ScalingPolicy(ABC):
             return Decision("hold", f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
                                     f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s", obs)
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
-            signal = (f"below the target utilization ({obs.utilization:.2f}): the model-checked scale-down waits"
+            signal = (f"in band (utilization {obs.utilization:.2f}), but perhaps over-provisioned: the model-checked scale-down waits"
                       if model_check else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits")
             return Decision("hold", f"{signal} {cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
         if not plan:
@@ -320,31 +320,53 @@ class DS2Policy(ScalingPolicy):
 
     name = "ds2"
 
-    def _needed_cores(self, profile: StreamProfile, current: Knobs, target: Knobs, rate: float) -> str | None:
-        """Why the model needs the cores of ``current``; None where it puts the steady state on them below the
-        floor DS2's own plans keep (:meth:`PolicyConfig.limits`), or where the fewer cores of ``target`` run the
-        steady state no slower: over-provisioned.
+    def _over_provisioning(self, profile: StreamProfile, current: Knobs, target: Knobs, rate: float) -> tuple[bool, str]:
+        """Whether the model finds ``current`` over-provisioned, and why (or why not): it puts the steady state on
+        its cores below the floor DS2's own plans keep (:meth:`PolicyConfig.limits`), or fewer cores (``target``'s,
+        or any count between, at the current interval) run it no slower.
 
         The floor judges only the configuration the profile was measured on, where the model is
         calibrated. A catch-up plan DS2 made keeps its steady state above the floor, so it is
         never undone here, unless its cores buy nothing: where fixed costs grow with the tasks
         (Python workers' set-ups queued on a few CPUs), a stream on too many cores looks busy at
-        any count (measured: Q5 held 12 cores at 0.70 of the interval, where 4 sustain the rate).
-        Both sides of that comparison are the model's predictions, so its bias cancels.
+        any count (measured: Q5 held 12 cores at 0.70 of the interval, where 4 sustain the rate;
+        Q11 held 12 at 0.65, where 3 do). The fewer cores need not be DS2's plan: past the count
+        where set-ups start to queue, cores only lengthen the batch, so a count between can run
+        it faster than 12 while the plan, sized for the target utilization, runs it a little
+        slower. Both sides of each comparison are the model's predictions, so its bias cancels.
         """
         floor = self.config.limits().utilization_floor
+        now = _steady_utilization(profile, current, rate)
         if profile.capacity(current, floor) > rate:
-            return None
-        now, planned = _steady_utilization(profile, current, rate), _steady_utilization(profile, target, rate)
-        if math.isfinite(now) and planned <= now * (1.0 + NO_GAIN_TOLERANCE):
-            return None
-        return (f"the model puts {current.cores} cores at or above {floor:.0%} of the interval for {rate:,.0f} events/s "
-                f"({now:.0%}; {target.cores} cores: {planned:.0%}): not over-provisioned")
+            return True, f"over-provisioned: the model puts {current.cores} cores at {now:.0%} of the interval"
+        planned = _steady_utilization(profile, target, rate)
+        no_slower = None
+        if math.isfinite(now):
+            no_slower = ((target.cores, planned) if planned <= now * (1.0 + NO_GAIN_TOLERANCE)
+                         else self._no_slower_with_fewer(profile, current, rate, now))
+        if no_slower is not None:
+            return True, (f"over-provisioned: {current.cores} cores buy nothing (the model: {now:.0%} of the interval; "
+                          f"{no_slower[0]} cores: {no_slower[1]:.0%})")
+        return False, (f"the model puts {current.cores} cores at or above {floor:.0%} of the interval for {rate:,.0f} "
+                       f"events/s ({now:.0%}; {target.cores} cores: {planned:.0%}; no fewer within "
+                       f"{NO_GAIN_TOLERANCE:.0%} of it): not over-provisioned")
+
+    def _no_slower_with_fewer(self, profile: StreamProfile, current: Knobs, rate: float, now: float) -> tuple[int, float] | None:
+        """The fewest cores (at the current interval and partitions) whose steady state the model puts within
+        :data:`NO_GAIN_TOLERANCE` of ``now`` (the current cores' share of the interval), and that share."""
+        for cores in range(self.config.min_cores, current.cores):
+            source = cores if current.source_partitions is not None else None
+            share = _steady_utilization(profile, current.model_copy(update={"cores": cores, "source_partitions": source}), rate)
+            if share <= now * (1.0 + NO_GAIN_TOLERANCE):
+                return cores, share
+        return None
 
     def _may_be_over_provisioned(self, obs: Observation, current: Knobs) -> bool:
-        """Below the target utilization, settled, with cores to give back: ask the model (its plan needs traces)."""
+        """In band, settled, with cores to give back: ask the model (its plan needs traces). Above the target
+        utilization too: where each task adds a queued set-up, more cores lengthen the batch (measured: Q11 and Q5
+        held 12 cores at 0.72-0.79 of the interval, where 3 and 4 cores sustain the rate)."""
         cfg = self.config
-        return obs.utilization < cfg.utilization_target and _settled(obs, current) and current.cores > cfg.min_cores
+        return obs.utilization <= cfg.utilization_high and _settled(obs, current) and current.cores > cfg.min_cores
 
     def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
         if profile is None:
@@ -359,12 +381,14 @@ class DS2Policy(ScalingPolicy):
         planned = plan_micro_batches(profile, obs.source_rate, obs.backlog, restart_s, limits)
         target = planned.knobs
         if direction == "scale_down" and target.cores >= current.cores:
-            return Decision("hold", f"utilization is low, but the model needs {target.cores} cores for "
+            return Decision("hold", f"fewer cores wanted, but the model needs {target.cores} for "
                                     f"{planned.target_rate:,.0f} events/s", obs)
+        over_provisioned = None
         if direction == "scale_down" and obs.utilization >= self.config.utilization_low:
-            needed = self._needed_cores(profile, current, target, obs.source_rate)
-            if needed is not None:
-                return Decision("hold", needed, obs)
+            over, why = self._over_provisioning(profile, current, target, obs.source_rate)
+            if not over:
+                return Decision("hold", why, obs)
+            over_provisioned = why
         if direction == "scale_up" and obs.backlog_growth < 0 and target.cores <= current.cores:
             # Clearing, if more slowly than catch_up_s, at the cores the model keeps: the plan cut its catch-up back
             # (more cores would idle once caught up), and another pause would only add to the backlog.
@@ -385,6 +409,8 @@ class DS2Policy(ScalingPolicy):
                   f"{planned.predicted['capacity_planned']:,.0f} events/s")
         if planned.notes:
             reason += "; " + "; ".join(planned.notes)
+        if over_provisioned:
+            reason += f"; {over_provisioned}"
         report = planned.report.replace({np.inf: None}).to_dict(orient="records")
         return self._decision(stream, current, target, obs, direction, reason, epoch, report, planned.predicted)
 
