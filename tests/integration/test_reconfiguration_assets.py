@@ -76,6 +76,11 @@ def test_reconfiguration_job_migrates_state_and_records_it(supervisor):
         assert ledger.verify(expect_head=metadata["ledger_head"].value).ok
         steps = [r.step for r in ledger.records(reconfiguration_id=reconfiguration_id, kinds=["step.end"])]
         assert steps == ["preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record"]
+        # The stopped stream's steps ran back to back in the pause op; the ops after it found them journaled.
+        logs = {step: [e.user_message for e in instance.all_logs(result.run_id) if e.step_key == f"stream_configuration.{step}"]
+                for step in ("pause", "migrate", "resume")}
+        assert any("resume (reconfiguration" in m for m in logs["pause"])
+        assert any("migrate already done" in m for m in logs["migrate"]) and any("resume already done" in m for m in logs["resume"])
 
         recommend = materialize(assets, partition_key=STREAM, instance=instance, resources=resources,
                                 run_config=run_config(plan(supervisor, state_partitions=3), recommend_only=True))

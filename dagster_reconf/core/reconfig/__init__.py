@@ -6,7 +6,7 @@ No Dagster here; :mod:`dagster_reconf.dagster.reconfiguration_assets` builds the
 from .handles import DriverStream, LocalStream, StreamHandle
 from .migration import STRATEGIES, StreamMigrator
 from .plan import Action, ExecutionLogic, ExecutionPlan, Partitioning, PlanDiff, Resources, diff_plans
-from .reconfigurer import STEPS, Reconfiguration, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
+from .reconfigurer import PAUSED_STEPS, STEPS, Reconfiguration, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
 
 __all__ = [
     "Action",
@@ -15,6 +15,7 @@ __all__ = [
     "ExecutionPlan",
     "LocalStream",
     "Partitioning",
+    "PAUSED_STEPS",
     "PlanDiff",
     "Reconfiguration",
     "ReconfigurationInterrupted",

@@ -77,6 +77,9 @@ __all__ = [
 ]
 
 STEPS = ("preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record")
+# The steps while the stream is stopped: a caller that runs steps one at a time (a Dagster op each) runs these back to
+# back, since any time it spends between them is the stream's downtime.
+PAUSED_STEPS = ("pause", "migrate", "verify", "resume")
 KILL_AFTER_STEP_ENV = "RECONF_TEST_KILL_AFTER_STEP"  # tests: die (exit 137) right after journaling this step's end
 DISK_MARGIN_BYTES = 64 << 20
 OBSERVE_POLL_S = 0.5
