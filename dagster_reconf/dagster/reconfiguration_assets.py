@@ -85,11 +85,8 @@ def _reconfigurer(context: OpExecutionContext, streams: StreamRuntimeResource, l
 
 
 def _run_step(context: OpExecutionContext, reconfigurer: Reconfigurer, reconfiguration: Reconfiguration, step: str) -> dict[str, Any]:
-    if step in reconfiguration.results:
-        context.log.info(f"{reconfiguration.stream}: {step} already done, in {reconfiguration.timings.get(step, 0.0):.2f} s "
-                         f"(reconfiguration {reconfiguration.id}; its result is in the ledger)")
-        return reconfiguration.results[step]
-    context.log.info(f"{reconfiguration.stream}: {step} (reconfiguration {reconfiguration.id})")
+    done = step in reconfiguration.results  # by an earlier op of this run (the pause op's), or before a re-execution
+    context.log.info(f"{reconfiguration.stream}: {step}{' already done' if done else ''} (reconfiguration {reconfiguration.id})")
     try:
         result = reconfigurer.step(reconfiguration, step)
     except ReconfigurationRefused as exc:
