@@ -19,8 +19,11 @@ workers and analyses the user's query (:meth:`StreamRuntime.warm_up`), loads the
 readers, rehearses the query over the stream's first batch (output discarded), records
 itself in ``standby.json`` as ``warm``, and waits. ``POST /v1/promote`` makes it the stream's
 driver (it rewrites ``driver.json``) once the old driver has paused and been told to
-retire (``POST /v1/retire``: it exits without touching ``driver.json`` again); the
-reconfiguration then continues in it with that start-up already paid.
+retire (``POST /v1/retire``: it never touches ``driver.json`` again); the
+reconfiguration then continues in it with that start-up already paid. The retired
+driver exits once the stream commits a batch after the one it stopped at (the new
+driver's first), or after :data:`RETIRED_LINGER_S`: its JVM's exit would otherwise take
+CPUs from the new driver's first batch, all of it downtime.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .checkpoint import checkpoint_facts
 from .control import (
     CodeCheckRequest,
     ControlServer,
@@ -58,7 +62,7 @@ from .reconfig.migration import StreamMigrator
 from .runtime import StreamRuntime
 from .spec import StreamSpec
 
-__all__ = ["main", "write_driver_info"]
+__all__ = ["await_commit_after", "main", "write_driver_info"]
 
 
 def write_driver_info(path: Path, info: dict[str, Any]) -> None:
@@ -69,6 +73,20 @@ def write_driver_info(path: Path, info: dict[str, Any]) -> None:
 
 
 FIRST_TRIGGER_TIMEOUT_S = 150.0
+RETIRED_LINGER_S = 60.0  # at most this long a retired driver waits for its successor's first commit before it exits
+
+
+def await_commit_after(paths: StreamPaths, batch: int | None, timeout_s: float, leaving: threading.Event) -> bool:
+    """Wait until the stream's checkpoint in force commits a batch after ``batch`` (True), ``timeout_s`` passes or
+    ``leaving`` is set (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        committed = checkpoint_facts(paths.checkpoint).last_committed_batch
+        if committed is not None and (batch is None or committed > batch):
+            return True
+        if leaving.wait(0.25):
+            return False
+    return False
 
 
 def control_host(bind_address: str) -> str:
@@ -126,11 +144,14 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         return report
 
     retired = False
+    retired_at: int | None = None  # the last batch committed when it retired
+    leaving = threading.Event()  # SIGTERM or SIGINT: exit now, even while retired
 
     def retire(_: StartRequest) -> dict[str, Any]:
-        nonlocal retired
+        nonlocal retired, retired_at
         if runtime.is_active:
             raise StreamStateError(f"stream {paths.name!r} is running in this driver: pause it before handing it over")
+        retired_at = checkpoint_facts(paths.checkpoint).last_committed_batch
         retired = True  # driver.json is the standby's from now on: never write it again
         shutdown.set()
         return {"retired": True, "pid": os.getpid()}
@@ -167,8 +188,12 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     server.start()
     info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
     write_driver_info(record, info)
+    def leave(*_: Any) -> None:
+        leaving.set()
+        shutdown.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: shutdown.set())
+        signal.signal(sig, leave)
     try:
         runtime.spark.sparkContext.setLogLevel("WARN")
         if standby:
@@ -194,6 +219,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             record_running()
         while not shutdown.wait(0.5):
             pass
+        if retired:
+            await_commit_after(paths, retired_at, RETIRED_LINGER_S, leaving)
         runtime.shutdown(finish=not retired)  # retired: the stream's batches are the new driver's to finish
         info.update(status="stopped", stopped_at=time.time())
         return 0

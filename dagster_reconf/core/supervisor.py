@@ -109,6 +109,15 @@ def signal_processes(processes: list[psutil.Process], sig: signal.Signals) -> No
             pass
 
 
+def ask_to_leave(pid: int) -> None:
+    """SIGTERM the driver process ``pid`` alone: it stops its runtime and exits (a retired driver waiting for its
+    successor's first commit, too); its JVM and workers go with it."""
+    try:
+        psutil.Process(pid).send_signal(signal.SIGTERM)
+    except psutil.NoSuchProcess:
+        pass
+
+
 def wait_for_exit(pid: int, timeout_s: float) -> bool:
     """Whether process ``pid`` exits within ``timeout_s``. A zombie has exited: only a parent that is not this process
     (and does not reap it yet) still holds its pid, so waiting on it would run into the timeout."""
@@ -344,9 +353,11 @@ class StreamSupervisor:
                 self.stop(name, timeout_s)
         try:
             info = _client_of(standby, paths).request("POST", "promote", {})
-        except ControlRequestError as exc:  # the old driver is leaving: let it go, so the caller starts a fresh one
-            if retired is not None and not wait_for_exit(retired, timeout_s):
-                terminate_process_tree(retired)
+        except ControlRequestError as exc:  # the old driver waits for a commit that will not come: it goes now
+            if retired is not None:
+                ask_to_leave(retired)
+                if not wait_for_exit(retired, timeout_s):
+                    terminate_process_tree(retired)
             raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} refused to take over "
                                    f"({exc}); the old driver {retired} has exited: start a driver of the old settings") from None
         return {"driver_pid": info["pid"], "retired_pid": retired, "seconds": round(time.monotonic() - started, 3),
@@ -354,7 +365,7 @@ class StreamSupervisor:
 
     def clean_up_drivers(self, name: str) -> list[int]:
         """Stop every driver process of the stream but the one ``driver.json`` names: a standby that was not promoted,
-        an old driver still exiting after a handover. Returns their pids."""
+        an old driver still waiting or exiting after a handover. Returns their pids."""
         paths = self.paths(name)
         current = self.driver_info(name)
         standby = self.standby_info(name)
@@ -370,6 +381,8 @@ class StreamSupervisor:
                     _client_of(standby, paths).shutdown(30)
                 except (ControlRequestError, StreamStateError):
                     pass  # hung or gone: the kill below
+            else:  # a retired driver, perhaps still waiting for its successor's first commit
+                ask_to_leave(pid)
             wait_for_exit(pid, KILL_GRACE_S)
             terminate_process_tree(pid)
         if standby is None or standby.get("pid") != keep:

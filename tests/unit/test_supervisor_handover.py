@@ -5,10 +5,12 @@ handover to a standby that is gone, and cleaning up stray driver records. The ha
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from dagster_reconf.core.driver import await_commit_after
 from dagster_reconf.core.driver import main as driver_main
 from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
@@ -132,3 +134,21 @@ def test_a_standby_that_refuses_to_take_over_leaves_no_old_driver_behind(supervi
         for fake in fakes.values():
             fake.kill()
             fake.wait()
+
+
+def test_a_retired_driver_waits_for_its_successors_first_commit_or_leaves_when_told(supervisor):
+    paths = supervisor.paths("s")
+    commits = paths.checkpoint / "commits"
+    commits.mkdir(parents=True)
+    (commits / "4").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    leaving = threading.Event()
+    started = time.monotonic()
+    assert not await_commit_after(paths, 4, timeout_s=0.6, leaving=leaving), "no batch after 4 yet"
+    assert time.monotonic() - started >= 0.6
+    later = threading.Timer(0.3, lambda: (commits / "5").write_text('v1\n{"nextBatchWatermarkMs":0}'))
+    later.start()
+    assert await_commit_after(paths, 4, timeout_s=30, leaving=leaving)  # the successor's first commit
+    leaving.set()
+    started = time.monotonic()
+    assert not await_commit_after(paths, 5, timeout_s=30, leaving=leaving)  # SIGTERM: it goes at once
+    assert time.monotonic() - started < 1
