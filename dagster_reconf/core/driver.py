@@ -188,6 +188,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     server.start()
     info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
     write_driver_info(record, info)
+
     def leave(*_: Any) -> None:
         leaving.set()
         shutdown.set()
