@@ -119,13 +119,15 @@ def ask_to_leave(pid: int) -> None:
 
 
 def wait_for_exit(pid: int, timeout_s: float) -> bool:
-    """Whether process ``pid`` exits within ``timeout_s``. A zombie has exited: only a parent that is not this process
-    (and does not reap it yet) still holds its pid, so waiting on it would run into the timeout."""
+    """Whether process ``pid`` exits within ``timeout_s``. Another parent's zombie has exited: only that parent (which
+    does not reap it yet) still holds its pid, so waiting on it would run into the timeout. Our own child is reaped
+    instead: it shows as a zombie as soon as its main thread is gone, while its other threads may still be exiting."""
     deadline = time.monotonic() + timeout_s
     try:
         proc = psutil.Process(pid)
+        ours = proc.ppid() == os.getpid()
         while time.monotonic() < deadline:
-            if proc.status() == psutil.STATUS_ZOMBIE:
+            if not ours and proc.status() == psutil.STATUS_ZOMBIE:
                 return True
             try:
                 proc.wait(timeout=0.2)  # reaps it where it is our child
