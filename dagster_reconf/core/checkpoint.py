@@ -33,6 +33,7 @@ __all__ = [
     "drop_planned_batch",
     "renew_query_id",
     "free_bytes",
+    "last_committed_batch",
     "partitions_at",
     "stateful_operators",
     "tree_bytes",
@@ -82,6 +83,12 @@ def _offset_entry(path: Location) -> tuple[dict[str, Any], list[Any]]:
     return metadata, offsets
 
 
+def last_committed_batch(checkpoint: Location) -> int | None:
+    """The checkpoint's last committed batch: one listing, for a caller that polls it."""
+    commits = _batch_ids(checkpoint / "commits")
+    return commits[-1] if commits else None
+
+
 def checkpoint_facts(checkpoint: Location, *, with_offsets: bool = False) -> CheckpointFacts:
     """Last planned and committed batch, state partitions and state store provider of a checkpoint.
 
@@ -89,7 +96,6 @@ def checkpoint_facts(checkpoint: Location, *, with_offsets: bool = False) -> Che
         with_offsets: also read every batch's end offsets (for a replay: one small file per batch).
     """
     offsets = _batch_ids(checkpoint / "offsets")
-    commits = _batch_ids(checkpoint / "commits")
     partitions = provider = None
     if offsets:
         metadata, _ = _offset_entry(checkpoint / "offsets" / str(offsets[-1]))
@@ -98,7 +104,7 @@ def checkpoint_facts(checkpoint: Location, *, with_offsets: bool = False) -> Che
         provider = conf.get("spark.sql.streaming.stateStore.providerClass")
     ends = {b: _offset_entry(checkpoint / "offsets" / str(b))[1] for b in offsets} if with_offsets else {}
     stateful = bool(stateful_operators(checkpoint))
-    return CheckpointFacts(offsets[-1] if offsets else None, commits[-1] if commits else None, partitions, provider, ends,
+    return CheckpointFacts(offsets[-1] if offsets else None, last_committed_batch(checkpoint), partitions, provider, ends,
                            stateful)
 
 

@@ -40,7 +40,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import checkpoint_facts
+from .checkpoint import last_committed_batch
 from .control import (
     CodeCheckRequest,
     ControlServer,
@@ -81,10 +81,10 @@ def await_commit_after(paths: StreamPaths, batch: int | None, timeout_s: float, 
     ``leaving`` is set (False)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        committed = checkpoint_facts(paths.checkpoint).last_committed_batch
+        committed = last_committed_batch(paths.checkpoint)
         if committed is not None and (batch is None or committed > batch):
             return True
-        if leaving.wait(0.25):
+        if leaving.wait(0.5):
             return False
     return False
 
@@ -151,7 +151,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         nonlocal retired, retired_at
         if runtime.is_active:
             raise StreamStateError(f"stream {paths.name!r} is running in this driver: pause it before handing it over")
-        retired_at = checkpoint_facts(paths.checkpoint).last_committed_batch
+        retired_at = last_committed_batch(paths.checkpoint)
         retired = True  # driver.json is the standby's from now on: never write it again
         shutdown.set()
         return {"retired": True, "pid": os.getpid()}
