@@ -8,10 +8,12 @@ import pytest
 from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.metrics import MetricsStore
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer, migration
 from dagster_reconf.core.reconfig import reconfigurer as reconfigurer_module
 from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import assert_matches_oracle, wait_until
@@ -83,6 +85,9 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
     assert result.outcome == "succeeded", result.results
     assert result.results["migrate"]["replayed_batches"] >= 2
     assert result.results["verify"]["ok"], result.results["verify"]
+    # The stream's metrics say how long the reconfiguration ran before its pause: a policy weighs it.
+    window = ConfigurationWindow().update(MetricsStore(runtime.paths.metrics).read()[0])
+    assert window.lead_s == pytest.approx(result.timings["preflight"] + result.timings["prepare"], abs=0.01)
     assert runtime.paths.generation == 1 and runtime.paths.checkpoint.name == "checkpoint.g1"
     # The old generation's full copy of the state is removed once the stream committed on the new one.
     assert not runtime.paths.checkpoint_of(0).exists()

@@ -604,6 +604,7 @@ class Reconfigurer:
         # the downtime ends at its commit). Otherwise the standby, or this driver, finishes it first.
         keep = r.keeps_interrupted_batch
         report = self.stream.pause(self.pause_timeout_s, finish="pid" not in standby and not keep, keep_interrupted=keep)
+        self._record_lead(r)
         handover = None
         if "pid" in standby:
             try:
@@ -621,6 +622,13 @@ class Reconfigurer:
         if handover is not None:
             result["handover"] = handover
         return result
+
+    def _record_lead(self, r: Reconfiguration) -> None:
+        """Tell the stream's metrics how long this reconfiguration ran before its pause (the steps before it): the
+        backlog went on moving at the old settings that long, which a policy weighs before asking for the next one."""
+        lead_s = sum(r.timings.get(step, 0.0) for step in STEPS[:STEPS.index("pause")])
+        MetricsStore(self.stream.paths.metrics).append({"kind": "lifecycle", "stream": self.stream.name, "event": "paused",
+                                                        "reconfiguration_id": r.id, "lead_s": round(lead_s, 3)})
 
     def _finish_interrupted(self, report: dict[str, Any]) -> dict[str, Any]:
         """Finish in the driver now in charge a batch the live driver's stop left planned (``report``: that stop's)."""

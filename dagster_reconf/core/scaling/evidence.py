@@ -41,6 +41,7 @@ class ConfigurationWindow:
     started_at: float = 0.0
     rows: list[dict[str, Any]] = field(default_factory=list)
     restart_seconds: list[float] = field(default_factory=list)
+    lead_seconds: list[float] = field(default_factory=list)  # reconfigurations' steps before their pause
     previous: dict[str, Any] | None = None  # the configuration before: spec, started_at, rows (see fit_task_costs)
     terminated: bool = False  # its query stopped (an attached application's, say) and has not started again
 
@@ -59,6 +60,8 @@ class ConfigurationWindow:
                 self.terminated = False
                 if record.get("seconds") is not None:
                     self.restart_seconds = [*self.restart_seconds[-19:], float(record["seconds"])]
+            elif record.get("kind") == "lifecycle" and record.get("event") == "paused" and record.get("lead_s") is not None:
+                self.lead_seconds = [*self.lead_seconds[-19:], float(record["lead_s"])]
             elif record.get("kind") == "lifecycle" and record.get("event") == "query_terminated":
                 self.terminated = True
             elif record.get("kind") == "progress":
@@ -81,6 +84,11 @@ class ConfigurationWindow:
     def restart_s(self) -> float | None:
         """Median measured restart time, None before any restart."""
         return float(pd.Series(self.restart_seconds).median()) if self.restart_seconds else None
+
+    @property
+    def lead_s(self) -> float | None:
+        """Median measured time from a reconfiguration's start to its pause, None before any."""
+        return float(pd.Series(self.lead_seconds).median()) if self.lead_seconds else None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,7 +131,8 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
                            cfg.warmup_batches)
         return current if earlier is None else fit_task_costs(current, earlier)
 
-    return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s, plan=plan)
+    return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s,
+                         lead_s=window.lead_s, plan=plan)
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

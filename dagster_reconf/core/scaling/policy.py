@@ -202,19 +202,24 @@ class ScalingPolicy(ABC):
         self.config = config or PolicyConfig()
 
     def decide(self, stream: str, current: Knobs, observation: Observation, profile: ProfileSource = None,
-               *, epoch: str = "", restart_s: float | None = None, plan: bool = True) -> Decision:
+               *, epoch: str = "", restart_s: float | None = None, lead_s: float | None = None,
+               plan: bool = True) -> Decision:
         """Decide for ``stream`` running with ``current`` knobs.
+
+        ``restart_s``: the measured restart (the pause); ``lead_s``: the measured time a
+        reconfiguration runs before its pause (a warm standby's start), during which the
+        backlog moves at the current settings.
 
         ``profile`` may be a callable: traces are then read only when a decision needs them.
         ``plan=False`` stops at the direction (a ``scale_up``/``scale_down`` decision with no
         plan): what a light sensor needs to request a run that plans from the traces. Every
         decision carries ``current``, so that it can say its step (:attr:`Decision.step`).
         """
-        decision = self._decide(stream, current, observation, profile, epoch, restart_s, plan)
+        decision = self._decide(stream, current, observation, profile, epoch, restart_s, lead_s or 0.0, plan)
         return replace(decision, current=current)
 
     def _decide(self, stream: str, current: Knobs, observation: Observation, profile: ProfileSource, epoch: str,
-                restart_s: float | None, plan: bool) -> Decision:
+                restart_s: float | None, lead_s: float, plan: bool) -> Decision:
         cfg, obs = self.config, observation
         if obs.config_age_s < cfg.stabilization_s:
             return Decision("hold", f"stabilizing: {obs.config_age_s:.0f} s since the last reconfiguration "
@@ -246,7 +251,7 @@ class ScalingPolicy(ABC):
         # (a new SparkContext starts its Python workers in its first batches): the catch-up counts both.
         restart = (cfg.default_restart_s if restart_s is None else restart_s) + cfg.stabilization_s
         measured = profile() if callable(profile) else profile
-        decision = self._plan(stream, current, obs, measured, direction, epoch, restart)
+        decision = self._plan(stream, current, obs, measured, direction, epoch, restart, lead_s)
         if model_check and decision.action == "hold":  # the model found no worthwhile saving: the stream is in band
             decision = replace(decision, reason=f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} "
                                                 f"events ({obs.backlog_growth:+,.0f}/s); {decision.reason}")
@@ -279,7 +284,7 @@ class ScalingPolicy(ABC):
 
     @abstractmethod
     def _plan(self, stream: str, current: Knobs, obs: Observation, profile: StreamProfile | None, direction: Action,
-              epoch: str, restart_s: float) -> Decision:
+              epoch: str, restart_s: float, lead_s: float) -> Decision:
         """How far to move, once the shared checks say to move."""
 
     def _decision(self, stream: str, current: Knobs, target: Knobs, obs: Observation, direction: Action, reason: str,
@@ -310,26 +315,33 @@ CATCH_UP_GAIN = 0.25  # a pause to clear a shrinking backlog sooner must clear i
 NO_GAIN_TOLERANCE = 0.05  # more cores whose steady state the model puts within this of fewer cores' buy nothing
 
 
-def _clears_sooner(obs: Observation, capacity: float, restart_s: float) -> str | None:
-    """Why a backlog that already shrinks is not worth a pause to clear it faster (None: it is).
+def _clears_sooner(obs: Observation, capacity: float, restart_s: float, lead_s: float) -> str | None:
+    """Why a backlog that already shrinks is not worth a reconfiguration to clear it faster (None: it is).
 
-    The pause stops the catch-up for ``restart_s`` (the restart and the warm-up after it) while
-    the backlog grows, so more cores can clear it later than the cores in place do: measured
-    on the demo, 4 cores clearing 14,117 events at 143/s (99 s) against a re-plan of 5 cores
-    at the model's 502 events/s (90 s, counting 17 s of restart). A first plan that cut its
-    catch-up back to keep the steady state in band leaves just such a backlog, and a re-plan
-    from the new cores' profile can tip the same cut-back test the other way. Gains under
-    :data:`CATCH_UP_GAIN` are within the model's capacity error (up to 25 % in the
-    convergence benchmark).
+    Until the pause (``lead_s``: a warm standby's start) it goes on shrinking at the current
+    cores; the pause then stops the catch-up for ``restart_s`` (the restart and the warm-up
+    after it) while the backlog grows, so more cores can clear it later than the cores in
+    place do. Measured on the demo: 4 cores clearing 13,461 events at 123/s (109 s); DS2
+    re-planned 5 cores (the model's 521 events/s), which a 55 s lead and 15 s of restart put
+    at 108 s. A first plan that cut its catch-up back to keep the steady state in band
+    leaves just such a backlog, and a re-plan from the new cores' profile can tip the same
+    cut-back test the other way. Gains under :data:`CATCH_UP_GAIN` are within the model's
+    capacity error (up to 25 % in the convergence benchmark).
     """
-    clear_now = obs.backlog / -obs.backlog_growth
-    rate = obs.source_rate
-    clear_after = (restart_s + (obs.backlog + rate * restart_s) / (capacity - rate)) if capacity > rate else math.inf
+    clearing, rate = -obs.backlog_growth, obs.source_rate
+    clear_now = obs.backlog / clearing
+    left = obs.backlog - clearing * lead_s  # at the pause
+    if left <= 0:
+        clear_after = clear_now
+    elif capacity > rate:
+        clear_after = lead_s + restart_s + (left + rate * restart_s) / (capacity - rate)
+    else:
+        clear_after = math.inf
     if clear_after < (1.0 - CATCH_UP_GAIN) * clear_now:
         return None
-    return (f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s (clear in "
-            f"{clear_now:.0f} s); more cores would clear it in {clear_after:.0f} s counting {restart_s:.0f} s of restart "
-            f"and warm-up, not {CATCH_UP_GAIN:.0%} sooner: not worth a pause")
+    return (f"catching up: backlog {obs.backlog:,.0f} events shrinks {clearing:,.0f}/s (clear in {clear_now:.0f} s); "
+            f"more cores would clear it in {clear_after:.0f} s, counting {lead_s:.0f} s until the pause and "
+            f"{restart_s:.0f} s of restart and warm-up: not {CATCH_UP_GAIN:.0%} sooner, not worth a reconfiguration")
 
 
 def _steady_utilization(profile: StreamProfile, knobs: Knobs, rate: float) -> float:
@@ -391,7 +403,7 @@ class DS2Policy(ScalingPolicy):
         cfg = self.config
         return obs.utilization <= cfg.utilization_high and _settled(obs, current) and current.cores > cfg.min_cores
 
-    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
+    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s, lead_s):
         if profile is None:
             return Decision("hold", f"{direction.replace('_', ' ')} wanted, but no traces cover the window to plan from", obs)
         skewed = skewed_operators(profile)
@@ -419,7 +431,7 @@ class DS2Policy(ScalingPolicy):
                                     f"the model needs {target.cores} cores for the steady state, and more would leave "
                                     "it over-provisioned once caught up", obs)
         if direction == "scale_up" and obs.backlog_growth < 0:
-            sooner = _clears_sooner(obs, planned.predicted["capacity_planned"], restart_s)
+            sooner = _clears_sooner(obs, planned.predicted["capacity_planned"], restart_s, lead_s)
             if sooner is not None:
                 return Decision("hold", sooner + f" (DS2's plan: {target.cores} cores)", obs)
         sustained = profile.capacity(current, limits.utilization)
@@ -447,7 +459,7 @@ class DhalionPolicy(ScalingPolicy):
 
     name = "dhalion"
 
-    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
+    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s, lead_s):
         step = self.config.increment if direction == "scale_up" else -self.config.increment
         bottleneck = ""
         if profile is not None and len(profile.operators):
@@ -463,7 +475,7 @@ class DynamicAllocationPolicy(ScalingPolicy):
 
     name = "dynalloc"
 
-    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s):
+    def _plan(self, stream, current, obs, profile, direction, epoch, restart_s, lead_s):
         cores = current.cores * 2 if direction == "scale_up" else max(1, current.cores // 2)
         target = self._bounded(current, cores)
         return self._decision(stream, current, target, obs, direction,

@@ -200,8 +200,10 @@ def test_window_follows_restarts_and_observes_rates():
 
     restarted = {"kind": "lifecycle", "event": "restarted", "spec": {**spec, "master": "local[4]"}, "seconds": 2.5,
                  "recorded_at": 50.0}
-    window = ConfigurationWindow.from_json(window.to_json()).update([restarted])
-    assert window.rows == [] and window.epoch == "restarted@50.000" and window.restart_s == 2.5
+    paused = {"kind": "lifecycle", "event": "paused", "lead_s": 41.5, "recorded_at": 49.0}  # the reconfigurer's record
+    assert ConfigurationWindow().lead_s is None
+    window = ConfigurationWindow.from_json(window.to_json()).update([paused, restarted])
+    assert window.rows == [] and window.epoch == "restarted@50.000" and window.restart_s == 2.5 and window.lead_s == 41.5
     # the configuration before is kept (a second operating point separates CPU per task from CPU per event)
     assert window.previous["spec"]["master"] == "local[1]" and len(window.previous["rows"]) == 10
     assert ConfigurationWindow.from_json(window.to_json()).previous == window.previous
@@ -281,10 +283,18 @@ def test_a_backlog_that_shrinks_is_not_paused_for_a_catch_up_that_would_not_come
     three = KNOBS.model_copy(update={"cores": 3, "source_partitions": 3})
     near = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-800, utilization=1.0), profile(cores=3))
     assert near.action == "hold" and near.plan is None, near.reason
-    assert "clear in 75 s" in near.reason and "in 65 s counting 13 s" in near.reason and "4 cores" in near.reason
+    assert "clear in 75 s" in near.reason and "in 65 s, counting 0 s until the pause and 13 s" in near.reason
+    assert "4 cores" in near.reason
     # Clearing a fifth as fast, the same plan clears it in 65 s instead of 375 s: worth the pause.
     slow = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3))
     assert slow.action == "scale_up" and slow.plan.target.cores == 4, slow.reason
+    # Unless a reconfiguration takes 250 s to reach its pause (a standby's start): 20,000 are left by then, and 4 cores
+    # clear them (and the 13,000 of the restart) 24 s after it: 287 s against 375 s is under a quarter sooner.
+    late = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=250)
+    assert late.action == "hold" and "in 287 s, counting 250 s until the pause" in late.reason, late.reason
+    # A backlog gone before the pause needs none.
+    gone = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=400)
+    assert gone.action == "hold" and "clear it in 375 s" in gone.reason, gone.reason
 
 
 def test_a_stream_falling_behind_is_never_planned_fewer_cores():
