@@ -413,7 +413,9 @@ class DS2Policy(ScalingPolicy):
         limits = self.config.limits()
         if direction == "scale_up" and obs.backlog_growth >= 0:  # it falls behind at these cores: fewer will not do
             limits = replace(limits, min_cores=max(limits.min_cores, current.cores))
-        planned = plan_micro_batches(profile, obs.source_rate, obs.backlog, restart_s, limits)
+        # The catch-up is for the backlog at the pause: it moves at the current cores until then.
+        at_pause = max(0.0, obs.backlog + obs.backlog_growth * lead_s)
+        planned = plan_micro_batches(profile, obs.source_rate, at_pause, restart_s, limits)
         target = planned.knobs
         if direction == "scale_down" and target.cores >= current.cores:
             return Decision("hold", f"fewer cores wanted, but the model needs {target.cores} for "

@@ -292,6 +292,9 @@ def test_a_backlog_that_shrinks_is_not_paused_for_a_catch_up_that_would_not_come
     # clear them (and the 13,000 of the restart) 24 s after it: 287 s against 375 s is under a quarter sooner.
     late = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=250)
     assert late.action == "hold" and "in 287 s, counting 250 s until the pause" in late.reason, late.reason
+    # A backlog growing until the pause is planned for as it will be then: 30 s at +400/s adds 12,000 to catch up.
+    soon, later = (DS2Policy().decide("s", KNOBS, obs(), profile(), lead_s=lead).plan for lead in (0, 30))
+    assert later.predicted["target_rate"] - soon.predicted["target_rate"] == pytest.approx(12_000 / 60)
     # A backlog gone before the pause needs none.
     gone = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=400)
     assert gone.action == "hold" and "clear it in 375 s" in gone.reason, gone.reason
