@@ -189,7 +189,8 @@ def minimum_configuration(query: str, home: Path, upper: int, longer_trigger: bo
         verdict = probe(query, home, mid, TRIGGER_S)
         if verdict == "overruns" and longer_trigger:
             verdict = probe(query, home, mid, LONGER_TRIGGER_S)
-            trigger[mid] = LONGER_TRIGGER_S
+            if verdict == "sustains":
+                trigger[mid] = LONGER_TRIGGER_S
         lo, hi = (lo, mid) if verdict == "sustains" else (mid + 1, hi)
     return Minimum(lo, trigger.get(lo, TRIGGER_S))
 

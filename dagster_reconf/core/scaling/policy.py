@@ -315,11 +315,11 @@ CATCH_UP_GAIN = 0.25  # a pause to clear a shrinking backlog sooner must clear i
 NO_GAIN_TOLERANCE = 0.05  # more cores whose steady state the model puts within this of fewer cores' buy nothing
 
 
-def _clears_sooner(obs: Observation, capacity: float, restart_s: float, lead_s: float) -> str | None:
+def _clears_sooner(obs: Observation, at_pause: float, capacity: float, restart_s: float, lead_s: float) -> str | None:
     """Why a backlog that already shrinks is not worth a reconfiguration to clear it faster (None: it is).
 
     Until the pause (``lead_s``: a warm standby's start) it goes on shrinking at the current
-    cores; the pause then stops the catch-up for ``restart_s`` (the restart and the warm-up
+    cores, to ``at_pause``; the pause then stops the catch-up for ``restart_s`` (the restart and the warm-up
     after it) while the backlog grows, so more cores can clear it later than the cores in
     place do. Measured on the demo: 4 cores clearing 13,461 events at 123/s (109 s); DS2
     re-planned 5 cores (the model's 521 events/s), which a 55 s lead and 15 s of restart put
@@ -330,11 +330,10 @@ def _clears_sooner(obs: Observation, capacity: float, restart_s: float, lead_s: 
     """
     clearing, rate = -obs.backlog_growth, obs.source_rate
     clear_now = obs.backlog / clearing
-    left = obs.backlog - clearing * lead_s  # at the pause
-    if left <= 0:
+    if at_pause <= 0:
         clear_after = clear_now
     elif capacity > rate:
-        clear_after = lead_s + restart_s + (left + rate * restart_s) / (capacity - rate)
+        clear_after = lead_s + restart_s + (at_pause + rate * restart_s) / (capacity - rate)
     else:
         clear_after = math.inf
     if clear_after < (1.0 - CATCH_UP_GAIN) * clear_now:
@@ -433,7 +432,7 @@ class DS2Policy(ScalingPolicy):
                                     f"the model needs {target.cores} cores for the steady state, and more would leave "
                                     "it over-provisioned once caught up", obs)
         if direction == "scale_up" and obs.backlog_growth < 0:
-            sooner = _clears_sooner(obs, planned.predicted["capacity_planned"], restart_s, lead_s)
+            sooner = _clears_sooner(obs, at_pause, planned.predicted["capacity_planned"], restart_s, lead_s)
             if sooner is not None:
                 return Decision("hold", sooner + f" (DS2's plan: {target.cores} cores)", obs)
         sustained = profile.capacity(current, limits.utilization)
