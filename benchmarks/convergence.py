@@ -14,8 +14,8 @@ settled window on (its backlog gone, with batches within the interval; one still
 for the catch-up time, not extrapolated from one window). A probe that keeps pace only by running
 its batches past the 2 s interval is probed again at ``LONGER_TRIGGER_S``, where the batches' fixed
 costs weigh less (DS2 lengthens the interval for the same reason): the minimum is a configuration,
-cores and trigger interval, and the load step starts on it. ``--quick`` sweeps at 2 s alone. A policy that never scales down no longer
-converges from an over-provisioned start.
+cores and trigger interval, and the load step starts on it. ``--quick`` sweeps at 2 s alone. A
+policy that never scales down no longer converges from an over-provisioned start.
 ``core_seconds``: the cores held times the wall-clock time until the run converged (or ended);
 ``kinds``: each applied step's kind. ``steps`` counts the plans applied until then; an *oscillation*
 is a plan that reverses the previous one's direction. Runs that have not converged after
@@ -111,9 +111,13 @@ class Minimum:
         """``CORES`` or ``CORES@SECONDS`` (``--minimum q5=4@4``)."""
         cores, _, trigger = text.partition("@")
         try:
-            return cls(int(cores), float(trigger) if trigger else TRIGGER_S)
+            minimum = cls(int(cores), float(trigger) if trigger else TRIGGER_S)
         except ValueError:
-            raise SystemExit(f"--minimum: {text!r} is not CORES or CORES@TRIGGER_SECONDS, e.g. 4 or 4@4") from None
+            minimum = None
+        if minimum is None or minimum.cores < 1 or not minimum.trigger_s > 0:
+            raise SystemExit(f"--minimum: {text!r} is not CORES or CORES@TRIGGER_SECONDS (at least 1 core, a positive "
+                             "interval), e.g. 4 or 4@4")
+        return minimum
 
     def __str__(self) -> str:
         return f"{self.cores} cores at {self.trigger_s:g} s"
