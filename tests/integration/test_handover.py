@@ -171,6 +171,9 @@ def test_a_batch_the_pause_interrupts_runs_first_after_the_resume_at_its_planned
         after = batches_after()
         assert after[0]["batchId"] == paused["batch_id"] + 1 and after[0]["numInputRows"] == old_cap, after[:2]
         assert_output_matches_oracle(spark, supervisor, spec)
+        # The stop interrupted the batch inside its foreachBatch sink: Spark must have read that as a stop, not died of
+        # matching the long Py4J message (session.DRIVER_THREAD_STACK).
+        assert "StackOverflowError" not in paths.driver_log.read_text(errors="replace")
     finally:
         if supervisor.driver_info(name) is not None:
             supervisor.stop(name, timeout_s=60)

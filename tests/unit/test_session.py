@@ -1,0 +1,16 @@
+from dagster_reconf.core.session import DRIVER_THREAD_STACK, spark_conf_for
+from dagster_reconf.core.spec import StreamSpec
+
+
+def spec(**fields) -> StreamSpec:
+    return StreamSpec(name="s", entrypoint="m:f", instrumentation=False, **fields)
+
+
+def test_driver_threads_get_a_deep_stack():
+    assert spark_conf_for(spec(), None)["spark.driver.extraJavaOptions"] == DRIVER_THREAD_STACK
+
+
+def test_the_users_driver_java_options_are_kept_after_ours_so_theirs_win():
+    own = "-Dlog4j.configurationFile=/etc/spark/log4j2.xml -Xss64m"
+    conf = spark_conf_for(spec(spark_conf={"spark.driver.extraJavaOptions": own}), None)
+    assert conf["spark.driver.extraJavaOptions"] == f"{DRIVER_THREAD_STACK} {own}"
