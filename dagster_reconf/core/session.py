@@ -5,7 +5,7 @@ store (the only provider Spark's state repartition supports), event logging into
 stream's own directory (the trace source for critical-path analysis), UTC session time
 (so event-time windows mean the same everywhere), the driver bound to 127.0.0.1 unless the
 spec names a cluster-reachable host and bind address,
-Python workers started with this interpreter (so they import this venv's packages), and
+Python workers started with this interpreter (so they import this venv's packages, PySpark compiled), and
 driver threads with stacks deep enough for a stop during ``foreachBatch`` (:data:`DRIVER_THREAD_STACK`).
 """
 
@@ -20,6 +20,7 @@ from upath import UPath
 
 from .spec import StreamSpec
 from .storage import Location, spark_uri
+from .worker_python import worker_python
 
 __all__ = ["DRIVER_THREAD_STACK", "ROCKSDB_PROVIDER", "build_spark_session", "helper_session", "spark_conf_for"]
 
@@ -67,14 +68,15 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None) -> dict[str
     return conf
 
 
-def _use_this_interpreter() -> None:
+def _use_this_interpreter(master: str) -> None:
     """Make Spark start Python workers with this interpreter.
 
-    Must run before the JVM starts: Python data-source planner workers read only the
-    ``PYSPARK_PYTHON`` environment variable (not ``spark.pyspark.python``), and without
-    it they start the system Python, which cannot import this package.
+    Must run before the SparkContext starts: PySpark takes the workers' executable from the
+    ``PYSPARK_PYTHON`` environment variable (not ``spark.pyspark.python``), and without it
+    Python data-source workers start the system Python, which cannot import this package.
+    On a local master, through :func:`~.worker_python.worker_python` (PySpark imported compiled).
     """
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = worker_python() if master.startswith("local") else sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     # PySpark 4.3 warns on every pandas conversion that pandas 3 is not fully supported;
     # the conversions we use are covered by the oracle tests, so the warning is noise.
@@ -82,7 +84,7 @@ def _use_this_interpreter() -> None:
 
 
 def _new_session(conf: dict[str, str]) -> SparkSession:
-    _use_this_interpreter()
+    _use_this_interpreter(conf["spark.master"])
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()

@@ -92,3 +92,12 @@ def test_rate_steps_change_what_a_running_stream_is_offered(spark, tmp_path):
     offered, elapsed = latest(), time.monotonic() - began
     runtime.stop_at_batch_boundary()
     assert offered > 2 * 50 * elapsed, f"{offered} events offered in {elapsed:.1f} s: the step to 2,000/s did not apply"
+
+
+def test_python_workers_import_pyspark_compiled_from_this_interpreter(spark):
+    # Spark puts the uncompiled pyspark.zip first on its workers' path (1.1 s to import a data source's runner against
+    # 0.34 s compiled, paid at every query start); the session's worker shim drops it (core/worker_python.py).
+    import pyspark
+
+    seen = spark.range(4).repartition(2).rdd.map(lambda _: __import__("pyspark").__file__).distinct().collect()
+    assert seen == [pyspark.__file__]
