@@ -425,13 +425,15 @@ class DS2Policy(ScalingPolicy):
             if not over:
                 return Decision("hold", why, obs)
             over_provisioned = why
-        if direction == "scale_up" and obs.backlog_growth < 0 and target.cores <= current.cores:
+        # A backlog that clears (a utilization over the high mark with nothing behind is no backlog to catch up).
+        clearing = obs.backlog_growth < 0 and obs.has_backlog(current.trigger_interval_s)
+        if direction == "scale_up" and clearing and target.cores <= current.cores:
             # Clearing, if more slowly than catch_up_s, at the cores the model keeps: the plan cut its catch-up back
             # (more cores would idle once caught up), and another pause would only add to the backlog.
             return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
                                     f"the model needs {target.cores} cores for the steady state, and more would leave "
                                     "it over-provisioned once caught up", obs)
-        if direction == "scale_up" and obs.backlog_growth < 0:
+        if direction == "scale_up" and clearing:
             sooner = _clears_sooner(obs, at_pause, planned.predicted["capacity_planned"], restart_s, lead_s)
             if sooner is not None:
                 return Decision("hold", sooner + f" (DS2's plan: {target.cores} cores)", obs)

@@ -330,3 +330,12 @@ def test_a_scale_down_keeps_the_caps_share_of_an_interval():
                               idle).plan
     assert plan.target.cores < 12 and plan.target.trigger_interval_s == 2.0
     assert plan.target.max_per_trigger >= 1500 * 2
+
+
+def test_busy_batches_with_nothing_behind_are_not_called_catching_up():
+    # Measured in CI: batches past 0.9 of the interval (a scale-up signal), no backlog, the fitted growth a hair below
+    # zero; the model keeps the cores in place. The hold said "catching up: backlog 0 events".
+    four = KNOBS.model_copy(update={"cores": 4, "source_partitions": 4})
+    busy = obs(processed_rate=1000, backlog=0, backlog_growth=-0.3, utilization=0.95)
+    held = DS2Policy().decide("s", four, busy, profile(cores=4))
+    assert held.action == "hold" and "catching up" not in held.reason and "scale up wanted, but" in held.reason, held.reason
