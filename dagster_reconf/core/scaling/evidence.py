@@ -116,7 +116,7 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
     cfg = policy.config
     frame = _settled(window.frame(), window.started_at, cfg.stabilization_s)
     knobs = Knobs.of(spec)
-    obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches)
+    obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches, cfg.scale_down_delay_s)
     if window.terminated:
         return Decision("hold", "its query terminated: nothing to decide until it starts again", obs, current=knobs)
 

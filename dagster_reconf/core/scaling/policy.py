@@ -104,6 +104,7 @@ class Observation:
     utilization: float  # median batch duration over the trigger interval (1 when back to back)
     batch_ms: float  # median batch duration
     backlog_unknown: str | None = None  # why the source's backlog cannot be read (None: it can)
+    peak_rate: float = 0.0  # the highest offered rate over the newest batches' spans in the scale-down delay (0: not read)
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if isinstance(v, (int, float))}
@@ -113,10 +114,13 @@ class Observation:
         return self.backlog > self.source_rate * trigger_interval_s
 
 
-def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2) -> Observation:
+def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2,
+            peak_span_s: float = 0.0) -> Observation:
     """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out.
 
     The offered rate is read over the newest batches, the backlog's growth fitted over the whole window.
+    ``peak_span_s`` (the policy's scale-down delay): also read the highest rate over such spans ending
+    within it, which a scale-down must be planned for too (:attr:`Observation.peak_rate`).
 
     The source's offered position is the batch's end plus its backlog (in events, see
     :mod:`dagster_reconf.core.sources`); where offsets do not count events, the end is the
@@ -149,6 +153,7 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
         backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
         batch_ms=batch_ms,
+        peak_rate=_peak_rate(t, latest, peak_span_s),
     )
 
 
@@ -161,6 +166,17 @@ def _recent_rate(t: np.ndarray, offered: np.ndarray) -> float:
     first = max(0, len(t) - RECENT_BATCHES)
     span = float(t[-1] - t[first])
     return (offered[-1] - offered[first]) / span if span > 0 else 0.0
+
+
+def _peak_rate(t: np.ndarray, offered: np.ndarray, span_s: float) -> float:
+    """The highest offered rate over spans of :data:`RECENT_BATCHES` batches that end within the last ``span_s``
+    seconds (0.0 where ``span_s`` is 0): what the source offered at its busiest while a scale-down waited."""
+    if span_s <= 0 or len(t) < 2:
+        return 0.0
+    first = np.maximum(np.arange(len(t)) - (RECENT_BATCHES - 1), 0)
+    elapsed = t - t[first]
+    spans = (elapsed > 0) & (t >= t[-1] - span_s)
+    return float(((offered - offered[first])[spans] / elapsed[spans]).max()) if spans.any() else 0.0
 
 
 def _settled(obs: Observation, current: Knobs) -> bool:
@@ -395,6 +411,23 @@ class DS2Policy(ScalingPolicy):
                 return cores, share
         return None
 
+    def _rate_still_moving(self, profile: StreamProfile, obs: Observation, target: Knobs, at_pause: float,
+                           restart_s: float, limits: Limits) -> str | None:
+        """Why a scale-down to ``target`` waits for the offered rate to hold (None: it holds).
+
+        The recent rate spans three intervals; a load that fell inside them reads somewhere between
+        the two rates, and a scale-down planned there lands between the two plans (measured: 7 -> 5
+        cores planned at 268 events/s while the rate halved to 250, where the model needs 4; a
+        second step, or a stream held over-provisioned). A scale-down is never urgent: it goes
+        ahead only where the highest rate of the scale-down delay needs no more cores than now.
+        """
+        at_peak = plan_micro_batches(profile, obs.peak_rate, at_pause, restart_s, limits).knobs
+        if at_peak.cores <= target.cores:
+            return None
+        return (f"fewer cores wanted, but the offered rate moved within the last {self.config.scale_down_delay_s:g} s: "
+                f"{obs.peak_rate:,.0f} events/s at its highest, {obs.source_rate:,.0f} now; DS2 needs {at_peak.cores} "
+                f"cores for the first and {target.cores} for the second: waiting for a rate that holds")
+
     def _may_be_over_provisioned(self, obs: Observation, current: Knobs) -> bool:
         """In band, settled, with cores to give back: ask the model (its plan needs traces). Above the target
         utilization too: where each task adds a queued set-up, more cores lengthen the batch (measured: Q11 and Q5
@@ -419,6 +452,10 @@ class DS2Policy(ScalingPolicy):
         if direction == "scale_down" and target.cores >= current.cores:
             return Decision("hold", f"fewer cores wanted, but the model needs {target.cores} for "
                                     f"{planned.target_rate:,.0f} events/s", obs)
+        if direction == "scale_down" and obs.peak_rate > obs.source_rate:
+            moving = self._rate_still_moving(profile, obs, target, at_pause, restart_s, limits)
+            if moving is not None:
+                return Decision("hold", moving, obs)
         over_provisioned = None
         if direction == "scale_down" and obs.utilization >= self.config.utilization_low:
             over, why = self._over_provisioning(profile, current, target, obs.source_rate)

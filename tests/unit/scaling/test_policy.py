@@ -221,6 +221,36 @@ def test_a_load_step_inside_the_window_is_read_at_its_new_rate():
     assert o.source_rate == pytest.approx(2000)  # the whole window's average would say 1571
 
 
+def test_the_peak_rate_of_the_scale_down_delay_is_read_beside_the_recent_rate():
+    # 2000 events/s offered for batches 0-7, then 1000/s: the recent rate is the new one, the peak the old one
+    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    offered = [2000 * (b + 1) if b < 8 else 16_000 + 1000 * (b - 7) for b in range(14)]
+    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records += [progress(b, b, 500, offered[b], duration=400) for b in range(14)]
+    frame = ConfigurationWindow().update(records).frame()
+    o = observe(frame, 1.0, 100.0, warmup_batches=2, peak_span_s=30)
+    assert o.source_rate == pytest.approx(1000) and o.peak_rate == pytest.approx(2000)
+    assert observe(frame, 1.0, 100.0, warmup_batches=2, peak_span_s=3).peak_rate == pytest.approx(1000)  # all after it
+    assert observe(frame, 1.0, 100.0, warmup_batches=2).peak_rate == 0.0  # not asked for
+
+
+def test_a_scale_down_waits_while_the_offered_rate_is_still_falling():
+    # Planned at a rate between the old and the new one, a scale-down would land between the two plans (and need a
+    # second step): it waits until the highest rate of the scale-down delay needs no more cores than the recent one.
+    policy = DS2Policy(PolicyConfig(scale_down_delay_s=30))
+    big = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
+    idle = obs(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2)
+    falling = policy.decide("s", big, dataclasses.replace(idle, peak_rate=1000), profile(cores=8))
+    assert falling.action == "hold" and not falling.requests_run
+    assert falling.reason.startswith("fewer cores wanted, but the offered rate moved within the last 30 s: "
+                                     "1,000 events/s at its highest, 100 now; DS2 needs ")
+    down = policy.decide("s", big, idle, profile(cores=8))
+    assert down.action == "scale_down" and down.plan.target.cores < 8
+    # a peak that needs no more cores than the recent rate is no reason to wait
+    same = policy.decide("s", big, dataclasses.replace(idle, peak_rate=101), profile(cores=8))
+    assert same.action == "scale_down" and same.plan.target == down.plan.target
+
+
 def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
     spec = {"name": "s", "entrypoint": None, "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
     started = {"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}
