@@ -51,7 +51,7 @@ class PolicyConfig(BaseModel):
     utilization_low: float = Field(0.35, ge=0, le=1, description="Below this, and no backlog, the stream is over-provisioned.")
     utilization_high: float = Field(0.9, gt=0, le=2, description="Above this the stream is at its limit.")
     backlog_growth_tolerance: float = Field(0.05, ge=0, description="Backlog growth, as a share of the source rate, still healthy.")
-    scale_down_delay_s: float = Field(30.0, ge=0, description="Over-provisioned for this long before scaling down.")
+    scale_down_delay_s: float = Field(30.0, ge=0, description="Age before a scale-down, and its plan covers this long's peak rate.")
     catch_up_s: float = Field(60.0, gt=0, description="Clear the backlog within this long.")
     min_cores: int = Field(1, ge=1)
     max_cores: int = Field(32, ge=1)
@@ -104,7 +104,7 @@ class Observation:
     utilization: float  # median batch duration over the trigger interval (1 when back to back)
     batch_ms: float  # median batch duration
     backlog_unknown: str | None = None  # why the source's backlog cannot be read (None: it can)
-    peak_rate: float = 0.0  # the highest offered rate over the newest batches' spans in the scale-down delay (0: not read)
+    peak_rate: float = 0.0  # the highest offered rate over spans like source_rate's ending in the scale-down delay
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if isinstance(v, (int, float))}
@@ -120,7 +120,8 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
 
     The offered rate is read over the newest batches, the backlog's growth fitted over the whole window.
     ``peak_span_s`` (the policy's scale-down delay): also read the highest rate over such spans ending
-    within it, which a scale-down must be planned for too (:attr:`Observation.peak_rate`).
+    within it, or within the newest span where that is longer, which a scale-down must be planned for
+    too (:attr:`Observation.peak_rate`): a load that moved inside the newest span shows there.
 
     The source's offered position is the batch's end plus its backlog (in events, see
     :mod:`dagster_reconf.core.sources`); where offsets do not count events, the end is the
@@ -170,12 +171,10 @@ def _recent_rate(t: np.ndarray, offered: np.ndarray) -> float:
 
 def _peak_rate(t: np.ndarray, offered: np.ndarray, span_s: float) -> float:
     """The highest offered rate over spans of :data:`RECENT_BATCHES` batches that end within the last ``span_s``
-    seconds (0.0 where ``span_s`` is 0): what the source offered at its busiest while a scale-down waited."""
-    if span_s <= 0 or len(t) < 2:
-        return 0.0
+    seconds, or within the newest span if longer: what the source offered at its busiest while a scale-down waited."""
     first = np.maximum(np.arange(len(t)) - (RECENT_BATCHES - 1), 0)
     elapsed = t - t[first]
-    spans = (elapsed > 0) & (t >= t[-1] - span_s)
+    spans = (elapsed > 0) & (t >= t[-1] - max(span_s, elapsed[-1]))
     return float(((offered - offered[first])[spans] / elapsed[spans]).max()) if spans.any() else 0.0
 
 

@@ -230,8 +230,13 @@ def test_the_peak_rate_of_the_scale_down_delay_is_read_beside_the_recent_rate():
     frame = ConfigurationWindow().update(records).frame()
     o = observe(frame, 1.0, 100.0, warmup_batches=2, peak_span_s=30)
     assert o.source_rate == pytest.approx(1000) and o.peak_rate == pytest.approx(2000)
-    assert observe(frame, 1.0, 100.0, warmup_batches=2, peak_span_s=3).peak_rate == pytest.approx(1000)  # all after it
-    assert observe(frame, 1.0, 100.0, warmup_batches=2).peak_rate == 0.0  # not asked for
+    # spans ending within the newest one at least (3 s), without a delay too: a step inside the newest span shows
+    assert observe(frame, 1.0, 100.0, warmup_batches=2, peak_span_s=0).peak_rate == pytest.approx(1000)  # all after it
+    inside = observe(ConfigurationWindow().update(records[:11]).frame(), 1.0, 100.0, warmup_batches=2, peak_span_s=0)
+    assert inside.source_rate == pytest.approx(4000 / 3) and inside.peak_rate == pytest.approx(2000)
+    steady = [progress(b, b, 500, 1000 * (b + 1), duration=400) for b in range(14)]
+    assert observe(ConfigurationWindow().update(records[:1] + steady).frame(), 1.0, 100.0, peak_span_s=30).peak_rate == (
+        pytest.approx(1000))
 
 
 def test_a_scale_down_waits_while_the_offered_rate_is_still_falling():
