@@ -104,7 +104,8 @@ class Observation:
     utilization: float  # median batch duration over the trigger interval (1 when back to back)
     batch_ms: float  # median batch duration
     backlog_unknown: str | None = None  # why the source's backlog cannot be read (None: it can)
-    peak_rate: float = 0.0  # the highest offered rate over spans like source_rate's ending in the scale-down delay
+    peak_rate: float = 0.0  # the highest offered rate over spans like source_rate's ending in the last peak_span_s
+    peak_span_s: float = 0.0  # the scale-down delay, or the newest span where that is longer
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if isinstance(v, (int, float))}
@@ -154,7 +155,7 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
         backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
         batch_ms=batch_ms,
-        peak_rate=_peak_rate(t, latest, peak_span_s),
+        **_peak_rate(t, latest, peak_span_s),
     )
 
 
@@ -169,13 +170,15 @@ def _recent_rate(t: np.ndarray, offered: np.ndarray) -> float:
     return (offered[-1] - offered[first]) / span if span > 0 else 0.0
 
 
-def _peak_rate(t: np.ndarray, offered: np.ndarray, span_s: float) -> float:
+def _peak_rate(t: np.ndarray, offered: np.ndarray, span_s: float) -> dict[str, float]:
     """The highest offered rate over spans of :data:`RECENT_BATCHES` batches that end within the last ``span_s``
     seconds, or within the newest span if longer: what the source offered at its busiest while a scale-down waited."""
     first = np.maximum(np.arange(len(t)) - (RECENT_BATCHES - 1), 0)
     elapsed = t - t[first]
-    spans = (elapsed > 0) & (t >= t[-1] - max(span_s, elapsed[-1]))
-    return float(((offered - offered[first])[spans] / elapsed[spans]).max()) if spans.any() else 0.0
+    span_s = max(span_s, float(elapsed[-1]))
+    spans = (elapsed > 0) & (t >= t[-1] - span_s)
+    peak = float(((offered - offered[first])[spans] / elapsed[spans]).max()) if spans.any() else 0.0
+    return {"peak_rate": peak, "peak_span_s": span_s}
 
 
 def _settled(obs: Observation, current: Knobs) -> bool:
@@ -423,7 +426,7 @@ class DS2Policy(ScalingPolicy):
         at_peak = plan_micro_batches(profile, obs.peak_rate, at_pause, restart_s, limits).knobs
         if at_peak.cores <= target.cores:
             return None
-        return (f"fewer cores wanted, but the offered rate moved within the last {self.config.scale_down_delay_s:g} s: "
+        return (f"fewer cores wanted, but the offered rate moved within the last {obs.peak_span_s:.0f} s: "
                 f"{obs.peak_rate:,.0f} events/s at its highest, {obs.source_rate:,.0f} now; DS2 needs {at_peak.cores} "
                 f"cores for the first and {target.cores} for the second: waiting for a rate that holds")
 

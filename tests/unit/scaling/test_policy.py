@@ -234,6 +234,7 @@ def test_the_peak_rate_of_the_scale_down_delay_is_read_beside_the_recent_rate():
     assert observe(frame, 1.0, 100.0, warmup_batches=2, peak_span_s=0).peak_rate == pytest.approx(1000)  # all after it
     inside = observe(ConfigurationWindow().update(records[:11]).frame(), 1.0, 100.0, warmup_batches=2, peak_span_s=0)
     assert inside.source_rate == pytest.approx(4000 / 3) and inside.peak_rate == pytest.approx(2000)
+    assert inside.peak_span_s == pytest.approx(3) and o.peak_span_s == 30
     steady = [progress(b, b, 500, 1000 * (b + 1), duration=400) for b in range(14)]
     assert observe(ConfigurationWindow().update(records[:1] + steady).frame(), 1.0, 100.0, peak_span_s=30).peak_rate == (
         pytest.approx(1000))
@@ -245,7 +246,7 @@ def test_a_scale_down_waits_while_the_offered_rate_is_still_falling():
     policy = DS2Policy(PolicyConfig(scale_down_delay_s=30))
     big = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
     idle = obs(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2)
-    falling = policy.decide("s", big, dataclasses.replace(idle, peak_rate=1000), profile(cores=8))
+    falling = policy.decide("s", big, dataclasses.replace(idle, peak_rate=1000, peak_span_s=30), profile(cores=8))
     assert falling.action == "hold" and not falling.requests_run
     assert falling.reason.startswith("fewer cores wanted, but the offered rate moved within the last 30 s: "
                                      "1,000 events/s at its highest, 100 now; DS2 needs ")
