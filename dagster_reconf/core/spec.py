@@ -215,11 +215,17 @@ QUERY_FIELDS = {"source_partitions", "trigger_interval_s", "max_per_trigger", "c
 SESSION_FIELDS = {"master", "executor_cores", "max_cores", "cores_ceiling", "executor_memory", "spark_conf", "instrumentation",
                   "driver_host", "driver_bind_address"}
 IDENTITY_FIELDS = {"name", "entrypoint", "storage", "control_bind_address"}
+# Read when the driver's JVM launches: a new SparkContext in a running driver ignores them (Spark's configuration docs:
+# "must not be set through the SparkConf directly in your application ... the driver JVM has already started").
+DRIVER_LAUNCH_SETTINGS = ("spark.driver.memory", "spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions",
+                          "spark.driver.extraClassPath", "spark.driver.extraLibraryPath")
 
 
 def restart_scope(old: StreamSpec, new: StreamSpec, *, stateful: bool = True,
                   frozen_options: frozenset[str] | set[str] = frozenset()) -> RestartScope:
-    """Classify the change from ``old`` to ``new``; refuse changes that alter the stream's identity or data.
+    """Classify the change from ``old`` to ``new``; refuse changes that alter the stream's identity or data, and
+    driver settings that only a new driver process reads (:data:`DRIVER_LAUNCH_SETTINGS`), which a restart in place
+    would ignore without a word.
 
     Args:
         stateful: whether the stream keeps state (its checkpoint's state metadata says so);
@@ -232,6 +238,11 @@ def restart_scope(old: StreamSpec, new: StreamSpec, *, stateful: bool = True,
         fix = ("stop the stream and start it again with the new address" if identity == ["control_bind_address"]
                else "start a new stream with another name")
         raise SpecError(f"{identity} cannot change in place: they define the stream's identity, code or storage; {fix}")
+    launch = [k for k in DRIVER_LAUNCH_SETTINGS if old.spark_conf.get(k) != new.spark_conf.get(k)]
+    if launch:
+        raise SpecError(f"spark_conf {launch} take effect only when the driver's JVM launches, and a restart in place keeps "
+                        f"the running driver; stop the stream (`reconf stream stop {old.name}`) and start it again with "
+                        "them in its spec")
     frozen = sorted(k for k in frozen_options if old.options.get(k) != new.options.get(k))
     if frozen:
         raise SpecError(f"options {frozen} define the stream's data and cannot change in place; start a new stream "

@@ -45,3 +45,14 @@ def test_apply_without_a_change_says_what_to_give(tmp_path, capsys):
                  "reconfigure", "apply", "orders"]) == 2
     assert "needs --plan FILE or at least one --set key=value" in capsys.readouterr().out
     assert json.loads(StreamPaths(tmp_path, "orders").spec.read_text())["state_partitions"] == 6
+
+
+def test_apply_refuses_settings_a_plan_cannot_carry(tmp_path, capsys):
+    # options and spark_conf are not plan knobs: ExecutionPlan.of would drop them, and the run would change nothing
+    make_stream(tmp_path)
+    assert main(["--home", str(tmp_path), "--ledger", f"sqlite:///{tmp_path / 'l.db'}", "reconfigure", "apply", "orders",
+                 "--set", "options.rate=3000", "--set", "state_partitions=12"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "['options.rate'] are not among them" in out and "reconf stream restart orders --set KEY=VALUE" in out
+    assert "state_partitions" in out.split("are not among")[0]  # the knobs it does take are named
+    assert json.loads(StreamPaths(tmp_path, "orders").spec.read_text())["state_partitions"] == 6

@@ -88,6 +88,18 @@ def test_the_control_address_changes_with_a_new_driver():
         restart_scope(old, old.with_changes({"control_bind_address": "0.0.0.0"}))
 
 
+def test_driver_jvm_settings_change_with_a_new_driver_only():
+    # A new SparkContext in the running driver would keep the JVM's heap and options: refused, not silently ignored.
+    old = spec(spark_conf={"spark.driver.memory": "1g", "spark.sql.session.timeZone": "UTC"})
+    with pytest.raises(SpecError, match=r"spark_conf \['spark.driver.memory'\] take effect only when the driver's JVM "
+                                        r"launches.*stop the stream \(`reconf stream stop s1`\) and start it again"):
+        restart_scope(old, old.with_changes({"spark_conf": {**old.spark_conf, "spark.driver.memory": "4g"}}))
+    with pytest.raises(SpecError, match=r"\['spark.driver.extraJavaOptions'\]"):
+        restart_scope(old, old.with_changes({"spark_conf": {**old.spark_conf, "spark.driver.extraJavaOptions": "-Xss8m"}}))
+    other = old.with_changes({"spark_conf": {**old.spark_conf, "spark.sql.session.timeZone": "Europe/Paris"}})
+    assert restart_scope(old, other) is RestartScope.SESSION  # a setting a new SparkContext reads
+
+
 def test_frozen_options_define_the_data():
     old = spec(options={"seed": 1, "rate": 10})
     with pytest.raises(SpecError, match=r"options \['seed'\] define the stream's data"):
