@@ -421,7 +421,7 @@ class DS2Policy(ScalingPolicy):
         the two rates, and a scale-down planned there lands between the two plans (measured: 7 -> 5
         cores planned at 268 events/s while the rate halved to 250, where the model needs 4; a
         second step, or a stream held over-provisioned). A scale-down is never urgent: it goes
-        ahead only where the highest rate of the scale-down delay needs no more cores than now.
+        ahead only where the highest rate of the scale-down delay needs no more cores than the recent one.
         """
         at_peak = plan_micro_batches(profile, obs.peak_rate, at_pause, restart_s, limits).knobs
         if at_peak.cores <= target.cores:
