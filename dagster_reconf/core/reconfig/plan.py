@@ -160,6 +160,17 @@ class ExecutionPlan(BaseModel):
             logic=ExecutionLogic(code_version=spec.code_version),
         )
 
+    @classmethod
+    def of_changes(cls, spec: StreamSpec, changes: dict[str, Any]) -> "ExecutionPlan":
+        """The plan ``spec`` with ``changes`` amounts to; refuses changes that are not plan knobs, which :meth:`of`
+        would drop without a word (``options``, ``spark_conf``: a restart changes those)."""
+        knobs = cls.of(spec).settings()
+        unplanned = sorted(set(changes) - set(knobs))
+        if unplanned:
+            raise SpecError(f"a plan changes its knobs ({', '.join(knobs)}), and {unplanned} are not among them; other "
+                            f"spec settings change with `reconf stream restart {spec.name} --set KEY=VALUE`")
+        return cls.of(spec.with_changes(changes))
+
     def settings(self) -> dict[str, Any]:
         """The stream spec fields this plan sets."""
         return {

@@ -149,36 +149,31 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
     return Observation(
         batches=len(rows),
         config_age_s=config_age_s,
-        source_rate=_recent_rate(t, latest),
         processed_rate=float(events.iloc[1:].sum()) / span,
         backlog=float(backlog[-1]),
         backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
         batch_ms=batch_ms,
-        **_peak_rate(t, latest, peak_span_s),
+        **_offered_rates(t, latest, peak_span_s),
     )
 
 
 RECENT_BATCHES = 4  # the offered rate is read over the newest batches (three intervals)
 
 
-def _recent_rate(t: np.ndarray, offered: np.ndarray) -> float:
-    """Events/s offered over the newest :data:`RECENT_BATCHES` batches: where the load steps inside the window (which
-    spans the configuration's life), its average would plan for a rate that no longer holds (and a second step)."""
-    first = max(0, len(t) - RECENT_BATCHES)
-    span = float(t[-1] - t[first])
-    return (offered[-1] - offered[first]) / span if span > 0 else 0.0
-
-
-def _peak_rate(t: np.ndarray, offered: np.ndarray, span_s: float) -> dict[str, float]:
-    """The highest offered rate over spans of :data:`RECENT_BATCHES` batches that end within the last ``span_s``
-    seconds, or within the newest span if longer: what the source offered at its busiest while a scale-down waited."""
+def _offered_rates(t: np.ndarray, offered: np.ndarray, peak_span_s: float) -> dict[str, float]:
+    """Events/s offered over spans of :data:`RECENT_BATCHES` batches: the newest span's (``source_rate``), and the
+    highest of those ending within the last ``peak_span_s``, or within the newest span where that is longer
+    (``peak_rate``, with ``peak_span_s``). Where the load steps inside the window (which spans the configuration's
+    life), its average would plan for a rate that no longer holds (and a second step); a scale-down must also be
+    planned for what the source offered at its busiest while it waited."""
     first = np.maximum(np.arange(len(t)) - (RECENT_BATCHES - 1), 0)
     elapsed = t - t[first]
-    span_s = max(span_s, float(elapsed[-1]))
+    rates = np.divide(offered - offered[first], elapsed, out=np.zeros(len(t)), where=elapsed > 0)
+    span_s = max(peak_span_s, float(elapsed[-1]))
     spans = (elapsed > 0) & (t >= t[-1] - span_s)
-    peak = float(((offered - offered[first])[spans] / elapsed[spans]).max()) if spans.any() else 0.0
-    return {"peak_rate": peak, "peak_span_s": span_s}
+    return {"source_rate": float(rates[-1]), "peak_rate": float(rates[spans].max()) if spans.any() else 0.0,
+            "peak_span_s": span_s}
 
 
 def _settled(obs: Observation, current: Knobs) -> bool:
