@@ -126,9 +126,21 @@ def test_state_partitions_stay_where_the_stateful_stage_keeps_up_with_them():
     assert heavy.knobs.state_partitions == heavy.knobs.cores > 2
 
 
+def test_state_partitions_stay_while_the_kept_configuration_sustains_the_rate():
+    # 3 cores: the source 1000 * 1.0 / 3 = 333 ms; the aggregation 1000 * 0.5 / 2 = 250 ms kept on 2 partitions
+    # (167 ms on 3): 583 + 100 fixed ms within the 700 ms budget. Kept costs 12 % of the capacity, but the rate
+    # does not need it, and a migration would lengthen the pause.
+    plan = plan_micro_batches(profile(state_partitions=2), 1000)
+    assert (plan.knobs.cores, plan.knobs.state_partitions) == (3, 2), plan.notes
+    assert any("state partitions stay 2" in n and "for 1000 wanted" in n for n in plan.notes)
+    # a backlog to clear in 60 s: 1700 events/s wanted, 1543 at full utilization kept, 1800 on 3 partitions
+    catching_up = plan_micro_batches(profile(state_partitions=2), 1000, backlog=42_000, limits=Limits(catch_up_s=60))
+    assert catching_up.knobs.state_partitions == catching_up.knobs.cores > 2, catching_up.notes
+
+
 def test_state_partitions_grow_with_cores_only_when_migration_is_allowed():
-    p = profile(state_partitions=2)
-    assert plan_micro_batches(p, 1000).knobs.state_partitions == 3
+    p = profile(work=(1.0, 1.0), state_partitions=2)  # kept on 2 partitions the aggregation alone takes 500 ms
+    assert plan_micro_batches(p, 1000).knobs.state_partitions == 4
     frozen = plan_micro_batches(p, 1000, limits=Limits(allow_state_migration=False))
     assert frozen.knobs.state_partitions == 2 and any("migration is off" in n for n in frozen.notes)
 
