@@ -26,9 +26,9 @@ the fixed side). Then:
 * source partitions follow the cores: a stage cannot use more cores than it has
   partitions. State partitions grow with the cores only where the stateful stages
   need them (DS2 sizes each operator): where the planned cores with the state
-  partitions kept still sustain the rate and reach its catch-up, they stay, and the
-  reconfiguration needs no state migration in its pause (a migration lengthens the
-  pause whatever capacity it adds beyond what the rate needs).
+  partitions kept still sustain the rate and reach its catch-up (within 5 %, as far as
+  more partitions would), they stay, and the reconfiguration needs no state migration in
+  its pause (capacity beyond what the plan needs is not worth a longer pause).
   Cores are aligned to a divisor of the state partitions (like Flink's key groups) so
   every core gets the same share of state;
 * batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 
+STATE_CAPACITY_TOLERANCE = 0.05  # how far short of a plan's needs kept state partitions may fall (no migration)
 BAND_NOTED = 0.15  # a plan notes its uncertainty where the two readings of its profile differ by more
 
 
@@ -269,19 +270,23 @@ def _cores_and_interval(profile: StreamProfile, knobs_with: Callable[[int, float
 
 def _state_limits(profile: StreamProfile, grown: Knobs, state_partitions: int, limits: Limits, source_rate: float,
                   target: float) -> bool:
-    """Whether keeping ``state_partitions`` under ``grown``'s cores fails what those cores were planned for: DS2
-    sizes each operator, and a stateful stage whose work is small keeps up with fewer partitions than there are
-    cores. Kept, the configuration must still sustain ``source_rate`` at the target utilization within the interval's
-    coordination budget, and reach ``target`` (rate plus catch-up) where ``grown`` does; then no migration is
-    needed. Capacity beyond that is not worth a migration in the pause (measured in the closed loop: 12.2 s of
-    downtime with state partitions 2 -> 5, 3.9-5.6 s keeping them)."""
+    """Whether keeping ``state_partitions`` under ``grown``'s cores falls short of what those cores were planned for:
+    DS2 sizes each operator, and a stateful stage whose work is small keeps up with fewer partitions than there are
+    cores. Kept, the configuration must sustain ``source_rate`` at the target utilization and reach ``target`` (rate
+    plus catch-up) at full utilization, each as far as ``grown`` does, within :data:`STATE_CAPACITY_TOLERANCE`, and
+    its fixed costs must fit the interval. Capacity beyond that is not worth a migration in the pause (measured in
+    the closed loop: 12.2 s of downtime with state partitions 2 -> 5, 3.9-5.6 s keeping them)."""
     kept = grown.model_copy(update={"state_partitions": state_partitions})
     with_more, with_kept = profile.capacity(grown), profile.capacity(kept)
     if not math.isfinite(with_more):
         return math.isfinite(with_kept)
-    sustains = (profile.capacity(kept, limits.utilization) >= source_rate
-                and _interval_for(profile.fixed_ms_for(kept), grown.trigger_interval_s, limits) == grown.trigger_interval_s)
-    return not sustains or with_kept < min(target, with_more)
+
+    def short(kept_rate: float, grown_rate: float, wanted: float) -> bool:
+        return kept_rate < (1.0 - STATE_CAPACITY_TOLERANCE) * min(grown_rate, wanted)
+
+    return (short(profile.capacity(kept, limits.utilization), profile.capacity(grown, limits.utilization), source_rate)
+            or short(with_kept, with_more, target)
+            or _interval_for(profile.fixed_ms_for(kept), grown.trigger_interval_s, limits) != grown.trigger_interval_s)
 
 
 def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
