@@ -31,6 +31,12 @@ class StreamPaths:
     home: Path
     name: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "home", Path(self.home))  # a str home (from a config, an env var) works as well
+        if not isinstance(self.name, str) or not self.name or self.name in (".", "..") or "/" in self.name or "\\" in self.name:
+            raise ValueError(f"stream name {self.name!r} cannot name a folder under {self.home / 'streams'}: "
+                             "give the stream's name from its spec (lowercase letters, digits, - and _)")
+
     @property
     def root(self) -> Path:
         return self.home / "streams" / self.name

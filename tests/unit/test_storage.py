@@ -111,3 +111,10 @@ def test_trace_store_ingests_event_logs_from_a_remote_directory(remote, tmp_path
     (logs / "app-1.inprogress").unlink()
     assert store.ingest(logs).events == 2
     assert store.ingest(str(logs)).events == 0  # a URL string names the same logs
+
+
+def test_stream_paths_take_a_str_home_and_refuse_a_name_that_is_not_one_folder(tmp_path):
+    assert StreamPaths(str(tmp_path), "s").metrics == StreamPaths(tmp_path, "s").metrics
+    for bad in ("", "..", "a/b"):
+        with pytest.raises(ValueError, match="cannot name a folder"):
+            StreamPaths(tmp_path, bad)
