@@ -91,8 +91,9 @@ def attach(home: Any, spec: AttachSpec) -> dict[str, Any]:
     if paths.attached.is_file():
         before = AttachSpec.model_validate_json(paths.attached.read_text())
         if (before.event_logs, before.application, before.query) != (spec.event_logs, spec.application, spec.query):
-            for stale in (paths.cursors, paths.metrics, paths.query_ids_file, paths.spec):  # another stream: from the start
+            for stale in (paths.cursors, paths.query_ids_file, paths.spec):  # another stream: from the start
                 stale.unlink(missing_ok=True)
+            MetricsStore(paths.metrics).remove()
     tmp = paths.attached.with_suffix(".json.tmp")
     tmp.write_text(spec.model_dump_json(indent=2))
     os.replace(tmp, paths.attached)

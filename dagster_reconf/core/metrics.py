@@ -5,7 +5,8 @@ second), and readers in other processes (CLI, Dagster sensors) read it while the
 runs, incrementally, from a byte cursor, with no server to keep up. Every line is
 flushed and fsynced before the next batch can be reported, so a crash loses nothing
 that was reported. A reader leaves a torn last line (a write in progress) for its next
-read instead of failing.
+read instead of failing. The file is cut into bounded segments, the oldest dropped, with
+cursors that stay valid across a cut (see :class:`MetricsStore`).
 
 Records are ``{"kind": "progress" | "lifecycle", "stream": ..., "recorded_at": ...}``
 plus ``progress`` (Spark's ``StreamingQueryProgress`` JSON, and in local mode
@@ -16,13 +17,15 @@ or ``event`` (what the runtime did: started, stopped, restarted with which setti
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -31,6 +34,8 @@ from .sources import source_figures
 __all__ = ["MetricsStore", "progress_frame", "progress_row", "record_row", "status_figures"]
 
 _TAIL_CHUNK_BYTES = 64 * 1024
+SEGMENT_BYTES = 32 << 20  # about 3.7 hours of one batch a second
+KEPT_SEGMENTS = 8  # with the active one, at most 288 MiB: a day and more of history
 STATUS_FIGURES = (
     "batch_id", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms", "backlog_events",
     "backlog_unknown", "source_kinds", "watermark",
@@ -38,86 +43,222 @@ STATUS_FIGURES = (
 
 
 class MetricsStore:
-    """Append-only JSON-lines store of one stream's progress and lifecycle records."""
+    """Append-only JSON-lines store of one stream's progress and lifecycle records, kept in bounded segments.
 
-    def __init__(self, path: Path | str) -> None:
+    A stream records a line of about 2.4 KB per batch, some 200 MB a day at one batch a
+    second, so the file is cut into segments: once the active one (``path``) passes
+    ``segment_bytes`` it is sealed (renamed ``path.<base>``) and a new one starts, and only
+    the newest ``kept_segments`` sealed ones are kept. Cursors are offsets into the whole
+    history, every segment's bytes one after another: a segment starts with a header line
+    giving its base (a file without one, from before segments, has base 0), so a cursor
+    stays valid across a cut, and one into a segment retention removed resumes at the
+    oldest record kept. Writers in several processes (the driver, the supervisor, a
+    reconfiguration) append under a shared lock and cut under an exclusive one.
+    """
+
+    def __init__(self, path: Path | str, segment_bytes: int = SEGMENT_BYTES, kept_segments: int = KEPT_SEGMENTS) -> None:
+        if segment_bytes <= 0 or kept_segments < 0:
+            raise ValueError(f"segment_bytes must be > 0 and kept_segments >= 0, got {segment_bytes} and {kept_segments}")
         self.path = Path(path)
+        self.segment_bytes = segment_bytes
+        self.kept_segments = kept_segments
         self._lock = threading.Lock()
 
     def append(self, record: dict[str, Any]) -> None:
-        """Append one record durably (flush + fsync)."""
+        """Append one record durably (flush + fsync); cut the segment where it has grown past ``segment_bytes``."""
         line = json.dumps({"recorded_at": time.time(), **record}, separators=(",", ":"), default=str) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            with self._file_lock(fcntl.LOCK_SH):
+                with open(self.path, "a", encoding="utf-8") as fh:
+                    fh.write(line)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                    full = fh.tell() >= self.segment_bytes
+            if full:
+                self._cut()
 
     def read(self, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """Records after byte ``cursor``, and the cursor to pass next time.
+        """Records after ``cursor`` (an offset into the whole history), and the cursor to pass next time.
 
         A last line without its newline is a write in progress: it is left unread.
         A complete line that is not JSON is corruption and raises ``ValueError``.
         """
-        if not self.path.exists():
-            return [], cursor
-        with open(self.path, "rb") as fh:
-            fh.seek(cursor)
-            data = fh.read()
-        complete = data.rfind(b"\n") + 1
-        records = []
-        for offset, raw in _lines(data[:complete], cursor):
+        for _ in range(_READ_TRIES):
+            read = self._read(cursor)
+            if read is not None:
+                return read
+        raise RuntimeError(f"metrics store {self.path} was cut {_READ_TRIES} times during one read; read it again")
+
+    def _read(self, cursor: int) -> tuple[list[dict[str, Any]], int] | None:
+        """:meth:`read` over one listing of the segments; None where a cut moved the active one meanwhile."""
+        records: list[dict[str, Any]] = []
+        segments = self._segments()
+        if segments and cursor < segments[0][0]:
+            cursor = segments[0][0]  # what it pointed at is gone (retention): go on from the oldest record kept
+        for base, path in segments:
             try:
-                records.append(json.loads(raw))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"metrics store {self.path} is corrupt at byte {offset}: {exc.msg}") from None
-        return records, cursor + complete
+                with open(path, "rb") as fh:
+                    if path == self.path and _base_of(fh) != base:
+                        return None  # cut since the listing: this is the next segment, the listed one is sealed
+                    size = fh.seek(0, os.SEEK_END)
+                    if base + size <= cursor:
+                        continue
+                    start = max(cursor, base) - base
+                    fh.seek(start)
+                    data = fh.read()
+            except FileNotFoundError:
+                continue  # a sealed segment retention removed since the listing
+            complete = data.rfind(b"\n") + 1
+            for offset, raw in _lines(data[:complete], base + start):
+                try:
+                    record = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"metrics store {path} is corrupt at byte {offset - base}: {exc.msg}") from None
+                if record.get("kind") != _SEGMENT:
+                    records.append(record)
+            cursor = base + start + complete
+            if complete < len(data):
+                break  # a write in progress: nothing after it is readable yet
+        return records, cursor
 
     def tail_offset(self, max_bytes: int) -> int:
         """A cursor at most ``max_bytes`` before the end, at a line start (to read only the recent past)."""
-        if not self.path.exists():
+        segments = self._segments()
+        if not segments:
             return 0
-        with open(self.path, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            if size <= max_bytes:
-                return 0
-            fh.seek(size - max_bytes)
-            skipped = fh.readline()  # a partial line
-            return size - max_bytes + len(skipped)
+        want = max(segments[0][0], self.size() - max_bytes)
+        for base, path in reversed(segments):
+            if base <= want:
+                try:
+                    with open(path, "rb") as fh:
+                        if want == base:
+                            return base
+                        fh.seek(want - base - 1)
+                        skipped = fh.readline()  # the rest of the line the byte before ``want`` is in
+                        return want - 1 + len(skipped)
+                except FileNotFoundError:
+                    return want
+        return want
 
     def size(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
+        """The offset after the last byte written (the end of the whole history)."""
+        segments = self._segments()
+        if not segments:
+            return 0
+        base, path = segments[-1]
+        try:
+            return base + path.stat().st_size
+        except FileNotFoundError:
+            return base
+
+    def remove(self) -> None:
+        """Delete every segment (a new stream under the same name starts from nothing)."""
+        with self._lock, self._file_lock(fcntl.LOCK_EX):
+            for _, path in self._segments():
+                path.unlink(missing_ok=True)
 
     def progress(self, cursor: int = 0) -> list[dict[str, Any]]:
         """Progress records (Spark's progress event under ``progress``, and what the driver measured) after ``cursor``."""
         return [r for r in self.read(cursor)[0] if r.get("kind") == "progress"]
 
     def last_progress(self) -> dict[str, Any] | None:
-        """The newest progress record, found from the end of the file (the store grows all day).
+        """The newest progress record, found from the end (the store grows all day).
 
-        Reads a growing window from the end until it holds a complete progress line;
-        progress lines come every batch, so the first 64 KiB almost always suffice.
+        Reads a growing window from the end of each segment, newest first, until it holds a
+        complete progress line; progress lines come every batch, so the first 64 KiB almost
+        always suffice.
         """
-        if not self.path.exists():
-            return None
-        with open(self.path, "rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            window = _TAIL_CHUNK_BYTES
-            while True:
-                start = max(0, size - window)
-                fh.seek(start)
-                data = fh.read(size - start)
-                first = data.find(b"\n") + 1 if start > 0 else 0  # skip a partial first line
-                complete = data[first : data.rfind(b"\n") + 1]  # and a torn last one
-                for raw in reversed(complete.split(b"\n")):
-                    if raw.strip():
-                        record = json.loads(raw)
-                        if record.get("kind") == "progress":
-                            return record
-                if start == 0:
-                    return None
-                window *= 4
+        for _, path in reversed(self._segments()):
+            try:
+                found = _last_progress_in(path)
+            except FileNotFoundError:
+                continue
+            if found is not None:
+                return found
+        return None
+
+    def _segments(self) -> list[tuple[int, Path]]:
+        """``(base, path)`` of the sealed segments, oldest first, then the active one (absent before any record)."""
+        sealed = []
+        for path in self.path.parent.glob(self.path.name + ".*"):
+            suffix = path.name[len(self.path.name) + 1:]
+            if suffix.isdigit():
+                sealed.append((int(suffix), path))
+        sealed.sort()
+        if self.path.exists():
+            try:
+                sealed.append((_base_of(self.path), self.path))
+            except FileNotFoundError:
+                pass
+        return sealed
+
+    def _cut(self) -> None:
+        """Seal the active segment and start the next, then drop the sealed ones past ``kept_segments``."""
+        with self._file_lock(fcntl.LOCK_EX):
+            try:
+                base, size = _base_of(self.path), self.path.stat().st_size
+            except FileNotFoundError:
+                return
+            if size < self.segment_bytes:
+                return  # another writer cut it first
+            os.rename(self.path, self.path.with_name(f"{self.path.name}.{base:015d}"))
+            header = json.dumps({"kind": _SEGMENT, "base": base + size, "recorded_at": time.time()}) + "\n"
+            tmp = self.path.with_name(self.path.name + ".next")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(header)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            sealed = [path for _, path in self._segments()[:-1]]
+            for path in sealed[: max(0, len(sealed) - self.kept_segments)]:
+                path.unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _file_lock(self, mode: int) -> Iterator[None]:
+        """A lock shared by every process that writes this store (appends: shared; a cut: exclusive)."""
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as fh:
+            fcntl.flock(fh.fileno(), mode)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+_SEGMENT = "segment"  # a segment's header record: its base offset
+_READ_TRIES = 5
+
+
+def _base_of(segment: Path | BinaryIO) -> int:
+    """A segment's base offset, from its header line (0 without one: a store from before segments)."""
+    if isinstance(segment, Path):
+        with open(segment, "rb") as fh:
+            return _base_of(fh)
+    segment.seek(0)
+    first = segment.readline(256)
+    if first.startswith(b'{"kind": "segment"') or first.startswith(b'{"kind":"segment"'):
+        return int(json.loads(first)["base"])
+    return 0
+
+
+def _last_progress_in(path: Path) -> dict[str, Any] | None:
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        window = _TAIL_CHUNK_BYTES
+        while True:
+            start = max(0, size - window)
+            fh.seek(start)
+            data = fh.read(size - start)
+            first = data.find(b"\n") + 1 if start > 0 else 0  # skip a partial first line
+            complete = data[first : data.rfind(b"\n") + 1]  # and a torn last one
+            for raw in reversed(complete.split(b"\n")):
+                if raw.strip():
+                    record = json.loads(raw)
+                    if record.get("kind") == "progress":
+                        return record
+            if start == 0:
+                return None
+            window *= 4
 
 
 def _lines(data: bytes, base: int) -> Iterable[tuple[int, bytes]]:

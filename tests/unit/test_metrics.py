@@ -1,4 +1,5 @@
 import json
+import multiprocessing
 
 import pytest
 
@@ -117,3 +118,93 @@ def test_an_event_logs_progress_gives_its_totals_through_its_sources():
                           "processedRowsPerSecond": "NaN"}]
     row = progress_row(logged)
     assert row["num_input_rows"] == 3000 and row["input_rows_per_second"] == 2999.5
+
+
+def _segment_files(path):
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name) and not p.name.endswith(".lock"))
+
+
+def test_segments_are_cut_and_a_following_reader_sees_every_record_once(tmp_path):
+    path = tmp_path / "m.jsonl"
+    store = MetricsStore(path, segment_bytes=1_000, kept_segments=2)
+    seen, cursor = [], 0
+    for i in range(200):
+        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+        records, cursor = store.read(cursor)
+        seen += [r["i"] for r in records]
+    assert seen == list(range(200))
+    assert cursor == store.size() and len(_segment_files(path)) == 3  # two sealed, the active one
+    assert MetricsStore(path).read(cursor) == ([], cursor)  # a cursor stays valid for another reader
+
+
+def test_a_cursor_into_a_removed_segment_resumes_at_the_oldest_record_kept(tmp_path):
+    path = tmp_path / "m.jsonl"
+    store = MetricsStore(path, segment_bytes=1_000, kept_segments=1)
+    for i in range(100):
+        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+    records, cursor = store.read(0)
+    kept = [r["i"] for r in records]
+    assert kept == list(range(kept[0], 100)) and 0 < kept[0] < 90 and cursor == store.size()
+    assert all(r.get("kind") != "segment" for r in records)
+
+
+def test_tail_offset_and_last_progress_reach_into_sealed_segments(tmp_path):
+    path = tmp_path / "m.jsonl"
+    store = MetricsStore(path, segment_bytes=3_000, kept_segments=4)
+    for i in range(12):
+        store.append({"kind": "progress", "progress": {**PROGRESS, "batchId": i}})
+    store.append({"kind": "lifecycle", "event": "stopped"})
+    assert store.last_progress()["progress"]["batchId"] == 11
+    sealed = len(_segment_files(path))
+    while len(_segment_files(path)) == sealed:  # lifecycle records until the active segment is cut
+        store.append({"kind": "lifecycle", "event": "tick"})
+    assert store.last_progress()["progress"]["batchId"] == 11  # the active segment holds no progress now
+    records, _ = store.read(store.tail_offset(2_500))
+    assert records and all("kind" in r for r in records)  # starts at a line start, across the cut
+    assert store.read(store.tail_offset(10**9))[0] == store.read(0)[0]
+
+
+def test_a_store_from_before_segments_reads_from_byte_zero_and_is_cut_on(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps({"kind": "lifecycle", "event": "old", "i": i}) + "\n" for i in range(40)))
+    store = MetricsStore(path, segment_bytes=1_500, kept_segments=5)
+    records, cursor = store.read(0)
+    assert [r["i"] for r in records] == list(range(40)) and cursor == path.stat().st_size
+    store.append({"kind": "lifecycle", "event": "new"})
+    records, _ = store.read(cursor)
+    assert [r["event"] for r in records] == ["new"] and len(_segment_files(path)) == 2
+
+
+def _append_many(path: str, writer: int, count: int) -> None:
+    store = MetricsStore(path, segment_bytes=4_000, kept_segments=1_000)
+    for i in range(count):
+        store.append({"kind": "lifecycle", "event": "tick", "writer": writer, "i": i})
+
+
+def test_writers_in_several_processes_lose_and_repeat_nothing_across_cuts(tmp_path):
+    path = tmp_path / "m.jsonl"
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_append_many, args=(str(path), w, 300)) for w in range(3)]
+    for process in writers:
+        process.start()
+    store, cursor, seen = MetricsStore(path, segment_bytes=4_000, kept_segments=1_000), 0, []
+    while any(p.is_alive() for p in writers):
+        records, cursor = store.read(cursor)
+        seen += [(r["writer"], r["i"]) for r in records]
+    for process in writers:
+        process.join(timeout=30)
+        assert process.exitcode == 0
+    seen += [(r["writer"], r["i"]) for r in store.read(cursor)[0]]
+    assert sorted(seen) == [(w, i) for w in range(3) for i in range(300)]
+    for w in range(3):
+        assert [i for writer, i in seen if writer == w] == list(range(300))  # each writer's records in order
+    assert len(_segment_files(path)) > 10
+
+
+def test_remove_deletes_every_segment(tmp_path):
+    path = tmp_path / "m.jsonl"
+    store = MetricsStore(path, segment_bytes=500, kept_segments=3)
+    for i in range(40):
+        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+    store.remove()
+    assert _segment_files(path) == [] and store.read(0) == ([], 0) and store.size() == 0
