@@ -57,8 +57,11 @@ Some CPU is paid per task, not per event: a Python task's worker set-up, task
 deserialization. Batch totals cannot tell the two apart (every batch of a configuration
 has the same tasks); *when* the Python workers spent their CPU can, in local mode, where
 the runtime samples it ten times a second: set-up comes in a burst as each task starts
-(see :mod:`.python_costs`). Otherwise, once the stream has run under two configurations
-whose tasks per event differ, :func:`fit_task_costs` separates them. The per-task part
+(see :mod:`.python_costs`). Where a window's batches differ in size (a backlog's catch-up
+batches at the cap beside steady ones), a line through their CPU per batch does, from one
+configuration whatever the CPUs' contention (``_split_by_batch_size``). Otherwise, once the
+stream has run under two configurations whose tasks per event differ, :func:`fit_task_costs`
+separates them. The per-task part
 (``task_cpu_ms``, ``t``) is a fixed cost of the stage that grows with its ``n`` tasks:
 ``n * t / m`` on the CPU side of the roofline, ``n * t / q`` on the tasks' side, except
 where a plan puts more tasks at once than CPUs on a stage measured without that
@@ -82,6 +85,7 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
 
 from ..errors import ReconfError
 from .knobs import Knobs
@@ -354,9 +358,11 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     ops["kind"] = np.where(scans & (knobs.source_partitions is not None), "source",
                            np.where(file_scans, "split",
                                     np.where(scans, "fixed", np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed"))))
-    python_ms = _python_cpu_ms_per_event(progress, rows.loc[rows["batch_id"].isin(stage_time.index)])
-    if python_ms is not None:
-        ops["cpu"] += python_ms * total_events * _python_shares(ops)
+    profiled = rows.loc[rows["batch_id"].isin(stage_time.index)]
+    python_batch_ms = _python_batch_cpu_ms(progress, profiled)
+    python_ms = _python_cpu_ms_per_event(python_batch_ms, profiled)
+    shares = pd.Series(_python_shares(ops) if python_ms is not None else 0.0, index=ops.index)
+    ops["cpu"] += (python_ms or 0.0) * total_events * shares
     seconds = ops["work"] / 1000.0
     ops["work_ms_per_event"] = ops["work"] / total_events
     # CPU time cannot exceed what the stage's tasks had of the CPUs: their time, over the CPUs they shared.
@@ -372,6 +378,8 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     ops["task_cpu_ms"] = 0.0  # batch totals cannot tell CPU per task from CPU per event: see fit_task_costs
     ops["task_wait_ms"] = _state_commit_per_task(ops, rows[rows["batch_id"].isin(stage_time.index)], total_events)
     fitted = _split_python_cpu(ops, timeline, rows, batches, uncontended=concurrent <= cpus)
+    if python_batch_ms is not None:
+        fitted += _split_by_batch_size(ops, per_stage, python_batch_ms, shares, skip=fitted)
     ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
     return StreamProfile(
         operators=ops[OPERATOR_COLUMNS],
@@ -434,6 +442,45 @@ def _split_python_cpu(ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFr
         ops.at[op, "task_cpu_ms"] = per_task
         ops.at[op, "cpu_ms_per_event"] -= per_task * n / batch_events
     return list(costs)
+
+
+_DISTINCT_BATCH_SIZES = 1.3  # a window's largest batch must hold this many times its smallest's events
+_MIN_SIZED_BATCHES = 4  # at least two at either end of the sizes
+
+
+def _split_by_batch_size(ops: pd.DataFrame, per_stage: pd.DataFrame, python_batch_ms: pd.Series, shares: pd.Series,
+                         skip: list[str]) -> list[str]:
+    """Move each Python operator's CPU per task out of its CPU per event where the window's batches differ in size;
+    returns the operators split. ``ops`` is indexed by operator, changed in place.
+
+    Batches of one configuration run the same tasks, so a stage's CPU per batch is ``y = c * e + t * n`` with ``n``
+    fixed: where their events ``e`` differ (a backlog's catch-up batches at the cap beside steady ones), a least-squares
+    line through the batches separates ``c`` from ``t``, from one configuration and whatever the CPUs' contention
+    (measured: Q11's Python scan at 12 tasks on 2 CPUs used 1,020-1,450 ms of CPU per batch of 750 events and
+    1,100-1,450 ms per batch of 500: all of it per task, about 100 ms each, as a second configuration confirmed).
+    The CPU per batch is the stage's executor CPU plus its share of the Python workers' (``shares``)."""
+    done = []
+    for op in ops.index[_runs_python(ops.index.to_series())]:
+        if op in skip or op not in per_stage.index.get_level_values("operator"):
+            continue
+        stage = per_stage.loc[op]
+        python = python_batch_ms.reindex(stage.index).to_numpy(dtype=float) * float(shares.get(op, 0.0))
+        known = ~np.isnan(python)
+        events = stage["events"].to_numpy(dtype=float)[known]
+        if known.sum() < _MIN_SIZED_BATCHES or events.min() <= 0 or events.max() < _DISTINCT_BATCH_SIZES * events.min():
+            continue
+        third = (events.max() - events.min()) / 3.0
+        if min((events <= events.min() + third).sum(), (events >= events.max() - third).sum()) < 2:
+            continue  # one odd batch would set the line alone
+        cpu = stage["cpu"].to_numpy(dtype=float)[known] + python[known]
+        tasks = stage["tasks"].to_numpy(dtype=float)[known]
+        (per_event, per_task), _ = nnls(np.column_stack([events, tasks]), cpu)
+        batch_events = float(events.mean())
+        per_task = min(per_task, float(ops.at[op, "cpu_ms_per_event"]) * batch_events / max(float(tasks.mean()), 1.0))
+        ops.at[op, "task_cpu_ms"] = per_task
+        ops.at[op, "cpu_ms_per_event"] = max(0.0, float(ops.at[op, "cpu_ms_per_event"]) - per_task * float(tasks.mean()) / batch_events)
+        done.append(op)
+    return done
 
 
 _DISTINCT_TASK_DENSITY = 1.5  # tasks per event must differ this much between two configurations to separate the costs
@@ -504,8 +551,8 @@ def _of_batches(activities: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
     return activities["batch_id"].isin(rows["batch_id"]).to_numpy()
 
 
-def _python_cpu_ms_per_event(progress: pd.DataFrame, rows: pd.DataFrame) -> float | None:
-    """Python workers' CPU milliseconds per source event over ``rows``, None where not recorded.
+def _python_batch_cpu_ms(progress: pd.DataFrame, rows: pd.DataFrame) -> pd.Series | None:
+    """Python workers' CPU milliseconds of each batch in ``rows`` (NaN where unknown), None where not recorded.
 
     ``python_cpu_s`` is a counter sampled at each batch's end: a batch's CPU is its
     growth since the batch before (a counter that fell belongs to a new session).
@@ -516,12 +563,18 @@ def _python_cpu_ms_per_event(progress: pd.DataFrame, rows: pd.DataFrame) -> floa
     counter = ordered.set_index("batch_id")["python_cpu_s"].astype(float)
     ids = counter.index.to_series()
     delta = counter.diff().where((ids.diff() == 1) & (counter.diff() >= 0))
-    batch_cpu = delta.reindex(rows["batch_id"].to_numpy()).to_numpy()
-    known = ~np.isnan(batch_cpu)
+    return 1000.0 * delta.reindex(rows["batch_id"].to_numpy())
+
+
+def _python_cpu_ms_per_event(batch_cpu: pd.Series | None, rows: pd.DataFrame) -> float | None:
+    """Python workers' CPU milliseconds per source event over the batches whose CPU is known."""
+    if batch_cpu is None:
+        return None
+    known = batch_cpu.notna().to_numpy()
     events = rows["events"].to_numpy(dtype=float)[known]
     if not known.any() or events.sum() <= 0:
         return None
-    return 1000.0 * float(batch_cpu[known].sum()) / float(events.sum())
+    return float(batch_cpu.to_numpy()[known].sum()) / float(events.sum())
 
 
 def _python_shares(ops: pd.DataFrame) -> np.ndarray:

@@ -4,6 +4,7 @@ import dataclasses
 import math
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -410,3 +411,29 @@ def test_a_cpu_saturated_stage_is_read_as_waiting_and_its_band_as_queueing():
     six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
     assert queued.batch_ms_for(600, six) == pytest.approx(900.0)  # the CPUs still bound it
     assert p.batch_ms_for(600, six) == pytest.approx(300 + 12.0 * 600 / 6)  # half the tasks, twice their time
+
+
+def test_batches_of_different_sizes_separate_python_cpu_per_task_from_cpu_per_event():
+    # a Python scan of 2 tasks (300 ms each) whose workers use 100 ms per task plus 0.2 ms per event: batches of 100
+    # and 200 events (a backlog's catch-up at the cap, then steady) tell the two apart within one configuration
+    events = [200, 200, 200, 100, 100, 100]
+    cpu_ms = [0.2 * e + 2 * 100 for e in events]
+    acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=10 * b + t,
+                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + 300, records_in=e // 2,
+                              records_out=e // 2, cpu_ms=0.0) for b, e in enumerate(events) for t in range(2)]
+                        ).assign(src_worker=None, status="success")
+    counter = np.cumsum([0.0, *cpu_ms[1:]]) / 1000.0  # batch 0 has no batch before it
+    progress = pd.DataFrame({"batch_id": range(6), "events": events, "batch_duration_ms": [400] * 6, "python_cpu_s": counter})
+    knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
+    scan = p.operators.iloc[0]
+    assert scan["task_cpu_ms"] == pytest.approx(100.0) and "j0.d0:MapInArrow+MicroBatchScan#a" in p.task_costs_fitted
+    assert scan["cpu_ms_per_event"] == pytest.approx(0.2)
+    assert p.per_task_reading().operators.equals(p.operators)  # split: no other reading of it left in the band
+    # batches of one size cannot tell: all of it stays per event
+    same = progress.assign(events=150, python_cpu_s=np.cumsum([0.0] + [0.2 * 150 + 200] * 5) / 1000.0)
+    blind = profile_stream(acts, same, knobs, warmup_batches=0, cpus=2)
+    assert blind.operators.iloc[0]["task_cpu_ms"] == 0.0 and not blind.task_costs_fitted
+    # nor can one odd batch among equal ones
+    odd = progress.assign(events=[200] + [100] * 5)
+    assert not profile_stream(acts, odd, knobs, warmup_batches=0, cpus=2).task_costs_fitted
