@@ -127,7 +127,7 @@ class MetricsStore:
         segments = self._segments()
         if not segments:
             return 0
-        want = max(segments[0][0], self.size() - max_bytes)
+        want = max(segments[0][0], _end(segments) - max_bytes)
         for base, path in reversed(segments):
             if base <= want:
                 try:
@@ -143,14 +143,7 @@ class MetricsStore:
 
     def size(self) -> int:
         """The offset after the last byte written (the end of the whole history)."""
-        segments = self._segments()
-        if not segments:
-            return 0
-        base, path = segments[-1]
-        try:
-            return base + path.stat().st_size
-        except FileNotFoundError:
-            return base
+        return _end(self._segments())
 
     def remove(self) -> None:
         """Delete every segment (a new stream under the same name starts from nothing)."""
@@ -203,7 +196,7 @@ class MetricsStore:
             if size < self.segment_bytes:
                 return  # another writer cut it first
             os.rename(self.path, self.path.with_name(f"{self.path.name}.{base:015d}"))
-            header = json.dumps({"kind": _SEGMENT, "base": base + size, "recorded_at": time.time()}) + "\n"
+            header = json.dumps({"kind": _SEGMENT, "base": base + size, "recorded_at": time.time()}, separators=(",", ":")) + "\n"
             tmp = self.path.with_name(self.path.name + ".next")
             with open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(header)
@@ -226,7 +219,19 @@ class MetricsStore:
 
 
 _SEGMENT = "segment"  # a segment's header record: its base offset
+_HEADER_PREFIX = b'{"kind":"segment"'  # how a header line starts (records put "recorded_at" first)
 _READ_TRIES = 5
+
+
+def _end(segments: list[tuple[int, Path]]) -> int:
+    """The offset after the last byte of ``segments`` (:meth:`MetricsStore._segments`)."""
+    if not segments:
+        return 0
+    base, path = segments[-1]
+    try:
+        return base + path.stat().st_size
+    except FileNotFoundError:
+        return base
 
 
 def _base_of(segment: Path | BinaryIO) -> int:
@@ -236,7 +241,7 @@ def _base_of(segment: Path | BinaryIO) -> int:
             return _base_of(fh)
     segment.seek(0)
     first = segment.readline(256)
-    if first.startswith(b'{"kind": "segment"') or first.startswith(b'{"kind":"segment"'):
+    if first.startswith(_HEADER_PREFIX):
         return int(json.loads(first)["base"])
     return 0
 

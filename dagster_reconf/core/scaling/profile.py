@@ -437,11 +437,17 @@ def _split_python_cpu(ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFr
     costs = split_python_cpu(spans.assign(events=events * share), samples)
     batch_events = max(float(batches["events"].median()), 1e-9)
     for op, cost in costs.items():
-        n = max(float(ops.at[op, "tasks"]), 1.0)
-        per_task = min(cost.per_task_ms, float(ops.at[op, "cpu_ms_per_event"]) * batch_events / n)  # at most its CPU per batch
-        ops.at[op, "task_cpu_ms"] = per_task
-        ops.at[op, "cpu_ms_per_event"] -= per_task * n / batch_events
+        _charge_per_task(ops, op, cost.per_task_ms, float(ops.at[op, "tasks"]), batch_events)
     return list(costs)
+
+
+def _charge_per_task(ops: pd.DataFrame, op: str, per_task_ms: float, tasks: float, batch_events: float) -> None:
+    """Move ``per_task_ms`` of CPU for each of ``op``'s ``tasks`` out of its CPU per event (batches of ``batch_events``),
+    at most all of its CPU per batch; ``ops`` is indexed by operator, changed in place."""
+    n = max(tasks, 1.0)
+    per_task = min(per_task_ms, float(ops.at[op, "cpu_ms_per_event"]) * batch_events / n)
+    ops.at[op, "task_cpu_ms"] = per_task
+    ops.at[op, "cpu_ms_per_event"] = max(0.0, float(ops.at[op, "cpu_ms_per_event"]) - per_task * n / batch_events)
 
 
 _DISTINCT_BATCH_SIZES = 1.3  # a window's largest batch must hold this many times its smallest's events
@@ -474,11 +480,8 @@ def _split_by_batch_size(ops: pd.DataFrame, per_stage: pd.DataFrame, python_batc
             continue  # one odd batch would set the line alone
         cpu = stage["cpu"].to_numpy(dtype=float)[known] + python[known]
         tasks = stage["tasks"].to_numpy(dtype=float)[known]
-        (per_event, per_task), _ = nnls(np.column_stack([events, tasks]), cpu)
-        batch_events = float(events.mean())
-        per_task = min(per_task, float(ops.at[op, "cpu_ms_per_event"]) * batch_events / max(float(tasks.mean()), 1.0))
-        ops.at[op, "task_cpu_ms"] = per_task
-        ops.at[op, "cpu_ms_per_event"] = max(0.0, float(ops.at[op, "cpu_ms_per_event"]) - per_task * float(tasks.mean()) / batch_events)
+        (_, per_task), _ = nnls(np.column_stack([events, tasks]), cpu)
+        _charge_per_task(ops, op, per_task, float(tasks.mean()), float(events.mean()))
         done.append(op)
     return done
 
