@@ -100,7 +100,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     record = paths.standby if standby else paths.driver  # a standby's record becomes driver.json when it is promoted
     try:
         spec = StreamSpec.parse(json.loads((paths.standby_spec if standby else paths.spec).read_text()))
-        runtime = StreamRuntime(spec, paths)
+        runtime = StreamRuntime(spec, paths, temp_dir=paths.driver_temp_of(os.getpid()))
     except BaseException as exc:  # a bad definition or spec: the supervisor reads the error from driver.json
         info.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         write_driver_info(record, info)

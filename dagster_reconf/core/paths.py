@@ -164,6 +164,17 @@ class StreamPaths:
         return self.root / "work"
 
     @property
+    def driver_temp(self) -> Path:
+        """Local temporary files of the stream's driver processes, a ``driver-<pid>`` folder each (the JVM's
+        ``java.io.tmpdir`` and Spark's local dirs): a driver killed with ``kill -9`` leaves its JVM's files (about
+        30 MB: native libraries, block manager dirs) here, where the supervisor removes them, not in ``/tmp``."""
+        return self.root / "tmp"
+
+    def driver_temp_of(self, pid: int) -> Path:
+        """The temporary folder of the driver process ``pid`` (see :attr:`driver_temp`)."""
+        return self.driver_temp / f"driver-{pid}"
+
+    @property
     def reconfigurations(self) -> Path:
         """Files a reconfiguration keeps until it ends (checkpoint manifests and metadata copies)."""
         return self.root / "reconfigurations"

@@ -101,17 +101,21 @@ class StreamRuntime:
         paths: where its checkpoint, event log, metrics and work files live.
         spark: an existing session to use (tests share one per module); if given, the
             runtime never stops it and cannot apply session-scope settings.
+        temp_dir: where the sessions it builds keep their temporary files (a driver process's
+            :meth:`~.paths.StreamPaths.driver_temp_of`); default ``/tmp``.
 
     All public methods are thread-safe (one control operation at a time, under :attr:`lock`).
     """
 
-    def __init__(self, spec: StreamSpec, paths: StreamPaths, *, spark: SparkSession | None = None) -> None:
+    def __init__(self, spec: StreamSpec, paths: StreamPaths, *, spark: SparkSession | None = None,
+                 temp_dir: Path | None = None) -> None:
         self.definition = validate_spec(spec)
         self.spec = spec
         self.paths = paths
         self.store = MetricsStore(paths.metrics)
         self._spark = spark
         self._owns_session = spark is None
+        self._temp_dir = temp_dir
         self._recorder: ProgressRecorder | None = None
         self._cpu_sampler: PythonCpuSampler | None = None
         self._file_probes: dict[str, FileBacklogProbe] = {}
@@ -130,7 +134,7 @@ class StreamRuntime:
     def spark(self) -> SparkSession:
         """The session the stream runs in, built on first use."""
         if self._spark is None:
-            self._spark = build_spark_session(self.spec, self.paths.event_log)
+            self._spark = build_spark_session(self.spec, self.paths.event_log, self._temp_dir)
             self._recorder = None
             if self.spec.executors is not None:  # the master launched executors up to the ceiling: keep max_cores' worth
                 resized = resize_executors(self._spark, self.spec.executors, wait_s=EXECUTOR_START_WAIT_S, settle=True,

@@ -12,8 +12,10 @@ driver threads with stacks deep enough for a stop during ``foreachBatch`` (:data
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import warnings
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 from upath import UPath
@@ -34,8 +36,12 @@ LOOPBACK = "127.0.0.1"
 DRIVER_THREAD_STACK = "-Xss16m"
 
 
-def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None) -> dict[str, str]:
-    """The full Spark configuration of a stream (spec fields first, ``spark_conf`` last)."""
+def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None, temp_dir: Path | None = None) -> dict[str, str]:
+    """The full Spark configuration of a stream (spec fields first, ``spark_conf`` last).
+
+    ``temp_dir``: where the driver keeps its temporary files (Spark's local dirs, and the JVM's
+    ``java.io.tmpdir`` where this process starts the JVM) instead of ``/tmp``; a user's own
+    ``spark.local.dir`` or ``-Djava.io.tmpdir`` wins."""
     conf = {
         "spark.app.name": f"reconf-{spec.name}",
         "spark.master": spec.master,
@@ -61,10 +67,15 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None) -> dict[str
         conf["spark.cores.max"] = str(spec.cores_ceiling or spec.max_cores)
     if spec.executor_memory:
         conf["spark.executor.memory"] = spec.executor_memory
+    ours = [DRIVER_THREAD_STACK]
+    if temp_dir is not None:
+        temp_dir.mkdir(parents=True, exist_ok=True)
+        conf["spark.local.dir"] = str(temp_dir)
+        ours.append(f"-Djava.io.tmpdir={shlex.quote(str(temp_dir))}")
     conf.update(spec.spark_conf)
     # The user's own JVM options come last, so a -Xss of theirs wins. They apply where this process starts the JVM.
     own = spec.spark_conf.get("spark.driver.extraJavaOptions", "")
-    conf["spark.driver.extraJavaOptions"] = f"{DRIVER_THREAD_STACK} {own}".strip()
+    conf["spark.driver.extraJavaOptions"] = " ".join([*ours, own]).strip()
     return conf
 
 
@@ -103,11 +114,11 @@ def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: 
     return _new_session(conf)
 
 
-def build_spark_session(spec: StreamSpec, event_log_dir: Location | None) -> SparkSession:
+def build_spark_session(spec: StreamSpec, event_log_dir: Location | None, temp_dir: Path | None = None) -> SparkSession:
     """A new SparkSession for ``spec``; any active session in this process is stopped first.
 
     A stopped session's JVM stays up, so building the next one is much cheaper than a
     new driver process: that is how session-scope settings (master, cores) change
     without paying a JVM start.
     """
-    return _new_session(spark_conf_for(spec, event_log_dir))
+    return _new_session(spark_conf_for(spec, event_log_dir, temp_dir))

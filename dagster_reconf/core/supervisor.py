@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -150,6 +151,31 @@ def terminate_process_tree(session_id: int, grace_s: float = KILL_GRACE_S) -> No
         processes = alive
 
 
+def driver_pids(paths: StreamPaths) -> set[int]:
+    """The live driver processes of a stream on this host (a driver, a standby, a retired one still exiting), by
+    command line, so a recycled pid is not taken for one."""
+    pids = set()
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if DRIVER_MODULE in cmdline and str(paths.root) in cmdline:
+            pids.add(proc.pid)
+    return pids
+
+
+def remove_dead_drivers_temp(paths: StreamPaths) -> list[int]:
+    """Remove the temporary folders of the stream's drivers that are gone (killed: a clean exit leaves its folder
+    empty); returns their pids. Each holds about 30 MB (the JVM's native libraries, Spark's local dirs)."""
+    if not paths.driver_temp.is_dir():
+        return []
+    live, removed = driver_pids(paths), []
+    for folder in paths.driver_temp.glob("driver-*"):
+        pid = folder.name.removeprefix("driver-")
+        if pid.isdigit() and int(pid) not in live:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(int(pid))
+    return removed
+
+
 def _client_of(info: dict[str, Any], paths: StreamPaths) -> ControlClient:
     """A client for the driver (or standby) that ``info`` records."""
     return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK,
@@ -266,6 +292,7 @@ class StreamSupervisor:
     def _spawn(self, paths: StreamPaths, spec: StreamSpec, record: Path, flags: list[str], ready: str,
                timeout_s: float) -> dict[str, Any]:
         """Start a driver process in its own session and wait until its ``record`` says ``ready``; on failure, kill it."""
+        remove_dead_drivers_temp(paths)  # a killed driver's, before a new one adds its own
         with open(paths.driver_log, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", DRIVER_MODULE, str(paths.root), *flags],
@@ -298,6 +325,7 @@ class StreamSupervisor:
         except BaseException:
             terminate_process_tree(proc.pid)
             proc.wait(timeout=KILL_GRACE_S)
+            remove_dead_drivers_temp(paths)
             raise
 
     # -- handover to a warm standby driver --------------------------------------------------------
@@ -372,11 +400,7 @@ class StreamSupervisor:
         current = self.driver_info(name)
         standby = self.standby_info(name)
         keep = current.get("pid") if current else None
-        strays = []
-        for proc in psutil.process_iter(["cmdline"]):
-            cmdline = proc.info["cmdline"] or []
-            if proc.pid != keep and DRIVER_MODULE in cmdline and str(paths.root) in cmdline:
-                strays.append(proc.pid)
+        strays = sorted(driver_pids(paths) - {keep})
         for pid in strays:
             if standby is not None and standby.get("pid") == pid:
                 try:
@@ -390,6 +414,7 @@ class StreamSupervisor:
         if standby is None or standby.get("pid") != keep:
             for path in (paths.standby, paths.standby_spec):
                 path.unlink(missing_ok=True)
+        remove_dead_drivers_temp(paths)
         return strays
 
     @staticmethod
@@ -442,6 +467,7 @@ class StreamSupervisor:
         if not wait_for_exit(pid, KILL_GRACE_S + timeout_s):
             report["forced"] = True
         terminate_process_tree(pid)
+        remove_dead_drivers_temp(self.paths(name))
         return report
 
     def log_tail(self, name: str, lines: int = 30) -> str:

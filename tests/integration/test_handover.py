@@ -85,10 +85,13 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     assert finished["steps"]["verify"]["ok"]
 
     # The standby killed before the pause: the old driver restarts its own SparkContext, as without a standby.
+    killed_pids = []
+
     def kill_standby(step: str) -> None:
         if step == "prepare":
             info = supervisor.standby_info(NAME)
             assert info is not None
+            killed_pids.append(int(info["pid"]))
             signal_processes(session_processes(int(info["pid"])), signal.SIGKILL)
             wait_until(lambda: supervisor.standby_info(NAME) is None, timeout_s=30, what="standby gone")
 
@@ -102,6 +105,7 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     assert result.results["resume"]["scope"] == "session"
     assert supervisor.driver_info(NAME)["pid"] == driver and supervisor.status(NAME)["master"] == "local[1]"
     assert len(drivers_under(home)) == 1 and not supervisor.paths(NAME).standby_spec.exists()
+    assert not supervisor.paths(NAME).driver_temp_of(killed_pids[0]).exists(), "the killed standby's JVM files removed"
 
     # Killed after pause: the stream is already in the standby, paused; the re-run finishes there.
     args = ("reconfigure", "apply", NAME, "--set", "master=local[2]", "--observe-s", str(OBSERVE_S))

@@ -33,6 +33,9 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     assert status["checkpoint"]["state_partitions"] == 4
     event_logs = [p.name for p in supervisor.paths("life").event_log.iterdir()]
     assert any(name.startswith(("eventlog_v2_", "local-")) for name in event_logs), event_logs
+    temp = supervisor.paths("life").driver_temp_of(info["pid"])  # the JVM's temporary files: not in /tmp
+    held = [p.name for p in temp.iterdir()]
+    assert any(n.startswith("blockmgr-") for n in held) and any(n.startswith("librocksdbjni") for n in held), held
 
     with pytest.raises(StreamStateError, match="already running"):
         supervisor.start(spec)
@@ -86,7 +89,7 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     stopped = supervisor.stop("life")
     assert stopped["stopped"] and "forced" not in stopped
     assert stopped["stop"]["last_committed_batch"] is not None
-    assert session_processes(info["pid"]) == []
+    assert session_processes(info["pid"]) == [] and not temp.exists()
     offline = supervisor.status("life")
     assert offline["state"] == "not running" and offline["batch_id"] is not None
 
