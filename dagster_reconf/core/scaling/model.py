@@ -183,9 +183,14 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
             notes.append(f"state partitions {current.state_partitions} -> {state_partitions} so {cores} cores can share the state")
         else:
             kept = knobs_with(cores, interval).model_copy(update={"state_partitions": state_partitions})
-            notes.append(f"state partitions stay {state_partitions}: at {cores} cores the stateful stages keep up with them "
-                         f"({profile.capacity(kept, limits.utilization):.0f} events/s at {limits.utilization:.0%} of the "
-                         f"interval, for {source_rate:.0f} wanted), and a state migration would lengthen the pause")
+            sustained = profile.capacity(kept, limits.utilization)
+            reachable = min(source_rate, profile.capacity(knobs_with(cores, interval), limits.utilization))
+            keeps_up = sustained >= reachable
+            notes.append(f"state partitions stay {state_partitions}: at {cores} cores the stateful stages "
+                         + ("keep up with them" if keeps_up else f"fall {1 - sustained / reachable:.1%} short with them")
+                         + f" ({sustained:.0f} events/s at {limits.utilization:.0%} of the interval, for {source_rate:.0f} "
+                         "wanted), " + ("and a state migration would lengthen the pause" if keeps_up else
+                                        f"under the {STATE_CAPACITY_TOLERANCE:.0%} that is worth a state migration in the pause"))
     if stateful:
         aligned = next((d for d in range(cores, state_partitions + 1) if state_partitions % d == 0), cores)
         if aligned != cores and aligned <= limits.max_cores:

@@ -133,7 +133,12 @@ def test_state_partitions_stay_while_the_kept_configuration_sustains_the_rate():
     # does not need it, and a migration would lengthen the pause.
     plan = plan_micro_batches(profile(state_partitions=2), 1000)
     assert (plan.knobs.cores, plan.knobs.state_partitions) == (3, 2), plan.notes
-    assert any("state partitions stay 2" in n and "for 1000 wanted" in n for n in plan.notes)
+    assert any("state partitions stay 2: at 3 cores the stateful stages keep up" in n and "for 1000 wanted" in n
+               for n in plan.notes), plan.notes
+    # 1029 events/s kept for 1050 wanted: 2 % short, under the 5 % a migration is worth; the note says so
+    close = plan_micro_batches(profile(state_partitions=2), 1050)
+    assert (close.knobs.cores, close.knobs.state_partitions) == (3, 2), close.notes
+    assert any("fall 2.0% short with them" in n and "under the 5%" in n for n in close.notes), close.notes
     # a backlog to clear in 60 s: 1700 events/s wanted, 1543 at full utilization kept, 1800 on 3 partitions
     catching_up = plan_micro_batches(profile(state_partitions=2), 1000, backlog=42_000, limits=Limits(catch_up_s=60))
     assert catching_up.knobs.state_partitions == catching_up.knobs.cores > 2, catching_up.notes
