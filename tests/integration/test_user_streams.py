@@ -3,6 +3,7 @@ source), started by the CLI in its own driver, paused at batch boundaries while 
 migrated 4 -> 8 -> 3 state partitions and moved to other cores, with output equal to a batch job over the
 same files; and a user's bad code, refused with clear errors and no process left behind."""
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -95,12 +96,17 @@ def test_the_rate_source_pauses_at_a_batch_boundary_and_resumes_with_new_setting
     spec = StreamSpec(name="rates", entrypoint="tests.user_streams.rates:values", trigger_interval_s=0.5,
                       options={"rows_per_second": 40, "output_dir": str(output)})
     runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", "rates"), spark=spark)
+    built, build = [], runtime.definition.build
+    runtime.definition = dataclasses.replace(runtime.definition,
+                                             build=lambda spark, ctx: built.append(ctx.purpose) or build(spark, ctx))
+    runtime.warm_up()  # what a standby does: it builds the query, and its start runs that one, not a second
     runtime.start()
+    assert built == ["stream"], built
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 3, what="four batches")
     first = runtime.stop_at_batch_boundary()
     assert checkpoint_facts(runtime.paths.checkpoint).committed and not runtime.is_active
     report = runtime.restart({"trigger_interval_s": 1.0})  # (the rate source's own rate is its data: never changed)
-    assert report["scope"] == "query" and runtime.is_active
+    assert report["scope"] == "query" and runtime.is_active and built == ["stream", "stream"], built
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= first.last_committed_batch + 3,
                what="three batches with the new settings")
     last = runtime.stop_at_batch_boundary().last_committed_batch
