@@ -207,8 +207,7 @@ class StreamRuntime:
             StreamStartError: the definition raised, or returned something else than a writer.
         """
         spec = spec or self.spec
-        # A new checkpoint takes its state partitions from the session (an existing one keeps its own).
-        self.spark.conf.set("spark.sql.shuffle.partitions", str(spec.state_partitions))
+        self._use_state_partitions(spec)
         try:
             result = self.definition(self.spark, self.context(spec, purpose))
         except (SpecError, StreamStartError):
@@ -225,6 +224,10 @@ class StreamRuntime:
                 "DataStreamWriter (df.writeStream...., without .start()) or a StreamOutput(frame, format=..., ...)")
         return result
 
+    def _use_state_partitions(self, spec: StreamSpec) -> None:
+        """A new checkpoint takes its state partitions from the session (an existing one keeps its own)."""
+        self.spark.conf.set("spark.sql.shuffle.partitions", str(spec.state_partitions))
+
     def start_query(self, spec: StreamSpec | None = None, *, checkpoint: Path | Any | None = None, purpose: str = "stream",
                     once: bool = False) -> StreamingQuery:
         """Start ``spec``'s query (default: the stream itself, into its checkpoint).
@@ -239,7 +242,7 @@ class StreamRuntime:
         if purpose == "stream" and checkpoint is None and self._built is not None and self._built[0] == spec:
             # Built by the warm-up (a standby's): the definition and its sources' look-ups (0.15-0.2 s, measured with a
             # Python source) are not paid again in a handover's pause.
-            self.spark.conf.set("spark.sql.shuffle.partitions", str(spec.state_partitions))
+            self._use_state_partitions(spec)
             writer, self._built = self._built[1], None
         else:
             writer = self.writer(spec, purpose)

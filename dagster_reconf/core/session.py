@@ -69,7 +69,6 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None, temp_dir: P
         conf["spark.executor.memory"] = spec.executor_memory
     ours = [DRIVER_THREAD_STACK]
     if temp_dir is not None:
-        temp_dir.mkdir(parents=True, exist_ok=True)
         conf["spark.local.dir"] = str(temp_dir)
         ours.append(f"-Djava.io.tmpdir={shlex.quote(str(temp_dir))}")
     conf.update(spec.spark_conf)
@@ -121,4 +120,6 @@ def build_spark_session(spec: StreamSpec, event_log_dir: Location | None, temp_d
     new driver process: that is how session-scope settings (master, cores) change
     without paying a JVM start.
     """
+    if temp_dir is not None:  # the JVM extracts its native libraries there: it must exist
+        temp_dir.mkdir(parents=True, exist_ok=True)
     return _new_session(spark_conf_for(spec, event_log_dir, temp_dir))
