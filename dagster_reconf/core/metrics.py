@@ -172,19 +172,24 @@ class MetricsStore:
         return None
 
     def _segments(self) -> list[tuple[int, Path]]:
-        """``(base, path)`` of the sealed segments, oldest first, then the active one (absent before any record)."""
-        sealed = []
-        for path in self.path.parent.glob(self.path.name + ".*"):
-            suffix = path.name[len(self.path.name) + 1:]
-            if suffix.isdigit():
-                sealed.append((int(suffix), path))
-        sealed.sort()
-        if self.path.exists():
+        """``(base, path)`` of the sealed segments, oldest first, then the active one (absent before any record).
+
+        The active segment's base is read before the sealed ones are listed: read after, a cut in between would
+        list the next segment without the one it sealed, and a reader would skip that one's records. A cut in
+        between shows as a sealed segment with the active one's base: listed again."""
+        while True:
             try:
-                sealed.append((_base_of(self.path), self.path))
+                active: int | None = _base_of(self.path)
             except FileNotFoundError:
-                pass
-        return sealed
+                active = None
+            sealed = []
+            for path in self.path.parent.glob(self.path.name + ".*"):
+                suffix = path.name[len(self.path.name) + 1:]
+                if suffix.isdigit():
+                    sealed.append((int(suffix), path))
+            sealed.sort()
+            if active is None or not sealed or sealed[-1][0] < active:
+                return sealed + ([(active, self.path)] if active is not None else [])
 
     def _cut(self) -> None:
         """Seal the active segment and start the next, then drop the sealed ones past ``kept_segments``."""
