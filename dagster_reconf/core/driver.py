@@ -58,6 +58,7 @@ from .control import (
 )
 from .errors import StreamStateError
 from .paths import StreamPaths
+from .python_workers import stop_python_workers
 from .reconfig.migration import StreamMigrator
 from .runtime import StreamRuntime
 from .spec import StreamSpec
@@ -154,7 +155,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         retired_at = last_committed_batch(paths.checkpoint)
         retired = True  # driver.json is the standby's from now on: never write it again
         shutdown.set()
-        return {"retired": True, "pid": os.getpid()}
+        # A Python task the pause interrupted would spin a core until its worker ends (see stop_python_workers).
+        return {"retired": True, "pid": os.getpid(), "python_workers_stopped": stop_python_workers()}
 
     def shutdown_request(req: StopRequest) -> dict[str, Any]:
         try:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import psutil
 
-__all__ = ["PythonCpuSampler", "python_worker_cpu_s", "python_workers"]
+__all__ = ["PythonCpuSampler", "python_worker_cpu_s", "python_workers", "stop_python_workers"]
 
 _WORKER_MODULE = "pyspark.worker"
 
@@ -48,6 +48,25 @@ def python_workers(root: psutil.Process | None = None) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+def stop_python_workers(root: psutil.Process | None = None) -> int:
+    """Kill the ``pyspark.worker`` processes under ``root`` (default: this driver); how many there were.
+
+    For a driver that runs no Python task again (one that handed its stream over). A task a
+    query stop interrupted keeps a JVM thread spinning on a full core until its Python worker
+    ends (Spark 4.3's reader loops on a selector that an interrupted thread wakes at once): up
+    to the rest of the worker's partition, or 2 s of polling plus ``spark.python.task.killTimeout``
+    before Spark kills the worker itself. Measured: 0.8-2.7 s of a core after the stop, on the
+    CPUs the new driver's first batch needs; none once the workers are killed.
+    """
+    workers = python_workers(root)
+    for process in workers:
+        try:
+            process.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return len(workers)
 
 
 def python_worker_cpu_s(root: psutil.Process | None = None, workers: list[psutil.Process] | None = None) -> float:

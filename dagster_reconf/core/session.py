@@ -54,6 +54,9 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None, temp_dir: P
         "spark.pyspark.driver.python": sys.executable,
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.stopTimeout": "60s",
+        # A Python task a query stop interrupts spins a core until Spark kills its worker: 2 s of polling plus this
+        # (default 2 s); see python_workers.stop_python_workers.
+        "spark.python.task.killTimeout": "100ms",
     }
     if spec.instrumentation and event_log_dir is not None:
         event_log_dir.mkdir(parents=True, exist_ok=True)

@@ -374,11 +374,11 @@ class StreamSupervisor:
             raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} is gone; resume in the "
                                    "current driver, which restarts its SparkContext")
         started = time.monotonic()
-        retired = None
+        retired, workers_stopped = None, None
         if current is not None:  # it is paused; it exits on its own, without writing driver.json again
             retired = current["pid"]
             try:
-                _client_of(current, paths).request("POST", "retire", {})
+                workers_stopped = _client_of(current, paths).request("POST", "retire", {}).get("python_workers_stopped")
             except ControlRequestError:  # hung or refused: it must not run beside the standby
                 self.stop(name, timeout_s)
         try:
@@ -390,8 +390,8 @@ class StreamSupervisor:
                     terminate_process_tree(retired)
             raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} refused to take over "
                                    f"({exc}); the old driver {retired} has exited: start a driver of the old settings") from None
-        return {"driver_pid": info["pid"], "retired_pid": retired, "seconds": round(time.monotonic() - started, 3),
-                "warm_up": standby.get("warm_up")}
+        return {"driver_pid": info["pid"], "retired_pid": retired, "retired_python_workers_stopped": workers_stopped,
+                "seconds": round(time.monotonic() - started, 3), "warm_up": standby.get("warm_up")}
 
     def clean_up_drivers(self, name: str) -> list[int]:
         """Stop every driver process of the stream but the one ``driver.json`` names: a standby that was not promoted,

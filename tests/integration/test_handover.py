@@ -53,6 +53,8 @@ def assert_handed_over(supervisor: StreamSupervisor, finished: dict, master: str
     handover = finished["steps"]["pause"]["handover"]
     assert handover["driver_pid"] == supervisor.driver_info(NAME)["pid"], handover
     if handover.get("retired_pid"):
+        # Its Python workers went at once (a task the pause interrupted would spin a core until they end).
+        assert handover["retired_python_workers_stopped"] >= 1, handover
         assert not psutil.pid_exists(handover["retired_pid"]) or psutil.Process(handover["retired_pid"]).status() == "zombie"
     assert finished["steps"]["resume"]["scope"] == "query", "the standby's SparkContext already had the new settings"
     assert supervisor.status(NAME)["master"] == master

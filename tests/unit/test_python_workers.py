@@ -7,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from dagster_reconf.core.python_workers import python_worker_cpu_s, python_workers
+from dagster_reconf.core.python_workers import python_worker_cpu_s, python_workers, stop_python_workers
 
 # A "driver" that starts two busy children with PySpark's command-line shape: the task worker's last argument is
 # pyspark.worker (-c stands in for -m), the other is a planner worker, which is not a task worker.
@@ -20,7 +20,20 @@ time.sleep(60)
 """
 
 
-def test_counts_the_pyspark_worker_processes_under_the_root_only():
+def wait_until_dead(process: psutil.Process, timeout_s: float = 10.0) -> None:
+    """Gone, or a zombie its parent (the fake driver, which never reaps) leaves behind."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {process.pid} still runs")
+
+
+def test_counts_and_stops_the_pyspark_worker_processes_under_the_root_only():
     driver = subprocess.Popen([sys.executable, "-c", _DRIVER])
     try:
         root = psutil.Process(driver.pid)
@@ -36,6 +49,11 @@ def test_counts_the_pyspark_worker_processes_under_the_root_only():
         assert python_worker_cpu_s(worker) == 0.0  # nothing under a worker
         assert python_workers(root) == [worker]
         assert python_worker_cpu_s(workers=[worker]) == pytest.approx(python_worker_cpu_s(root), abs=0.02)
+
+        planner = next(c for c in root.children() if c.pid != worker.pid)
+        assert stop_python_workers(root) == 1
+        wait_until_dead(worker)
+        assert python_workers(root) == [] and planner.status() != psutil.STATUS_ZOMBIE, "only the task worker goes"
     finally:
         for child in psutil.Process(driver.pid).children(recursive=True):
             child.kill()
