@@ -22,6 +22,8 @@ the CPU is spent can: set-up comes in a burst as each task starts, per-event CPU
 over the task. :class:`PythonCpuSampler` samples the counter ten times a second, and the
 listener records the samples with each batch (``python_cpu_samples``), for the profile to
 regress on its tasks' starts and events (see ``scaling.profile``).
+
+:func:`stop_python_workers` kills them, for a driver that hands its stream over (see its docstring).
 """
 
 from __future__ import annotations
