@@ -26,3 +26,9 @@ def test_a_drivers_temporary_files_go_to_its_own_folder_unless_the_user_names_on
                                              "-Djava.io.tmpdir=/scratch"}), None, temp)
     assert theirs["spark.local.dir"] == "/scratch"
     assert theirs["spark.driver.extraJavaOptions"].endswith("-Djava.io.tmpdir=/scratch"), "the last -D wins in Java"
+
+
+def test_an_interrupted_python_tasks_worker_is_killed_soon_unless_the_user_says_otherwise():
+    assert spark_conf_for(spec(), None)["spark.python.task.killTimeout"] == "100ms"
+    theirs = spark_conf_for(spec(spark_conf={"spark.python.task.killTimeout": "5s"}), None)
+    assert theirs["spark.python.task.killTimeout"] == "5s"
