@@ -69,6 +69,8 @@ class MetricsStore:
         line = json.dumps({"recorded_at": time.time(), **record}, separators=(",", ":"), default=str) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                self._finish_cut()
             with self._file_lock(fcntl.LOCK_SH):
                 with open(self.path, "a", encoding="utf-8") as fh:
                     fh.write(line)
@@ -177,19 +179,34 @@ class MetricsStore:
         The active segment's base is read before the sealed ones are listed: read after, a cut in between would
         list the next segment without the one it sealed, and a reader would skip that one's records. A cut in
         between shows as a sealed segment with the active one's base: listed again."""
-        while True:
+        for _ in range(_READ_TRIES):
             try:
                 active: int | None = _base_of(self.path)
             except FileNotFoundError:
                 active = None
-            sealed = []
-            for path in self.path.parent.glob(self.path.name + ".*"):
-                suffix = path.name[len(self.path.name) + 1:]
-                if suffix.isdigit():
-                    sealed.append((int(suffix), path))
-            sealed.sort()
+            sealed = self._sealed()
             if active is None or not sealed or sealed[-1][0] < active:
                 return sealed + ([(active, self.path)] if active is not None else [])
+        raise RuntimeError(f"metrics store {self.path}: sealed segment {sealed[-1][1].name} does not end before the "
+                           f"active one (base {active}); move the active file aside and append again")
+
+    def _sealed(self) -> list[tuple[int, Path]]:
+        """``(base, path)`` of the sealed segments, oldest first."""
+        sealed = []
+        for path in self.path.parent.glob(self.path.name + ".*"):
+            suffix = path.name[len(self.path.name) + 1:]
+            if suffix.isdigit():
+                sealed.append((int(suffix), path))
+        return sorted(sealed)
+
+    def _finish_cut(self) -> None:
+        """Start the active segment a writer killed in :meth:`_cut` did not: after the sealed ones end. (Opened
+        without its header, it would start again at offset 0, before the sealed ones.)"""
+        with self._file_lock(fcntl.LOCK_EX):
+            sealed = self._sealed()
+            if sealed and not self.path.exists():
+                base, path = sealed[-1]
+                self._start_active(base + path.stat().st_size)
 
     def _cut(self) -> None:
         """Seal the active segment and start the next, then drop the sealed ones past ``kept_segments``."""
@@ -201,16 +218,20 @@ class MetricsStore:
             if size < self.segment_bytes:
                 return  # another writer cut it first
             os.rename(self.path, self.path.with_name(f"{self.path.name}.{base:015d}"))
-            header = json.dumps({"kind": _SEGMENT, "base": base + size, "recorded_at": time.time()}, separators=(",", ":")) + "\n"
-            tmp = self.path.with_name(self.path.name + ".next")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(header)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            self._start_active(base + size)  # killed before this, the next append does it (_finish_cut)
             sealed = [path for _, path in self._segments()[:-1]]
             for path in sealed[: max(0, len(sealed) - self.kept_segments)]:
                 path.unlink(missing_ok=True)
+
+    def _start_active(self, base: int) -> None:
+        """Write the active segment's header, atomically (hold the exclusive file lock)."""
+        header = json.dumps({"kind": _SEGMENT, "base": base, "recorded_at": time.time()}, separators=(",", ":")) + "\n"
+        tmp = self.path.with_name(self.path.name + ".next")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(header)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
 
     @contextlib.contextmanager
     def _file_lock(self, mode: int) -> Iterator[None]:

@@ -137,6 +137,22 @@ def test_segments_are_cut_and_a_following_reader_sees_every_record_once(tmp_path
     assert MetricsStore(path).read(cursor) == ([], cursor)  # a cursor stays valid for another reader
 
 
+def test_a_cut_killed_after_sealing_is_finished_by_the_next_append(tmp_path):
+    path = tmp_path / "m.jsonl"
+    store = MetricsStore(path, segment_bytes=1_000, kept_segments=5)
+    for i in range(30):
+        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+    records, cursor = store.read(0)
+    end = store.size()
+    # Killed between sealing the active segment and writing the next one's header.
+    path.rename(path.with_name(f"{path.name}.{MetricsStore(path)._segments()[-1][0]:015d}"))
+    assert store.read(cursor) == ([], end)
+    store.append({"kind": "lifecycle", "event": "tick", "i": 30})
+    more, _ = store.read(cursor)
+    assert [r["i"] for r in more] == [30], "offsets go on after the sealed segments, not from 0"
+    assert [r["i"] for r in store.read(0)[0] if r.get("event") == "tick"] == list(range(31))
+
+
 def test_a_cursor_into_a_removed_segment_resumes_at_the_oldest_record_kept(tmp_path):
     path = tmp_path / "m.jsonl"
     store = MetricsStore(path, segment_bytes=1_000, kept_segments=1)
