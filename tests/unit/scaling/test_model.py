@@ -45,7 +45,7 @@ def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, 
         "work_ms_per_event": list(work), "cpu_ms_per_event": list(cpu),
         "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)], "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
         "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
-        "skew": list(skew), "task_cpu_ms": list(task_cpu), "task_wait_ms": list(task_wait),
+        "skew": list(skew), "task_cpu_ms": list(task_cpu), "task_wait_ms": list(task_wait), "queue_ms_per_event": [0.0, 0.0],
     })[OPERATOR_COLUMNS]
     knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=trigger)
     return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=events, batch_ms=900,
@@ -416,6 +416,38 @@ def test_a_cpu_saturated_stage_is_read_as_waiting_and_its_band_as_queueing():
     six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
     assert queued.batch_ms_for(600, six) == pytest.approx(900.0)  # the CPUs still bound it
     assert p.batch_ms_for(600, six) == pytest.approx(300 + 12.0 * 600 / 6)  # half the tasks, twice their time
+
+
+def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_its_waiting():
+    # 12 tasks on 2 CPUs, 50 records each: the fastest took 500 ms (10 ms per record), the rest queued for a CPU as
+    # well (up to 720 ms); their mean is 11.8 ms per record, so 1.8 ms of it was queueing, the rest waiting or CPU
+    durations = [500, 520, 560, 580, 600, 620, 620, 640, 660, 680, 700, 720]
+    acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
+                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + d, records_in=50,
+                              records_out=50, cpu_ms=0.0) for b in range(3) for t, d in enumerate(durations)]
+                        ).assign(src_worker=None, status="success")
+    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3,
+                             "python_cpu_s": [1.0, 2.2, 3.4]})  # 1.2 s of CPU per batch: 2 ms per event
+    knobs = Knobs(cores=12, source_partitions=12, state_partitions=1, trigger_interval_s=2.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
+    scan = p.operators.iloc[0]
+    mean = sum(durations) / 600
+    assert scan["work_ms_per_event"] == pytest.approx(mean)
+    assert scan["queue_ms_per_event"] == pytest.approx(mean - 10.0)
+    assert scan["cpu_ms_per_event"] + scan["wait_ms_per_event"] == pytest.approx(10.0)  # what the fastest task took
+    six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
+    assert p.stage_ms_per_event(six)[0] == pytest.approx(10.0 / 6)  # 100 records per task at 10 ms, not 11.8
+    # the band keeps the mean read as waiting at its long end, and all of the tasks' excess as queueing at its short one
+    waiting = p.waiting_reading()
+    assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 2.0)
+    assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(0.0)
+    low, high = p.batch_ms_band(600, six)
+    assert low <= waiting.queued_reading().batch_ms_for(600, six, queued_set_ups=False) and high >= waiting.contended_batch_ms_for(600, six)
+    assert low < p.batch_ms_for(600, six) < waiting.batch_ms_for(600, six) <= high
+    # tasks that ran no more at once than CPUs queued for none: their spread is their data's
+    two = profile_stream(acts[acts["task_id"] % 100 < 2], progress, knobs.model_copy(update={"cores": 2, "source_partitions": 2}),
+                         warmup_batches=0, cpus=2)
+    assert two.operators.iloc[0]["queue_ms_per_event"] == 0.0
 
 
 def test_batches_of_different_sizes_separate_python_cpu_per_task_from_cpu_per_event():
