@@ -379,10 +379,11 @@ def main() -> None:
     for name in policies:
         result[name] = summarize([r for r in runs if r.policy == name])
     band_errors = [e for r in runs if r.policy == "ds2" for e in r.band_errors]
+    # Numbers always: 0 where no DS2 step was scored (predictions_scored says so), e.g. over-provisioned starts alone.
     result["predictions_scored"] = len(errors)
-    result["prediction_error"] = round(median(errors), 3) if errors else None
-    result["prediction_error_max"] = round(max(errors), 3) if errors else None
-    result["prediction_band_error_max"] = round(max(band_errors), 3) if band_errors else None
+    result["prediction_error"] = round(median(errors), 3) if errors else 0.0
+    result["prediction_error_max"] = round(max(errors), 3) if errors else 0.0
+    result["prediction_band_error_max"] = round(max(band_errors), 3) if band_errors else 0.0
     # Per case DS2 can at best tie a baseline that happens to need one step; over the cases it must need fewer.
     if {"ds2", "dhalion", "dynalloc"} <= set(policies):
         result["ds2_fewer_steps_than_both"] = all(

@@ -40,7 +40,8 @@ the fixed side). Then:
   profile's stages ran more tasks than CPUs, nor a Python stage's CPU per task from its CPU
   per event, nor how tasks that will share CPUs overlap their waits with each other's
   CPU (:meth:`.profile.StreamProfile.batch_ms_band`); the plan is made on the
-  reading that keeps fewer cores slow (waiting, per event), and ``batch_ms_planned_low``
+  reading that keeps fewer cores slow (what the least-queued tasks did not spend on a CPU
+  read as waiting, per event), and ``batch_ms_planned_low``
   and ``batch_ms_planned_high`` give the band's ends (noted where either is more than
   15 % away);
 * backlog: the backlog (and what accumulates while the stream restarts) spread over

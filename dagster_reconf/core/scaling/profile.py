@@ -25,11 +25,14 @@ work over the CPUs and its tasks' own time over the tasks: ``max(c / m, (c + s) 
 (a roofline: the CPUs or the tasks bound it). ``P`` is the machine's CPU count in local
 mode and unbounded on a cluster (a slot per CPU). Where the stage ran more tasks than
 CPUs, its tasks' measured time may hold up to its CPU over the CPUs of queueing for a
-CPU (Brent's bound: see :meth:`StreamProfile.contended_batch_ms_for`), and one
-configuration cannot tell how much: the profile reads it all as waiting, the reading that
-keeps fewer cores slow enough (a scale-down is never planned on a guess), and
-:meth:`StreamProfile.queued_reading` gives the other end of that band (see the plan's
-``batch_ms_planned_low``).
+CPU (Brent's bound: see :meth:`StreamProfile.contended_batch_ms_for`), and their mean
+cannot tell how much. The tasks themselves can: they do the same work per record, so the
+fastest per record queued least, and the mean's excess over it is queueing
+(``queue_ms_per_event``, see ``_queueing_per_event``). The rest is read as waiting, still
+the slow side (the fastest task queued some too: a scale-down is never planned on a
+guess). :meth:`StreamProfile.waiting_reading` (the whole mean waiting) and
+:meth:`StreamProfile.queued_reading` (all of it queueing, up to Brent's bound) give the
+ends of that band (see the plan's ``batch_ms_planned_high`` and ``batch_ms_planned_low``).
 
 Stages that run Python (a Python data source scan, ``mapInArrow``, pandas UDFs) spend
 their CPU in Python worker processes, which Spark's executor CPU time leaves out. In
