@@ -28,7 +28,8 @@ CPUs, its tasks' measured time may hold up to its CPU over the CPUs of queueing 
 CPU (Brent's bound: see :meth:`StreamProfile.contended_batch_ms_for`), and their mean
 cannot tell how much. The tasks themselves can: they do the same work per record, so the
 fastest per record queued least, and the mean's excess over it is queueing
-(``queue_ms_per_event``, see ``_queueing_per_event``). The rest is read as waiting, still
+(``queue_ms_per_event``, see ``_queueing_per_event``), paid again by knobs with as many
+tasks at once or more. The rest is read as waiting, still
 the slow side (the fastest task queued some too: a scale-down is never planned on a
 guess). :meth:`StreamProfile.waiting_reading` (the whole mean waiting) and
 :meth:`StreamProfile.queued_reading` (all of it queueing, up to Brent's bound) give the
@@ -135,6 +136,8 @@ class StreamProfile:
         numbers = {name: ops[name].to_numpy(dtype=np.float64)
                    for name in ("tasks", "cpu_ms_per_event", "wait_ms_per_event", "overhead_ms", "task_cpu_ms",
                                 "task_wait_ms")}
+        numbers["queue_ms_per_event"] = (ops["queue_ms_per_event"].to_numpy(dtype=np.float64) if "queue_ms_per_event" in ops
+                                         else np.zeros(len(ops)))
         return {**numbers, "source": (ops["kind"] == "source").to_numpy(dtype=bool),
                 "shuffle": (ops["kind"] == "shuffle").to_numpy(dtype=bool), "split": (ops["kind"] == "split").to_numpy(dtype=bool)}
 
@@ -158,7 +161,9 @@ class StreamProfile:
         n, q = self.tasks(knobs), self.parallelism(knobs)
         m = np.minimum(q, self.cpus)
         per_task = n * col["task_cpu_ms"]
-        cpu, wait = col["cpu_ms_per_event"], col["wait_ms_per_event"]
+        cpu = col["cpu_ms_per_event"]
+        # As many tasks at once as measured, or more, queue at least as they did: the queueing read out comes back.
+        wait = col["wait_ms_per_event"] + np.where(q >= self.parallelism(self.knobs), col["queue_ms_per_event"], 0.0)
         queued = (q > m) & ~self._measured_shared if queued_set_ups else False
         tasks_side = np.where(queued, per_task / m, per_task / q) + n * col["task_wait_ms"] / q
         return cpu / m, per_task / m, (cpu + wait) / q, tasks_side

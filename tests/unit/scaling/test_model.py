@@ -427,7 +427,7 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
                               records_out=50, cpu_ms=0.0) for b in range(3) for t, d in enumerate(durations)]
                         ).assign(src_worker=None, status="success")
     progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3,
-                             "python_cpu_s": [1.0, 2.2, 3.4]})  # 1.2 s of CPU per batch: 2 ms per event
+                             "python_cpu_s": [1.0, 1.6, 2.2]})  # 0.6 s of CPU per batch: 1 ms per event
     knobs = Knobs(cores=12, source_partitions=12, state_partitions=1, trigger_interval_s=2.0)
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
     scan = p.operators.iloc[0]
@@ -437,10 +437,11 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     assert scan["cpu_ms_per_event"] + scan["wait_ms_per_event"] == pytest.approx(10.0)  # what the fastest task took
     six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
     assert p.stage_ms_per_event(six)[0] == pytest.approx(10.0 / 6)  # 100 records per task at 10 ms, not 11.8
+    assert p.stage_ms_per_event(knobs)[0] == pytest.approx(mean / 12)  # as many tasks as measured queue as they did
     # the band keeps the mean read as waiting at its long end, and all of the tasks' excess as queueing at its short one
     waiting = p.waiting_reading()
-    assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 2.0)
-    assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(0.0)
+    assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0)
+    assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0 - 1.0 * 12 / 2)
     low, high = p.batch_ms_band(600, six)
     assert low <= waiting.queued_reading().batch_ms_for(600, six, queued_set_ups=False) and high >= waiting.contended_batch_ms_for(600, six)
     assert low < p.batch_ms_for(600, six) < waiting.batch_ms_for(600, six) <= high
