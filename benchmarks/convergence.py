@@ -31,10 +31,11 @@ with 2 state partitions (the policy may not move state). State commits contend f
 disk and do not speed up with more tasks, so they are kept few. Scale-down is not delayed here (it
 would only add a wait to every policy alike).
 
-``prediction_error``: after each DS2 step, the batch duration the model predicted for the new knobs
-(from the very profile the plan was made from, ``Decision.profile``, at the batch size then
-observed) against the median measured under them, as ``|capacity predicted / capacity measured -
-1|`` (capacity = events per batch / batch duration); the median over steps is reported, the maximum
+``prediction_error``: after each DS2 step, each batch's duration in the first full window under the
+new knobs against what the model predicted for its events (from the very profile the plan was made
+from, ``Decision.profile``: a window after a step mixes catch-up batches at the cap with steady
+ones), as ``|median(measured / predicted) - 1|`` (= |capacity predicted / capacity measured - 1|,
+capacity = events per batch / batch duration); the median over steps is reported, the maximum
 beside it. Where one configuration could not tell waiting from CPU queueing, a Python stage's CPU per
 task from its CPU per event, or how tasks that share CPUs interleave (Brent's bound), the plan gave a
 band (``StreamProfile.batch_ms_band``): ``prediction_band_error_max`` is how far a measured batch fell
@@ -51,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from dagster_reconf.core.metrics import MetricsStore
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.runtime import StreamRuntime
@@ -205,6 +208,31 @@ def band_error(measured_ms: float, low_ms: float, high_ms: float) -> float:
     return abs(measured_ms / nearest - 1.0)
 
 
+def settled_batches(window: ConfigurationWindow) -> pd.DataFrame:
+    """The batches a policy's observation of ``window`` reads: after stabilization, warm-up left out."""
+    frame = window.frame()
+    settled = frame[frame["timestamp"] >= pd.Timestamp(window.started_at + POLICY.stabilization_s, unit="s", tz="UTC")]
+    return settled.sort_values("batch_id").iloc[POLICY.warmup_batches:]
+
+
+def score(profile: StreamProfile, knobs: Knobs, batches: pd.DataFrame) -> tuple[float, float, str]:
+    """DS2's prediction error over ``batches`` run under ``knobs``, from the ``profile`` the plan was made from: each
+    batch's duration against the prediction for its own events (a window after a step mixes catch-up batches at the
+    cap with steady ones), as ``|median(measured / predicted) - 1|`` (= |capacity predicted / measured - 1|); how far
+    outside the predicted band (median over the batches, 0 inside); and the batch of median events, in words."""
+    events = batches["events"].to_numpy(dtype=float)
+    measured = batches["batch_duration_ms"].to_numpy(dtype=float)
+    predicted = np.array([profile.batch_ms_for(e, knobs) for e in events])
+    bands = [profile.batch_ms_band(e, knobs) for e in events]  # what one configuration cannot tell (the model)
+    error = abs(float(np.median(measured / predicted)) - 1.0)
+    outside = float(np.median([band_error(m, low, high) for m, (low, high) in zip(measured, bands, strict=True)]))
+    i = int(np.argsort(events)[len(events) // 2])
+    low, high = bands[i]
+    band = f" (band {low:.0f}-{high:.0f} ms)" if low < high else ""
+    return error, outside, (f"{len(events)} batches; {events[i]:.0f} events predicted {predicted[i]:.0f} ms{band}, "
+                            f"measured {measured[i]:.0f} ms")
+
+
 def right_sized_bound(minimum: int) -> int:
     """The most cores a right-sized run may end on: 1.25x the minimum, rounded up."""
     return math.ceil(RIGHT_SIZE_SLACK * minimum)
@@ -249,15 +277,11 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 continue
             if pending is not None:
                 before, knobs = pending
-                events = float(window.frame()["events"].iloc[POLICY.warmup_batches:].median())
-                predicted_ms = before.batch_ms_for(events, knobs)
-                low_ms, high_ms = before.batch_ms_band(events, knobs)  # what one configuration cannot tell (the model)
-                result.errors.append(abs(obs.batch_ms / predicted_ms - 1.0))  # = |capacity predicted / measured - 1|
-                result.band_errors.append(band_error(obs.batch_ms, low_ms, high_ms))
-                band = f" (band {low_ms:.0f}-{high_ms:.0f} ms)" if low_ms < high_ms else ""
-                print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: batch of "
-                      f"{events:.0f} events predicted {predicted_ms:.0f} ms{band}, measured {obs.batch_ms:.0f} ms "
-                      f"(error {result.errors[-1]:.0%}, outside the band {result.band_errors[-1]:.0%})", flush=True)
+                error, outside, shown = score(before, knobs, settled_batches(window))
+                result.errors.append(error)
+                result.band_errors.append(outside)
+                print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: {shown} "
+                      f"(error {error:.0%}, outside the band {outside:.0%})", flush=True)
                 pending = None
             keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE  # no backlog growth
             phase = load_phase(scenario, time.monotonic() - started)

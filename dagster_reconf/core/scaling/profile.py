@@ -28,7 +28,8 @@ CPUs, its tasks' measured time may hold up to its CPU over the CPUs of queueing 
 CPU (Brent's bound: see :meth:`StreamProfile.contended_batch_ms_for`), and their mean
 cannot tell how much. The tasks themselves can: they do the same work per record, so the
 fastest per record queued least, and the mean's excess over it is queueing
-(``queue_ms_per_event``, see ``_queueing_per_event``), paid again by knobs with as many
+(``queue_ms_per_event``, see ``_queueing``; so is the slowest task's time beyond its
+records), paid again by knobs with as many
 tasks at once or more. The rest is read as waiting, still
 the slow side (the fastest task queued some too: a scale-down is never planned on a
 guess). :meth:`StreamProfile.waiting_reading` (the whole mean waiting) and
@@ -388,9 +389,11 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     cpu = np.minimum(ops["cpu"], ops["work"] * np.minimum(concurrent, cpus) / concurrent) / total_events
     ops["cpu_ms_per_event"] = cpu
     wait = np.maximum(0.0, ops["work_ms_per_event"] - cpu)
-    ops["queue_ms_per_event"] = _queueing_per_event(per_task, ops["work_ms_per_event"], wait, cpu * concurrent / np.minimum(concurrent, cpus),
-                                                    shared=concurrent > cpus)
-    ops["wait_ms_per_event"] = wait - ops["queue_ms_per_event"]  # see waiting_reading and queued_reading
+    queue, slowest = _queueing(per_task, ops["work_ms_per_event"], wait, cpu * concurrent / np.minimum(concurrent, cpus),
+                               ops["overhead_ms"], shared=concurrent > cpus)
+    ops["wait_ms_per_event"] = wait - queue  # see waiting_reading and queued_reading
+    ops["overhead_ms"] -= slowest  # the slowest task's queueing, spread over the tasks at once per event as measured
+    ops["queue_ms_per_event"] = queue + slowest * concurrent * len(stage_time) / total_events
     ops["records_in_per_event"] = ops["records_in"] / total_events
     ops["selectivity"] = np.where(ops["records_in"] > 0, ops["records_out"] / ops["records_in"].where(ops["records_in"] > 0, 1), np.nan)
     ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)
@@ -415,27 +418,35 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     )
 
 
-def _queueing_per_event(per_task: pd.DataFrame, work: pd.Series, wait: pd.Series, cpu_side: pd.Series,
-                        shared: pd.Series) -> pd.Series:
-    """What each stage that ran more tasks at once than CPUs (``shared``) spent per event queueing for a CPU, as far
-    as its least-queued tasks tell: at most its waiting (``wait``), at most its CPU over the CPUs (``cpu_side``, in the
-    tasks' time: Brent's bound), 0 elsewhere.
+def _queueing(per_task: pd.DataFrame, work: pd.Series, wait: pd.Series, cpu_side: pd.Series, overhead: pd.Series,
+              shared: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """What each stage that ran more tasks at once than CPUs (``shared``) spent queueing for a CPU, as far as its tasks
+    tell: per event of its tasks' mean time (at most its waiting ``wait``, at most its CPU over the CPUs ``cpu_side``,
+    in the tasks' time: Brent's bound), and in its slowest task's excess (ms per batch, at most the stage's
+    ``overhead``); 0 elsewhere.
 
-    A stage's tasks in one batch do the same work per record (a source's partitions split evenly), so what sets them
-    apart is how long each queued: the fastest per record queued least, and its time per record bounds what a task
-    costs with fewer tasks sharing the CPUs. Per batch, the fastest task's time per record over the stage's mean
-    (``r``); over the window, its median; the rest of the mean, ``(1 - r) * work``, is queueing. Measured on a Python
-    scan with 8 ms of sleep per event, 12 tasks on 2 CPUs: mean 11.3 ms per event, ``r`` 0.84, so 9.5 ms; the same
-    stream at 6 tasks took 9.4 ms. Tasks that all compute (no waiting) share the CPUs alike, end together, and give
-    ``r`` near 1: no queueing read out, and the CPU side of the roofline bounds them."""
+    A stage's tasks in one batch do the same work per record, so what sets them apart is how long each queued. The
+    fastest per record queued least: per batch, its time per record over the stage's mean (``r``), over the window
+    its median, and ``(1 - r) * work`` of the mean was queueing. Measured on a Python scan with 8 ms of sleep per
+    event, 12 tasks on 2 CPUs: mean 11.3 ms per event, ``r`` 0.84, so 9.5 ms; the same stream at 6 tasks took 9.4 ms.
+    Likewise the slowest task's time beyond its records at the mean rate (its share of the stage's overhead: 74-152
+    ms of 107-162 at 12 tasks, 24-82 at 6). Tasks that all compute (no waiting) share the CPUs alike, end together,
+    and give neither: the CPU side of the roofline bounds them."""
     counted = per_task[per_task["records_in"] > 0]
+    levels = ["operator", "batch_id"]
+    stage = counted.groupby(level=levels)[["work", "records_in"]].sum()
+    rate = (stage["work"] / stage["records_in"]).reindex(counted.index.droplevel("task_id"))
+    rate.index = counted.index
     per_record = counted["work"] / counted["records_in"]
-    by_batch = per_record.groupby(level=["operator", "batch_id"])
-    stage = counted.groupby(level=["operator", "batch_id"])[["work", "records_in"]].sum()
-    fastest = (by_batch.min() / (stage["work"] / stage["records_in"]))[by_batch.size() >= 2]
+    by_batch = per_record.groupby(level=levels)
+    several = by_batch.size() >= 2
+    fastest = (by_batch.min() / (stage["work"] / stage["records_in"]))[several]
+    excess = (counted["work"] - counted["records_in"] * rate).groupby(level=levels).max()[several]
     ratio = fastest.groupby(level="operator").median().reindex(work.index).fillna(1.0).clip(upper=1.0)
+    slowest = excess.groupby(level="operator").median().reindex(work.index).fillna(0.0).clip(lower=0.0)
+    mask = shared.to_numpy(dtype=bool)
     queue = np.minimum(np.minimum((1.0 - ratio) * work, wait), cpu_side)
-    return queue.where(shared.to_numpy(dtype=bool), 0.0)
+    return queue.where(mask, 0.0), np.minimum(slowest, overhead).where(mask, 0.0)
 
 
 def _state_commit_per_task(ops: pd.DataFrame, rows: pd.DataFrame, total_events: float) -> pd.Series:

@@ -420,7 +420,7 @@ def test_a_cpu_saturated_stage_is_read_as_waiting_and_its_band_as_queueing():
 
 def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_its_waiting():
     # 12 tasks on 2 CPUs, 50 records each: the fastest took 500 ms (10 ms per record), the rest queued for a CPU as
-    # well (up to 720 ms); their mean is 11.8 ms per record, so 1.8 ms of it was queueing, the rest waiting or CPU
+    # well (up to 720 ms); their mean is 12.7 ms per record, so 2.7 ms of it was queueing, the rest waiting or CPU
     durations = [500, 520, 560, 580, 600, 620, 620, 640, 660, 680, 700, 720]
     acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
                               activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + d, records_in=50,
@@ -432,16 +432,18 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
     scan = p.operators.iloc[0]
     mean = sum(durations) / 600
+    slowest = 720 - 50 * mean  # the slowest task's time beyond its records at the mean rate: the stage's overhead here
     assert scan["work_ms_per_event"] == pytest.approx(mean)
-    assert scan["queue_ms_per_event"] == pytest.approx(mean - 10.0)
+    assert scan["queue_ms_per_event"] == pytest.approx(mean - 10.0 + slowest * 12 / 600)
+    assert scan["overhead_ms"] == pytest.approx(0.0)
     assert scan["cpu_ms_per_event"] + scan["wait_ms_per_event"] == pytest.approx(10.0)  # what the fastest task took
     six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
-    assert p.stage_ms_per_event(six)[0] == pytest.approx(10.0 / 6)  # 100 records per task at 10 ms, not 11.8
-    assert p.stage_ms_per_event(knobs)[0] == pytest.approx(mean / 12)  # as many tasks as measured queue as they did
-    # the band keeps the mean read as waiting at its long end, and all of the tasks' excess as queueing at its short one
+    assert p.stage_ms_per_event(six)[0] == pytest.approx(10.0 / 6)  # 100 records per task at 10 ms, not 12.7
+    assert p.stage_ms_per_event(knobs)[0] * 600 == pytest.approx(720)  # as many tasks as measured queue as they did
+    # the band keeps the tasks' time read as waiting at its long end, and all of their excess as queueing at its short one
     waiting = p.waiting_reading()
-    assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0)
-    assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0 - 1.0 * 12 / 2)
+    assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(720 / 50 - 1.0)
+    assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(720 / 50 - 1.0 - 1.0 * 12 / 2)
     low, high = p.batch_ms_band(600, six)
     assert low <= waiting.queued_reading().batch_ms_for(600, six, queued_set_ups=False) and high >= waiting.contended_batch_ms_for(600, six)
     assert low < p.batch_ms_for(600, six) < waiting.batch_ms_for(600, six) <= high
