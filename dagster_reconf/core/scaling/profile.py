@@ -103,7 +103,7 @@ USEFUL_ACTIVITIES = ("deserialization", "processing", "serialization")
 OPERATOR_COLUMNS = [
     "operator", "kind", "depth", "tasks", "work_ms_per_event", "cpu_ms_per_event", "wait_ms_per_event",
     "records_in_per_event", "selectivity", "true_processing_rate", "true_output_rate", "overhead_ms", "skew",
-    "task_cpu_ms", "task_wait_ms", "queue_ms_per_event",
+    "task_cpu_ms", "task_wait_ms", "queue_ms_per_event", "slowest_queue_ms",
 ]
 
 
@@ -137,8 +137,8 @@ class StreamProfile:
         numbers = {name: ops[name].to_numpy(dtype=np.float64)
                    for name in ("tasks", "cpu_ms_per_event", "wait_ms_per_event", "overhead_ms", "task_cpu_ms",
                                 "task_wait_ms")}
-        numbers["queue_ms_per_event"] = (ops["queue_ms_per_event"].to_numpy(dtype=np.float64) if "queue_ms_per_event" in ops
-                                         else np.zeros(len(ops)))
+        for name in ("queue_ms_per_event", "slowest_queue_ms"):  # 0 in a profile built without them
+            numbers[name] = ops[name].to_numpy(dtype=np.float64) if name in ops else np.zeros(len(ops))
         return {**numbers, "source": (ops["kind"] == "source").to_numpy(dtype=bool),
                 "shuffle": (ops["kind"] == "shuffle").to_numpy(dtype=bool), "split": (ops["kind"] == "split").to_numpy(dtype=bool)}
 
@@ -164,10 +164,12 @@ class StreamProfile:
         per_task = n * col["task_cpu_ms"]
         cpu = col["cpu_ms_per_event"]
         # As many tasks at once as measured, or more, queue at least as they did: the queueing read out comes back.
-        wait = col["wait_ms_per_event"] + np.where(q >= self.parallelism(self.knobs), col["queue_ms_per_event"], 0.0)
+        again = q >= self.parallelism(self.knobs)
+        wait = col["wait_ms_per_event"] + np.where(again, col["queue_ms_per_event"], 0.0)
+        slowest = np.where(again, col["slowest_queue_ms"], 0.0)
         queued = (q > m) & ~self._measured_shared if queued_set_ups else False
         tasks_side = np.where(queued, per_task / m, per_task / q) + n * col["task_wait_ms"] / q
-        return cpu / m, per_task / m, (cpu + wait) / q, tasks_side
+        return cpu / m, per_task / m + slowest, (cpu + wait) / q, tasks_side + slowest
 
     @cached_property
     def _measured_shared(self) -> np.ndarray:
@@ -238,19 +240,23 @@ class StreamProfile:
         return float("inf") if slope <= 0 else float(points[-1] + (budget_ms - durations[-1]) / slope)
 
     def waiting_reading(self) -> "StreamProfile":
-        """This profile with its stages measured with more tasks than CPUs read as their tasks' mean time: none of it
-        queueing that their least-queued tasks told apart (``queue_ms_per_event``), all of it waiting (the slowest
-        that fewer cores could be; see module docstring)."""
+        """This profile with its stages measured with more tasks than CPUs read as their tasks' mean time and slowest
+        task: none of it the queueing their least-queued tasks told apart (``queue_ms_per_event``,
+        ``slowest_queue_ms``), all of it waiting or overhead (the slowest that fewer cores could be; see module
+        docstring)."""
         ops = self.operators
-        queue = ops["queue_ms_per_event"] if "queue_ms_per_event" in ops else 0.0
-        return replace(self, operators=ops.assign(wait_ms_per_event=ops["wait_ms_per_event"] + queue, queue_ms_per_event=0.0))
+        if "queue_ms_per_event" not in ops:
+            return self
+        return replace(self, operators=ops.assign(
+            wait_ms_per_event=ops["wait_ms_per_event"] + ops["queue_ms_per_event"], queue_ms_per_event=0.0,
+            overhead_ms=ops["overhead_ms"] + ops["slowest_queue_ms"], slowest_queue_ms=0.0))
 
     def queued_reading(self) -> "StreamProfile":
         """This profile with the other reading of its stages measured with more tasks than CPUs: their tasks' time held
         up to their CPU over the CPUs of queueing for a CPU (Brent's bound, see :meth:`contended_batch_ms_for`), all
         of it queueing and only the rest waiting (the fastest that fewer cores could be; see module docstring)."""
         waiting = self.waiting_reading()
-        a, b, _, _ = self._lines(self.knobs)
+        a, b, _, _ = waiting._lines(self.knobs)
         q = self.parallelism(self.knobs)
         cpu_side = (a + b / max(self.events_per_batch, 1e-9)) * q  # the CPU line per event, in the tasks' time
         ops = waiting.operators
@@ -392,8 +398,9 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     queue, slowest = _queueing(per_task, ops["work_ms_per_event"], wait, cpu * concurrent / np.minimum(concurrent, cpus),
                                ops["overhead_ms"], shared=concurrent > cpus)
     ops["wait_ms_per_event"] = wait - queue  # see waiting_reading and queued_reading
-    ops["overhead_ms"] -= slowest  # the slowest task's queueing, spread over the tasks at once per event as measured
-    ops["queue_ms_per_event"] = queue + slowest * concurrent * len(stage_time) / total_events
+    ops["queue_ms_per_event"] = queue
+    ops["overhead_ms"] -= slowest  # the slowest task's queueing, a cost per batch like the rest of its overhead
+    ops["slowest_queue_ms"] = slowest
     ops["records_in_per_event"] = ops["records_in"] / total_events
     ops["selectivity"] = np.where(ops["records_in"] > 0, ops["records_out"] / ops["records_in"].where(ops["records_in"] > 0, 1), np.nan)
     ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)

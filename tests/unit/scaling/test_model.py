@@ -46,6 +46,7 @@ def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, 
         "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)], "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
         "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
         "skew": list(skew), "task_cpu_ms": list(task_cpu), "task_wait_ms": list(task_wait), "queue_ms_per_event": [0.0, 0.0],
+        "slowest_queue_ms": [0.0, 0.0],
     })[OPERATOR_COLUMNS]
     knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=trigger)
     return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=events, batch_ms=900,
@@ -420,7 +421,7 @@ def test_a_cpu_saturated_stage_is_read_as_waiting_and_its_band_as_queueing():
 
 def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_its_waiting():
     # 12 tasks on 2 CPUs, 50 records each: the fastest took 500 ms (10 ms per record), the rest queued for a CPU as
-    # well (up to 720 ms); their mean is 12.7 ms per record, so 2.7 ms of it was queueing, the rest waiting or CPU
+    # well (up to 720 ms); their mean is 12.3 ms per record, so 2.3 ms of it was queueing, the rest waiting or CPU
     durations = [500, 520, 560, 580, 600, 620, 620, 640, 660, 680, 700, 720]
     acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
                               activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + d, records_in=50,
@@ -434,16 +435,20 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     mean = sum(durations) / 600
     slowest = 720 - 50 * mean  # the slowest task's time beyond its records at the mean rate: the stage's overhead here
     assert scan["work_ms_per_event"] == pytest.approx(mean)
-    assert scan["queue_ms_per_event"] == pytest.approx(mean - 10.0 + slowest * 12 / 600)
-    assert scan["overhead_ms"] == pytest.approx(0.0)
+    assert scan["queue_ms_per_event"] == pytest.approx(mean - 10.0)
+    assert scan["slowest_queue_ms"] == pytest.approx(slowest) and scan["overhead_ms"] == pytest.approx(0.0)
     assert scan["cpu_ms_per_event"] + scan["wait_ms_per_event"] == pytest.approx(10.0)  # what the fastest task took
     six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
-    assert p.stage_ms_per_event(six)[0] == pytest.approx(10.0 / 6)  # 100 records per task at 10 ms, not 12.7
-    assert p.stage_ms_per_event(knobs)[0] * 600 == pytest.approx(720)  # as many tasks as measured queue as they did
+    assert p.stage_ms_per_event(six)[0] == pytest.approx(10.0 / 6)  # 100 records per task at 10 ms, not 12.3
+    assert p.stage_fixed_ms(six)[0] == pytest.approx(0.0)
+    # as many tasks at once as measured queue as they did: its own batches, as measured
+    assert p.stage_ms_per_event(knobs)[0] * 600 + p.stage_fixed_ms(knobs)[0] == pytest.approx(720)
+    assert p.stage_fixed_ms(knobs)[0] == pytest.approx(slowest)
     # the band keeps the tasks' time read as waiting at its long end, and all of their excess as queueing at its short one
     waiting = p.waiting_reading()
-    assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(720 / 50 - 1.0)
-    assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(720 / 50 - 1.0 - 1.0 * 12 / 2)
+    assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0)
+    assert waiting.operators.iloc[0]["overhead_ms"] == pytest.approx(slowest)
+    assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0 - 1.0 * 12 / 2)
     low, high = p.batch_ms_band(600, six)
     assert low <= waiting.queued_reading().batch_ms_for(600, six, queued_set_ups=False) and high >= waiting.contended_batch_ms_for(600, six)
     assert low < p.batch_ms_for(600, six) < waiting.batch_ms_for(600, six) <= high
