@@ -26,13 +26,13 @@ work over the CPUs and its tasks' own time over the tasks: ``max(c / m, (c + s) 
 mode and unbounded on a cluster (a slot per CPU). Where the stage ran more tasks than
 CPUs, its tasks' measured time may hold up to its CPU over the CPUs of queueing for a
 CPU (Brent's bound: see :meth:`StreamProfile.contended_batch_ms_for`), and their mean
-cannot tell how much. The tasks themselves can: they do the same work per record, so the
-fastest per record queued least, and the mean's excess over it is queueing
-(``queue_ms_per_event``, see ``_queueing``; so is the slowest task's time beyond its
-records), paid again by knobs with as many
-tasks at once or more. The rest is read as waiting, still
-the slow side (the fastest task queued some too: a scale-down is never planned on a
-guess). :meth:`StreamProfile.waiting_reading` (the whole mean waiting) and
+cannot tell how much. The tasks themselves can, where they hold as many records each (a
+source's partitions): they do the same work, so the fastest per record queued least,
+and the mean's excess over it is queueing (``queue_ms_per_event``), as is the slowest
+task's time beyond its records (``slowest_queue_ms``, see ``_queueing``), paid again by
+knobs with as many tasks at once or more. The rest is read as waiting, still the slow
+side (the fastest task queued some too: a scale-down is never planned on a guess).
+:meth:`StreamProfile.waiting_reading` (the whole mean waiting) and
 :meth:`StreamProfile.queued_reading` (all of it queueing, up to Brent's bound) give the
 ends of that band (see the plan's ``batch_ms_planned_high`` and ``batch_ms_planned_low``).
 
@@ -425,6 +425,9 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     )
 
 
+_EVEN_RECORDS = 1.1  # a batch's tasks read as doing the same work where their records differ no more than this
+
+
 def _queueing(per_task: pd.DataFrame, work: pd.Series, wait: pd.Series, cpu_side: pd.Series, overhead: pd.Series,
               shared: pd.Series) -> tuple[pd.Series, pd.Series]:
     """What each stage that ran more tasks at once than CPUs (``shared``) spent queueing for a CPU, as far as its tasks
@@ -432,8 +435,9 @@ def _queueing(per_task: pd.DataFrame, work: pd.Series, wait: pd.Series, cpu_side
     in the tasks' time: Brent's bound), and in its slowest task's excess (ms per batch, at most the stage's
     ``overhead``); 0 elsewhere.
 
-    A stage's tasks in one batch do the same work per record, so what sets them apart is how long each queued. The
-    fastest per record queued least: per batch, its time per record over the stage's mean (``r``), over the window
+    Where a batch's tasks hold as many records each (a source's partitions split evenly; a shuffle's by key may not,
+    and a cost per task would tell them apart), they do the same work, so what sets them apart is how long each
+    queued. The fastest per record queued least: per batch, its time per record over the stage's mean (``r``), over the window
     its median, and ``(1 - r) * work`` of the mean was queueing. Measured on a Python scan with 8 ms of sleep per
     event, 12 tasks on 2 CPUs: mean 11.3 ms per event, ``r`` 0.84, so 9.5 ms; the same stream at 6 tasks took 9.4 ms.
     Likewise the slowest task's time beyond its records at the mean rate (its share of the stage's overhead: 74-152
@@ -446,7 +450,8 @@ def _queueing(per_task: pd.DataFrame, work: pd.Series, wait: pd.Series, cpu_side
     rate.index = counted.index
     per_record = counted["work"] / counted["records_in"]
     by_batch = per_record.groupby(level=levels)
-    several = by_batch.size() >= 2
+    records = counted["records_in"].groupby(level=levels)
+    several = (by_batch.size() >= 2) & (records.max() <= _EVEN_RECORDS * records.min())
     fastest = (by_batch.min() / (stage["work"] / stage["records_in"]))[several]
     excess = (counted["work"] - counted["records_in"] * rate).groupby(level=levels).max()[several]
     ratio = fastest.groupby(level="operator").median().reindex(work.index).fillna(1.0).clip(upper=1.0)

@@ -452,6 +452,9 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     low, high = p.batch_ms_band(600, six)
     assert low <= waiting.queued_reading().batch_ms_for(600, six, queued_set_ups=False) and high >= waiting.contended_batch_ms_for(600, six)
     assert low < p.batch_ms_for(600, six) < waiting.batch_ms_for(600, six) <= high
+    # tasks of uneven records (a shuffle by key) may differ by a cost per task, not by queueing: none is read out
+    uneven = acts.assign(records_in=np.where(acts["task_id"] % 2 == 0, 30, 70))
+    assert profile_stream(uneven, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["queue_ms_per_event"] == 0.0
     # tasks that ran no more at once than CPUs queued for none: their spread is their data's
     two = profile_stream(acts[acts["task_id"] % 100 < 2], progress, knobs.model_copy(update={"cores": 2, "source_partitions": 2}),
                          warmup_batches=0, cpus=2)
