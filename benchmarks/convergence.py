@@ -208,13 +208,6 @@ def band_error(measured_ms: float, low_ms: float, high_ms: float) -> float:
     return abs(measured_ms / nearest - 1.0)
 
 
-def settled_batches(window: ConfigurationWindow) -> pd.DataFrame:
-    """The batches a policy's observation of ``window`` reads: after stabilization, warm-up left out."""
-    frame = window.frame()
-    settled = frame[frame["timestamp"] >= pd.Timestamp(window.started_at + POLICY.stabilization_s, unit="s", tz="UTC")]
-    return settled.sort_values("batch_id").iloc[POLICY.warmup_batches:]
-
-
 def score(profile: StreamProfile, knobs: Knobs, batches: pd.DataFrame) -> tuple[float, float, str]:
     """DS2's prediction error over ``batches`` run under ``knobs``, from the ``profile`` the plan was made from: each
     batch's duration against the prediction for its own events (a window after a step mixes catch-up batches at the
@@ -277,7 +270,7 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 continue
             if pending is not None:
                 before, knobs = pending
-                error, outside, shown = score(before, knobs, settled_batches(window))
+                error, outside, shown = score(before, knobs, window.settled(POLICY.stabilization_s).sort_values("batch_id").iloc[POLICY.warmup_batches:])
                 result.errors.append(error)
                 result.band_errors.append(outside)
                 print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: {shown} "

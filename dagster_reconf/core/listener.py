@@ -32,18 +32,21 @@ class ProgressRecorder(StreamingQueryListener):
     ``python_cpu_s`` (a counter: the Python workers' CPU seconds so far, see
     :mod:`.python_workers`; None where it cannot be measured); ``cpu_samples``, if given, is
     drained likewise into ``python_cpu_samples`` (that counter's ``[epoch ms, CPU ms]``
-    samples since the last batch, see :class:`.python_workers.PythonCpuSampler`). ``source_probe``, if given,
+    samples since the last batch, see :class:`.python_workers.PythonCpuSampler`), and ``worker_count``, if given,
+    into ``python_workers`` (how many Python workers there are after the batch). ``source_probe``, if given,
     measures what the progress does not say about each source (a file source's unread
     files, see :class:`~.sources.FileBacklogProbe`), recorded as ``sources``.
     """
 
     def __init__(self, store: MetricsStore, stream: str, cpu_probe: Callable[[], float | None] | None = None,
                  source_probe: Callable[[dict], list[dict]] | None = None, *,
-                 cpu_samples: Callable[[], list[list[float]]] | None = None) -> None:
+                 cpu_samples: Callable[[], list[list[float]]] | None = None,
+                 worker_count: Callable[[], int | None] | None = None) -> None:
         self.store = store
         self.stream = stream
         self.cpu_probe = cpu_probe
         self.cpu_samples = cpu_samples
+        self.worker_count = worker_count
         self.source_probe = source_probe
         self.last_progress: dict | None = None
         self.failure: str | None = None
@@ -66,6 +69,8 @@ class ProgressRecorder(StreamingQueryListener):
             record["python_cpu_s"] = self.cpu_probe()
         if self.cpu_samples is not None:
             record["python_cpu_samples"] = self.cpu_samples()
+        if self.worker_count is not None:
+            record["python_workers"] = self.worker_count()
         if self.source_probe is not None:
             try:
                 record["sources"] = self.source_probe(progress)

@@ -97,10 +97,15 @@ class _ListedWorkers:
         self._workers: list[psutil.Process] = []
         self._listed_at = float("-inf")
 
-    def __call__(self) -> float:
-        if time.monotonic() - self._listed_at >= self.refresh_s:
+    def __call__(self, fresh: bool = False) -> float:
+        if fresh or time.monotonic() - self._listed_at >= self.refresh_s:
             self._workers, self._listed_at = python_workers(), time.monotonic()
         return python_worker_cpu_s(workers=self._workers)
+
+    @property
+    def count(self) -> int:
+        """Workers in the newest listing."""
+        return len(self._workers)
 
 
 class PythonCpuSampler:
@@ -142,8 +147,15 @@ class PythonCpuSampler:
         self._thread = None
 
     def read(self) -> float:
-        """The counter now, in CPU seconds, from the sampler's list of workers (the listener's per-batch reading)."""
-        return self._probe()
+        """The counter now, in CPU seconds, from the sampler's list of workers (the listener's per-batch reading:
+        listed afresh where the probe lists, so :meth:`workers` counts them as of now)."""
+        return self._probe(fresh=True) if isinstance(self._probe, _ListedWorkers) else self._probe()
+
+    def workers(self) -> int | None:
+        """The Python workers in the newest listing (None for a probe that does not list them). A worker's first task
+        imports PySpark and the task's code (seconds on busy CPUs), so a batch in which their number grew ran
+        stragglers that later batches do not (see ``scaling.evidence``)."""
+        return self._probe.count if isinstance(self._probe, _ListedWorkers) else None
 
     def drain(self) -> list[list[float]]:
         """The samples since the last drain, oldest first."""

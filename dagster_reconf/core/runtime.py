@@ -148,7 +148,8 @@ class StreamRuntime:
                 self._cpu_sampler = PythonCpuSampler().start()
             sampler = self._cpu_sampler
             self._recorder = ProgressRecorder(self.store, self.spec.name, sampler.read if sampler else None,
-                                              self._measure_sources, cpu_samples=sampler.drain if sampler else None)
+                                              self._measure_sources, cpu_samples=sampler.drain if sampler else None,
+                                              worker_count=sampler.workers if sampler else None)
             self._spark.streams.addListener(self._recorder)
         return self._spark
 

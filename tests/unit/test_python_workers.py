@@ -89,3 +89,20 @@ def test_the_sampler_keeps_timed_samples_until_drained_and_stops():
         assert idle.drain()  # the drain re-armed it
     finally:
         idle.stop()
+
+
+def test_the_sampler_counts_the_workers_afresh_at_each_read():
+    from dagster_reconf.core.python_workers import PythonCpuSampler
+
+    sampler = PythonCpuSampler(period_s=60)  # not started: only the listener's per-batch reads
+    started = []
+    try:
+        for expected in (1, 2):
+            started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "pyspark.worker"]))
+            sampler.read()
+            assert sampler.workers() == expected  # the read lists them: a batch sees the workers forked during it
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+    assert PythonCpuSampler(probe=lambda: 1.0).workers() is None  # a probe that does not list them

@@ -437,23 +437,22 @@ def _queueing(per_task: pd.DataFrame, work: pd.Series, wait: pd.Series, cpu_side
 
     Where a batch's tasks hold as many records each (a source's partitions split evenly; a shuffle's by key may not,
     and a cost per task would tell them apart), they do the same work, so what sets them apart is how long each
-    queued. The fastest per record queued least: per batch, its time per record over the stage's mean (``r``), over the window
-    its median, and ``(1 - r) * work`` of the mean was queueing. Measured on a Python scan with 8 ms of sleep per
-    event, 12 tasks on 2 CPUs: mean 11.3 ms per event, ``r`` 0.84, so 9.5 ms; the same stream at 6 tasks took 9.4 ms.
-    Likewise the slowest task's time beyond its records at the mean rate (its share of the stage's overhead: 74-152
-    ms of 107-162 at 12 tasks, 24-82 at 6). Tasks that all compute (no waiting) share the CPUs alike, end together,
-    and give neither: the CPU side of the roofline bounds them."""
+    queued. The fastest per record queued least: per batch, its time per record over the stage's mean (``r``), over
+    the window its median, and ``(1 - r) * work`` of the mean was queueing. Measured on a Python scan with 8 ms of
+    sleep per event, 12 tasks on 2 CPUs: mean 11.3 ms per event, ``r`` 0.84, so 9.5 ms; the same stream at 6 tasks
+    took 9.4 ms. Likewise the slowest task's time beyond its records at the mean rate (its share of the stage's
+    overhead: 74-152 ms of 107-162 at 12 tasks, 24-82 at 6). Tasks that all compute (no waiting) share the CPUs
+    alike, end together, and give neither: the CPU side of the roofline bounds them."""
     counted = per_task[per_task["records_in"] > 0]
     levels = ["operator", "batch_id"]
     stage = counted.groupby(level=levels)[["work", "records_in"]].sum()
-    rate = (stage["work"] / stage["records_in"]).reindex(counted.index.droplevel("task_id"))
-    rate.index = counted.index
-    per_record = counted["work"] / counted["records_in"]
-    by_batch = per_record.groupby(level=levels)
+    mean_rate = stage["work"] / stage["records_in"]  # per batch: the stage's time per record
+    per_record = (counted["work"] / counted["records_in"]).groupby(level=levels)
     records = counted["records_in"].groupby(level=levels)
-    several = (by_batch.size() >= 2) & (records.max() <= _EVEN_RECORDS * records.min())
-    fastest = (by_batch.min() / (stage["work"] / stage["records_in"]))[several]
-    excess = (counted["work"] - counted["records_in"] * rate).groupby(level=levels).max()[several]
+    even = (per_record.size() >= 2) & (records.max() <= _EVEN_RECORDS * records.min())
+    fastest = (per_record.min() / mean_rate)[even]
+    beyond = counted["work"] - counted["records_in"] * mean_rate.reindex(counted.index.droplevel("task_id")).to_numpy()
+    excess = beyond.groupby(level=levels).max()[even]
     ratio = fastest.groupby(level="operator").median().reindex(work.index).fillna(1.0).clip(upper=1.0)
     slowest = excess.groupby(level="operator").median().reindex(work.index).fillna(0.0).clip(lower=0.0)
     mask = shared.to_numpy(dtype=bool)

@@ -211,6 +211,21 @@ def test_window_follows_restarts_and_observes_rates():
     assert held.action == "hold" and "stabilizing" in held.reason
 
 
+def test_batches_until_the_python_workers_stop_growing_in_number_are_not_evidence():
+    # a new SparkContext forks its Python workers over its first batches; their first tasks are stragglers
+    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[12]", "state_partitions": 2, "source_partitions": 12}
+    counts = [10, 16, 20, 20, 24, 24, 24, 24, 23, 24]  # one worker went and came back: not a warm-up
+    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records += [{**progress(b, 2 * b, 500, 1000 * (b + 1)), "python_workers": n} for b, n in enumerate(counts)]
+    window = ConfigurationWindow().update(records)
+    assert window.settled(stabilization_s=3).batch_id.tolist() == [5, 6, 7, 8, 9]  # after the last new high
+    assert window.settled(stabilization_s=17).batch_id.tolist() == [9]  # time still counts
+    warming = ConfigurationWindow().update(records[:6])
+    assert warming.settled(stabilization_s=3).batch_id.tolist() == []  # its newest batch forked workers
+    plain = ConfigurationWindow().update(records[:1] + [progress(b, 2 * b, 500, 1000 * (b + 1)) for b in range(10)])
+    assert plain.settled(stabilization_s=3).batch_id.tolist() == list(range(2, 10))  # not recorded (a cluster): time only
+
+
 def test_a_load_step_inside_the_window_is_read_at_its_new_rate():
     # 1000 events/s offered for batches 0-5, then 2000/s: the newest batches show the new rate
     spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
