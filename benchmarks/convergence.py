@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from dagster_reconf.core.metrics import MetricsStore
 from dagster_reconf.core.paths import StreamPaths
 from dagster_reconf.core.runtime import StreamRuntime
@@ -270,7 +271,8 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 continue
             if pending is not None:
                 before, knobs = pending
-                error, outside, shown = score(before, knobs, window.settled(POLICY.stabilization_s).sort_values("batch_id").iloc[POLICY.warmup_batches:])
+                batches = window.settled(POLICY.stabilization_s).sort_values("batch_id").iloc[POLICY.warmup_batches:]
+                error, outside, shown = score(before, knobs, batches)
                 result.errors.append(error)
                 result.band_errors.append(outside)
                 print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: {shown} "
