@@ -444,6 +444,8 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     # as many tasks at once as measured queue as they did: its own batches, as measured
     assert p.stage_ms_per_event(knobs)[0] * 600 + p.stage_fixed_ms(knobs)[0] == pytest.approx(720)
     assert p.stage_fixed_ms(knobs)[0] == pytest.approx(slowest)
+    brent = p.contended_batch_ms_for(600, knobs) - p.coordination_ms  # the tasks' side plus the CPU side, queueing once
+    assert brent == pytest.approx(mean * 50 + slowest + 1.0 * 600 / 2)
     # the band keeps the tasks' time read as waiting at its long end, and all of their excess as queueing at its short one
     waiting = p.waiting_reading()
     assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0)
