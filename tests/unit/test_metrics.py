@@ -124,6 +124,14 @@ def _segment_files(path):
     return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name) and not p.name.endswith(".lock"))
 
 
+def _ticked(path, ticks: int, **segments) -> MetricsStore:
+    """A store at ``path`` with ``ticks`` lifecycle records numbered from 0 (``segments``: its segment options)."""
+    store = MetricsStore(path, **segments)
+    for i in range(ticks):
+        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+    return store
+
+
 def test_segments_are_cut_and_a_following_reader_sees_every_record_once(tmp_path):
     path = tmp_path / "m.jsonl"
     store = MetricsStore(path, segment_bytes=1_000, kept_segments=2)
@@ -139,9 +147,7 @@ def test_segments_are_cut_and_a_following_reader_sees_every_record_once(tmp_path
 
 def test_a_cut_killed_after_sealing_is_finished_by_the_next_append(tmp_path):
     path = tmp_path / "m.jsonl"
-    store = MetricsStore(path, segment_bytes=1_000, kept_segments=5)
-    for i in range(30):
-        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+    store = _ticked(path, 30, segment_bytes=1_000, kept_segments=5)
     records, cursor = store.read(0)
     end = store.size()
     # Killed between sealing the active segment and writing the next one's header.
@@ -155,9 +161,7 @@ def test_a_cut_killed_after_sealing_is_finished_by_the_next_append(tmp_path):
 
 def test_a_cursor_into_a_removed_segment_resumes_at_the_oldest_record_kept(tmp_path):
     path = tmp_path / "m.jsonl"
-    store = MetricsStore(path, segment_bytes=1_000, kept_segments=1)
-    for i in range(100):
-        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+    store = _ticked(path, 100, segment_bytes=1_000, kept_segments=1)
     records, cursor = store.read(0)
     kept = [r["i"] for r in records]
     assert kept == list(range(kept[0], 100)) and 0 < kept[0] < 90 and cursor == store.size()
@@ -219,8 +223,6 @@ def test_writers_in_several_processes_lose_and_repeat_nothing_across_cuts(tmp_pa
 
 def test_remove_deletes_every_segment(tmp_path):
     path = tmp_path / "m.jsonl"
-    store = MetricsStore(path, segment_bytes=500, kept_segments=3)
-    for i in range(40):
-        store.append({"kind": "lifecycle", "event": "tick", "i": i})
+    store = _ticked(path, 40, segment_bytes=500, kept_segments=3)
     store.remove()
     assert _segment_files(path) == [] and store.read(0) == ([], 0) and store.size() == 0

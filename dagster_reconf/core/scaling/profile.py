@@ -163,25 +163,26 @@ class StreamProfile:
         m = np.minimum(q, self.cpus)
         per_task = n * col["task_cpu_ms"]
         cpu = col["cpu_ms_per_event"]
-        wait = col["wait_ms_per_event"] + np.where(self._queue_again(knobs), col["queue_ms_per_event"], 0.0)
-        slowest = self._slowest_queue_ms(knobs)
+        again = self._queue_again(q)
+        wait = col["wait_ms_per_event"] + np.where(again, col["queue_ms_per_event"], 0.0)
+        slowest = np.where(again, col["slowest_queue_ms"], 0.0)
         queued = (q > m) & ~self._measured_shared if queued_set_ups else False
         tasks_side = np.where(queued, per_task / m, per_task / q) + n * col["task_wait_ms"] / q
         return cpu / m, per_task / m + slowest, (cpu + wait) / q, tasks_side + slowest
 
-    def _queue_again(self, knobs: Knobs) -> np.ndarray:
-        """Stages that run as many tasks at once under ``knobs`` as measured, or more: they queue at least as they did,
-        so the queueing read out of their tasks' time (``queue_ms_per_event``, ``slowest_queue_ms``) comes back."""
-        return self.parallelism(knobs) >= self.parallelism(self.knobs)
+    def _queue_again(self, parallelism: np.ndarray) -> np.ndarray:
+        """Stages that run as many tasks at once (``parallelism``) as measured, or more: they queue at least as they
+        did, so the queueing read out of their tasks' time (``queue_ms_per_event``, ``slowest_queue_ms``) comes back."""
+        return parallelism >= self._measured_parallelism
 
-    def _slowest_queue_ms(self, knobs: Knobs) -> np.ndarray:
-        """Each stage's slowest-task queueing per batch under ``knobs`` (see :meth:`_queue_again`)."""
-        return np.where(self._queue_again(knobs), self._columns["slowest_queue_ms"], 0.0)
+    @cached_property
+    def _measured_parallelism(self) -> np.ndarray:
+        return self.parallelism(self.knobs)
 
     @cached_property
     def _measured_shared(self) -> np.ndarray:
         """Stages that ran more tasks at once than CPUs where measured: their figures hold that contention."""
-        return self.parallelism(self.knobs) > self.cpus
+        return self._measured_parallelism > self.cpus
 
     def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
         """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``max(c / m, (c + s) / q)``."""
@@ -293,8 +294,9 @@ class StreamProfile:
         ran about halfway between the two).
         """
         a, b, a2, b2 = self._lines(knobs, queued_set_ups=False)  # the sum counts the set-ups' queueing once
-        b = b - self._slowest_queue_ms(knobs)  # and the slowest task's queueing once, on the tasks' side
-        shared = self.parallelism(knobs) > self.cpus
+        q = self.parallelism(knobs)
+        b = b - np.where(self._queue_again(q), self._columns["slowest_queue_ms"], 0.0)  # that queueing once: tasks' side
+        shared = q > self.cpus
         return self._base_ms + float((a2 * events + b2 + np.where(shared, a * events + b, 0.0)).sum())
 
     def batch_ms_band(self, events: float, knobs: Knobs) -> tuple[float, float]:
