@@ -33,7 +33,8 @@ class ProgressRecorder(StreamingQueryListener):
     :mod:`.python_workers`; None where it cannot be measured); ``cpu_samples``, if given, is
     drained likewise into ``python_cpu_samples`` (that counter's ``[epoch ms, CPU ms]``
     samples since the last batch, see :class:`.python_workers.PythonCpuSampler`), and ``worker_count``, if given,
-    into ``python_workers`` (how many Python workers there are after the batch). ``source_probe``, if given,
+    into ``python_workers`` (how many Python workers there are after the batch). ``python_task_cpu_ms``, if given,
+    is recorded with every batch as is (PySpark's own CPU per Python task here, see :mod:`.python_task_cpu`). ``source_probe``, if given,
     measures what the progress does not say about each source (a file source's unread
     files, see :class:`~.sources.FileBacklogProbe`), recorded as ``sources``.
     """
@@ -41,12 +42,13 @@ class ProgressRecorder(StreamingQueryListener):
     def __init__(self, store: MetricsStore, stream: str, cpu_probe: Callable[[], float | None] | None = None,
                  source_probe: Callable[[dict], list[dict]] | None = None, *,
                  cpu_samples: Callable[[], list[list[float]]] | None = None,
-                 worker_count: Callable[[], int | None] | None = None) -> None:
+                 worker_count: Callable[[], int | None] | None = None, python_task_cpu_ms: float | None = None) -> None:
         self.store = store
         self.stream = stream
         self.cpu_probe = cpu_probe
         self.cpu_samples = cpu_samples
         self.worker_count = worker_count
+        self.python_task_cpu_ms = python_task_cpu_ms
         self.source_probe = source_probe
         self.last_progress: dict | None = None
         self.failure: str | None = None
@@ -71,6 +73,8 @@ class ProgressRecorder(StreamingQueryListener):
             record["python_cpu_samples"] = self.cpu_samples()
         if self.worker_count is not None:
             record["python_workers"] = self.worker_count()
+        if self.python_task_cpu_ms is not None:
+            record["python_task_cpu_ms"] = self.python_task_cpu_ms
         if self.source_probe is not None:
             try:
                 record["sources"] = self.source_probe(progress)

@@ -11,8 +11,9 @@ cursors that stay valid across a cut (see :class:`MetricsStore`).
 Records are ``{"kind": "progress" | "lifecycle", "stream": ..., "recorded_at": ...}``
 plus ``progress`` (Spark's ``StreamingQueryProgress`` JSON, and in local mode
 ``python_cpu_s``: the Python task workers' CPU seconds so far, ``python_cpu_samples``:
-that counter sampled ten times a second since the batch before, and ``python_workers``: how
-many workers there are, see ``python_workers``)
+that counter sampled ten times a second since the batch before, ``python_workers``: how
+many workers there are, see ``python_workers``, and ``python_task_cpu_ms``: PySpark's own CPU
+per Python task on this machine, see ``python_task_cpu``)
 or ``event`` (what the runtime did: started, stopped, restarted with which settings).
 """
 

@@ -49,6 +49,7 @@ from .file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_fi
 from .listener import ProgressRecorder
 from .metrics import MetricsStore, status_figures
 from .paths import StreamPaths
+from .python_task_cpu import kept_python_task_cpu_ms, same_batches
 from .python_workers import PythonCpuSampler
 from .session import build_spark_session
 from .sources import FileBacklogProbe
@@ -149,9 +150,20 @@ class StreamRuntime:
             sampler = self._cpu_sampler
             self._recorder = ProgressRecorder(self.store, self.spec.name, sampler.read if sampler else None,
                                               self._measure_sources, cpu_samples=sampler.drain if sampler else None,
-                                              worker_count=sampler.workers if sampler else None)
+                                              worker_count=sampler.workers if sampler else None,
+                                              python_task_cpu_ms=self._python_task_cpu_ms() if sampler else None)
             self._spark.streams.addListener(self._recorder)
         return self._spark
+
+    def _python_task_cpu_ms(self) -> float | None:
+        """PySpark's own CPU per Python task on this machine (see :mod:`.python_task_cpu`), kept in the home; None
+        where it cannot be measured: a profile without it is only less sure of its Python stages."""
+        try:
+            return kept_python_task_cpu_ms(self._spark, self.paths.python_task_cpu, [self.definition.name.split(":")[0]])
+        except Exception as exc:
+            self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "python_task_cpu_failed",
+                               "error": _first_line(exc)})
+            return None
 
     def _launched_executors(self, spark: SparkSession) -> Callable[[], int | None] | None:
         """How many executors the standalone master has launched for this application (None where its UI is not
@@ -682,7 +694,7 @@ def _warm_up_job(spark: SparkSession, tasks: int) -> None:
     """A small job of ``tasks`` tasks that loads what a stream's first tasks would: a Python worker (Arrow batches
     through it), then a shuffle into a hash aggregation (the JVM's classes and generated code)."""
     frame = spark.range(0, 64 * tasks, numPartitions=tasks)
-    frame.mapInArrow(_same_batches, frame.schema).groupBy((F.col("id") % tasks).alias("key")).count().collect()
+    frame.mapInArrow(same_batches, frame.schema).groupBy((F.col("id") % tasks).alias("key")).count().collect()
 
 
 def _warm_up_state_query(spark: SparkSession, tasks: int, checkpoint: Location) -> None:
@@ -705,11 +717,6 @@ def _warm_up_file_write(spark: SparkSession, tasks: int, directory: Location) ->
     first batch after a handover. Measured on Q5 into a parquet sink: that batch took 0.7 s longer without it."""
     frame = spark.range(0, 64 * tasks, numPartitions=tasks).selectExpr("id", "CAST(id AS STRING) AS text")
     frame.write.mode("overwrite").save(spark_uri(directory))
-
-
-def _same_batches(batches):
-    """The warm-up's Python task: Arrow batches through a Python worker, unchanged."""
-    yield from batches
 
 
 def _first_line(exc: Any) -> str:

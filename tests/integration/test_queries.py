@@ -1,6 +1,7 @@
 """Every bundled query: a few batches, a stop at a batch boundary, a restart with other
 source parallelism from the checkpoint, and output equal to the batch oracle."""
 
+import json
 import time
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from dagster_reconf.core.checkpoint import checkpoint_facts
 from dagster_reconf.core.metrics import progress_row
 from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.python_task_cpu import kept_python_task_cpu_ms, measure_python_task_cpu_ms
 from dagster_reconf.core.runtime import StreamRuntime
 from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec
@@ -101,3 +103,21 @@ def test_python_workers_import_pyspark_compiled_from_this_interpreter(spark):
 
     seen = spark.range(4).repartition(2).rdd.map(lambda _: __import__("pyspark").__file__).distinct().collect()
     assert seen == [pyspark.__file__]
+
+
+def test_pysparks_cpu_per_python_task_is_measured_once_per_machine_and_stream_code(spark, tmp_path):
+    # A trivial mapInArrow's CPU per task in workers that imported the stream's module (see core/python_task_cpu.py).
+    kept = tmp_path / "python-task-cpu.json"
+    measured = kept_python_task_cpu_ms(spark, kept, ["dagster_reconf.workloads.streams"])
+    assert measured is not None and 1.0 < measured < 1_000.0
+    assert json.loads(kept.read_text())["ms"] == {"dagster_reconf.workloads.streams": pytest.approx(measured, abs=1e-3)}
+    # kept: the next driver on this machine reads it without a job (no session to run one in)
+    assert kept_python_task_cpu_ms(None, kept, ["dagster_reconf.workloads.streams"]) == pytest.approx(measured, abs=1e-3)
+    # another stream's code is measured beside it; a module the workers cannot import is left out, not fatal
+    other = kept_python_task_cpu_ms(spark, kept, ["no_such_module_here"])
+    assert other is not None and set(json.loads(kept.read_text())["ms"]) == {"dagster_reconf.workloads.streams", "no_such_module_here"}
+    # measured on another machine (or Python, or PySpark): measured again, the other machine's figures dropped
+    kept.write_text(json.dumps({"facts": {"host": "elsewhere"}, "ms": {"": 1.0}}))
+    assert kept_python_task_cpu_ms(spark, kept) != 1.0 and set(json.loads(kept.read_text())["ms"]) == {""}
+    with pytest.raises(ValueError, match="tasks >= 1"):
+        measure_python_task_cpu_ms(spark, tasks=0)

@@ -61,6 +61,10 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         samples = [pair for r in records if r.get("kind") == "progress" for pair in r["python_cpu_samples"]]
         assert len(samples) >= 20 and [t for t, _ in samples] == sorted(t for t, _ in samples)
         assert samples[-1][1] > samples[0][1] and abs(samples[-1][0] / 1000.0 - time.time()) < 60
+        # ... and PySpark's own CPU per Python task on this machine, measured once with the stream's module and kept
+        per_task = {r.get("python_task_cpu_ms") for r in records if r.get("kind") == "progress"}
+        kept = json.loads(StreamPaths(supervisor.home, STREAM).python_task_cpu.read_text())["ms"]
+        assert per_task == {kept["dagster_reconf.workloads.streams"]} and 1.0 < per_task.pop() < 1_000.0
         # The light sensor over every stream sees the same signal from the metrics alone and asks for a run that plans.
         light = tick(build_streams_sensor(scaling=scaling, traces=traces), instance, supervisor, None)
         evidence, request = light.run_requests

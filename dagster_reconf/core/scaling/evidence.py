@@ -29,7 +29,8 @@ __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "settled_batches"
 KEPT_ROWS = 60
 KEPT_SAMPLE_ROWS = 12  # the newest rows keep their Python CPU samples (a window decides on fewer; cursors stay small)
 _ROW_FIELDS = ("batch_id", "query_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset",
-               "backlog_events", "backlog_unknown", "python_cpu_s", "python_cpu_samples", "state_commit_ms", "python_workers")
+               "backlog_events", "backlog_unknown", "python_cpu_s", "python_cpu_samples", "state_commit_ms", "python_workers",
+               "python_task_cpu_ms", "source_kinds")
 
 
 @dataclass
@@ -66,7 +67,8 @@ class ConfigurationWindow:
                 self.terminated = True
             elif record.get("kind") == "progress":
                 row = {**record_row(record), "python_cpu_s": record.get("python_cpu_s"),
-                       "python_cpu_samples": record.get("python_cpu_samples"), "python_workers": record.get("python_workers")}
+                       "python_cpu_samples": record.get("python_cpu_samples"), "python_workers": record.get("python_workers"),
+                       "python_task_cpu_ms": record.get("python_task_cpu_ms")}
                 self.rows.append({k: (str(row[k]) if k == "timestamp" else row[k]) for k in _ROW_FIELDS})
         self.rows = self.rows[-keep:]
         for row in self.rows[:-KEPT_SAMPLE_ROWS]:

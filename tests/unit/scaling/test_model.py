@@ -487,3 +487,35 @@ def test_batches_of_different_sizes_separate_python_cpu_per_task_from_cpu_per_ev
     # nor can one odd batch among equal ones
     odd = progress.assign(events=[200] + [100] * 5)
     assert not profile_stream(acts, odd, knobs, warmup_batches=0, cpus=2).task_costs_fitted
+
+
+def test_pysparks_own_cpu_per_python_task_is_charged_per_task_where_one_configuration_cannot_split_it():
+    # 12 tasks on 2 CPUs, 50 events each, whose workers used 1.2 s of CPU a batch: the samples cannot split that
+    # (contended), batches of one size cannot either; PySpark's own round trip (40 ms a task, measured on a trivial
+    # task) can be charged per task: twice for a stage with a Python scan and a mapInArrow
+    acts = pd.DataFrame([dict(operator="j0.d1:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
+                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + 600, records_in=50,
+                              records_out=50, cpu_ms=0.0) for b in range(3) for t in range(12)]
+                        + [dict(operator="j0.d0:HashAggregate#b", batch_id=b, task_id=100 * b + 50, activity="processing",
+                                start_ms=10_000 * b + 700, end_ms=10_000 * b + 720, records_in=600, records_out=10,
+                                cpu_ms=10.0) for b in range(3)]).assign(src_worker=None, status="success")
+    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3,
+                             "python_cpu_s": [1.0, 2.2, 3.4], "source_kinds": "python", "python_task_cpu_ms": 40.0})
+    knobs = Knobs(cores=12, source_partitions=12, state_partitions=1, trigger_interval_s=2.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
+    scan, agg = p.operators.iloc[0], p.operators.iloc[1]
+    assert scan["task_cpu_ms"] == pytest.approx(80.0) and agg["task_cpu_ms"] == 0.0
+    assert scan["cpu_ms_per_event"] == pytest.approx(2.0 - 80.0 * 12 / 600)  # the rest stays per event
+    assert p.batch_ms_for(600, knobs) == pytest.approx(profile_stream(acts, progress.drop(columns="python_task_cpu_ms"), knobs,
+                                                                      warmup_batches=0, cpus=2).batch_ms_for(600, knobs))
+    assert not p.task_costs_fitted  # a floor, not a split: the band still holds all of it per task
+    five = knobs.model_copy(update={"cores": 5, "source_partitions": 5})
+    blind = profile_stream(acts, progress.drop(columns="python_task_cpu_ms"), knobs, warmup_batches=0, cpus=2)
+    assert p.batch_ms_for(600, five) < blind.batch_ms_for(600, five)  # 5 tasks pay 5 round trips, not 12's CPU
+    # another source's scan runs in the JVM: only the mapInArrow is a round trip
+    kafka = profile_stream(acts, progress.assign(source_kinds="kafka"), knobs, warmup_batches=0, cpus=2)
+    assert kafka.operators.iloc[0]["task_cpu_ms"] == pytest.approx(40.0)
+    # never more than the stage's CPU a batch: a floor of 200 ms a round trip is all of it, per task
+    capped = profile_stream(acts, progress.assign(python_task_cpu_ms=200.0), knobs, warmup_batches=0, cpus=2)
+    assert capped.operators.iloc[0]["task_cpu_ms"] == pytest.approx(2.0 * 600 / 12)
+    assert capped.operators.iloc[0]["cpu_ms_per_event"] == pytest.approx(0.0)

@@ -1,0 +1,100 @@
+"""PySpark's own CPU per Python task on this machine: measured once, kept beside the streams.
+
+Every task of a stage that runs Python pays a worker round trip whatever its data: the
+worker reads and unpickles the task's function, opens its Arrow streams, reports its
+metrics, and its garbage collector walks a heap as large as the modules it imported.
+Measured here (2 CPUs, Spark 4, warm workers): a ``mapInArrow`` that passes 64 rows through
+cost 20-30 ms of CPU per task in workers that had imported nothing else, 50-68 ms in
+workers that had run the bundled Nexmark source (pandas, pydantic, the generators); a
+Python data source scan 40-65 ms per task, whether a task read 8 events or 200. A stream's
+batches of one configuration all run the same tasks, so their CPU cannot tell that from
+CPU per event (see ``scaling.profile``); this figure is the part of it PySpark itself costs,
+measured in workers that imported the stream's own module first, a floor the profile charges
+per task (measured: Q11's source stage, a Python scan and a ``mapInArrow``, spent about
+105 ms per task by two configurations' totals).
+
+Only the Python workers under this driver can be measured: local mode (see
+:mod:`.python_workers`). The figure is kept in ``<home>/python-task-cpu.json`` with the
+facts it depends on (host, CPUs, Python, PySpark) per set of modules, so a driver measures
+it once per machine and stream code, not in a reconfiguration's pause.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pyspark
+from pyspark.sql import SparkSession
+
+from .python_workers import python_worker_cpu_s
+
+__all__ = ["kept_python_task_cpu_ms", "measure_python_task_cpu_ms"]
+
+MEASURED_ROUNDS = 2  # after one that starts the workers
+
+
+def measure_python_task_cpu_ms(spark: SparkSession, tasks: int, modules: Sequence[str] = (),
+                               rounds: int = MEASURED_ROUNDS) -> float | None:
+    """The Python workers' CPU milliseconds per task of a trivial ``mapInArrow`` job of ``tasks`` tasks (median of
+    ``rounds``, after a round that starts the workers and imports ``modules`` in them, as the stream's tasks would);
+    None where none ran under this process (not local mode)."""
+    if tasks < 1 or rounds < 1:
+        raise ValueError(f"a Python task CPU measurement needs tasks >= 1 and rounds >= 1, got {tasks} and {rounds}")
+    frame = spark.range(0, 64 * tasks, numPartitions=tasks)
+    job = frame.mapInArrow(partial(same_batches, modules=tuple(modules)), frame.schema).write.format("noop").mode("overwrite")
+    job.save()
+    per_task = []
+    for _ in range(rounds):
+        before = python_worker_cpu_s()
+        job.save()
+        per_task.append(1000.0 * (python_worker_cpu_s() - before) / tasks)
+    measured = statistics.median(per_task)
+    return measured if measured > 0 else None
+
+
+def kept_python_task_cpu_ms(spark: SparkSession, path: Path, modules: Sequence[str] = ()) -> float | None:
+    """:func:`measure_python_task_cpu_ms` on this machine with ``modules``, from ``path`` where it was measured with
+    the same facts, else measured now and kept there; None where it cannot be measured (then nothing is kept)."""
+    facts, key = _machine_facts(), ",".join(modules)
+    kept: dict[str, Any] = {}
+    try:
+        kept = json.loads(path.read_text())
+        if kept.get("facts") == facts and key in kept.get("ms", {}):
+            return float(kept["ms"][key])
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass  # none kept, or unreadable: measure again
+    measured = measure_python_task_cpu_ms(spark, tasks=max(2, min(os.cpu_count() or 2, 8)), modules=modules)
+    if measured is not None:
+        known = kept.get("ms") if isinstance(kept, dict) and kept.get("facts") == facts and isinstance(kept.get("ms"), dict) else {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"facts": facts, "ms": {**known, key: round(measured, 3)}}))
+        os.replace(tmp, path)
+    return measured
+
+
+def _machine_facts() -> dict[str, Any]:
+    """What PySpark's CPU per task depends on: another host, CPU count, Python or PySpark measures it again."""
+    return {"host": socket.gethostname(), "cpus": os.cpu_count(), "machine": platform.machine(),
+            "python": sys.version.split()[0], "pyspark": pyspark.__version__}
+
+
+def same_batches(batches: Iterable[Any], modules: tuple[str, ...] = ()) -> Iterator[Any]:
+    """Arrow batches through a Python worker, unchanged, after importing ``modules`` there (once a worker: it keeps
+    them; one that cannot be imported is left out): a task that costs only PySpark's round trip."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - a stream's module that fails here fails in its own tasks, with its error
+            continue
+    yield from batches
