@@ -58,7 +58,7 @@ def measure_python_task_cpu_ms(spark: SparkSession, tasks: int, modules: Sequenc
         before = python_worker_cpu_s()
         job.save()
         per_task.append(1000.0 * (python_worker_cpu_s() - before) / tasks)
-    measured = statistics.median(per_task)
+    measured = round(statistics.median(per_task), 3)
     return measured if measured > 0 else None
 
 
@@ -78,7 +78,7 @@ def kept_python_task_cpu_ms(spark: SparkSession, path: Path, modules: Sequence[s
         known = kept.get("ms") if isinstance(kept, dict) and kept.get("facts") == facts and isinstance(kept.get("ms"), dict) else {}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"facts": facts, "ms": {**known, key: round(measured, 3)}}))
+        tmp.write_text(json.dumps({"facts": facts, "ms": {**known, key: measured}}))
         os.replace(tmp, path)
     return measured
 
