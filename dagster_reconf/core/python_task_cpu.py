@@ -40,7 +40,9 @@ from .python_workers import python_worker_cpu_s
 
 __all__ = ["kept_python_task_cpu_ms", "measure_python_task_cpu_ms"]
 
-MEASURED_ROUNDS = 2  # after one that starts the workers
+MEASURED_ROUNDS = 3  # after one that starts the workers
+TASKS_PER_CPU = 4  # a round's tasks: 2 tasks a round read 30-62 ms across drivers (one collection of a big heap more or
+# less), 8 tasks in 3 rounds 48.75 ms twice in a row
 
 
 def measure_python_task_cpu_ms(spark: SparkSession, tasks: int, modules: Sequence[str] = (),
@@ -73,7 +75,7 @@ def kept_python_task_cpu_ms(spark: SparkSession, path: Path, modules: Sequence[s
             return float(kept["ms"][key])
     except (OSError, ValueError, TypeError, AttributeError):
         pass  # none kept, or unreadable: measure again
-    measured = measure_python_task_cpu_ms(spark, tasks=max(2, min(os.cpu_count() or 2, 8)), modules=modules)
+    measured = measure_python_task_cpu_ms(spark, tasks=min(max(TASKS_PER_CPU * (os.cpu_count() or 1), 4), 16), modules=modules)
     if measured is not None:
         known = kept.get("ms") if isinstance(kept, dict) and kept.get("facts") == facts and isinstance(kept.get("ms"), dict) else {}
         path.parent.mkdir(parents=True, exist_ok=True)
