@@ -519,3 +519,29 @@ def test_pysparks_own_cpu_per_python_task_is_charged_per_task_where_one_configur
     capped = profile_stream(acts, progress.assign(python_task_cpu_ms=200.0), knobs, warmup_batches=0, cpus=2)
     assert capped.operators.iloc[0]["task_cpu_ms"] == pytest.approx(2.0 * 600 / 12)
     assert capped.operators.iloc[0]["cpu_ms_per_event"] == pytest.approx(0.0)
+
+
+def test_a_jvm_stages_cost_per_task_is_read_from_its_tasks_where_their_records_differ():
+    # a shuffle stage of 2 tasks whose records differ by key (100-400 a task): each task takes 100 ms plus 0.1 ms a
+    # record, 40 ms of it CPU plus 0.05 ms a record; batches of one size cannot tell that from a cost per event
+    records = [(100, 400), (300, 200), (150, 350), (400, 100)]
+    acts = pd.DataFrame([dict(operator="j0.d0:Exchange+HashAggregate#b", batch_id=b, task_id=10 * b + t, activity="processing",
+                              start_ms=10_000 * b, end_ms=10_000 * b + 100 + 0.1 * r, records_in=r, records_out=r,
+                              cpu_ms=40 + 0.05 * r) for b, pair in enumerate(records) for t, r in enumerate(pair)]
+                        ).assign(src_worker=None, status="success")
+    progress = pd.DataFrame({"batch_id": range(4), "events": [500] * 4, "batch_duration_ms": [400] * 4})
+    knobs = Knobs(cores=2, source_partitions=2, state_partitions=2, trigger_interval_s=1.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
+    stage = p.operators.iloc[0]
+    assert stage["task_cpu_ms"] == pytest.approx(40.0) and stage["task_wait_ms"] == pytest.approx(60.0)
+    assert stage["cpu_ms_per_event"] == pytest.approx(0.05) and stage["wait_ms_per_event"] == pytest.approx(0.05)
+    assert "j0.d0:Exchange+HashAggregate#b" in p.task_costs_fitted
+    assert p.batch_ms_for(500, knobs) == pytest.approx(400.0)  # its own batches, as measured
+    # a batch three times larger pays the tasks' fixed 100 ms once, not three times (beside the slowest task's excess)
+    assert p.stage_ms_per_event(knobs)[0] * 1500 + p.stage_fixed_ms(knobs)[0] == pytest.approx(100 + 0.1 * 750 + stage["overhead_ms"])
+    # even records cannot tell; nor can tasks that queued for the CPUs, nor a stage whose costs per task are Python's
+    even = acts.assign(records_in=250, end_ms=acts["start_ms"] + 125.0)
+    assert profile_stream(even, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["task_cpu_ms"] == 0.0
+    assert profile_stream(acts, progress, knobs, warmup_batches=0, cpus=1).operators.iloc[0]["task_cpu_ms"] == 0.0
+    python = acts.assign(operator="j0.d0:ArrowEvalPython+Exchange#b")
+    assert profile_stream(python, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["task_cpu_ms"] == 0.0
