@@ -38,11 +38,11 @@ from pyspark.sql import SparkSession
 
 from .python_workers import python_worker_cpu_s
 
-__all__ = ["kept_python_task_cpu_ms", "measure_python_task_cpu_ms"]
+__all__ = ["kept_python_task_cpu_ms", "measure_python_task_cpu_ms", "same_batches"]
 
 MEASURED_ROUNDS = 3  # after one that starts the workers
-TASKS_PER_CPU = 4  # a round's tasks: 2 tasks a round read 30-62 ms across drivers (one collection of a big heap more or
-# less), 8 tasks in 3 rounds 48.75 ms twice in a row
+TASKS_PER_CPU = 4  # a round's tasks (at most 16): 2 tasks in 2 rounds read 30-62 ms across drivers on this machine,
+# 8 tasks in 3 rounds 48.75 ms twice in a row
 
 
 def measure_python_task_cpu_ms(spark: SparkSession, tasks: int, modules: Sequence[str] = (),
