@@ -42,11 +42,6 @@ class StreamPaths:
         return self.home / "streams" / self.name
 
     @property
-    def python_task_cpu(self) -> Path:
-        """PySpark's CPU per Python task on this machine, measured once for all the home's streams (JSON)."""
-        return self.home / "python-task-cpu.json"
-
-    @property
     def spec(self) -> Path:
         """The stream spec currently in force (JSON)."""
         return self.root / "spec.json"

@@ -1,8 +1,8 @@
-"""PySpark's own CPU per Python task on this machine: measured once, kept beside the streams.
+"""PySpark's own CPU per Python task on this machine: measured once, kept in the user's cache.
 
 Every task of a stage that runs Python pays a worker round trip whatever its data: the
 worker reads and unpickles the task's function, opens its Arrow streams, reports its
-metrics, and its garbage collector walks a heap as large as the modules it imported.
+metrics; and a task costs more in a worker that imported more.
 Measured here (2 CPUs, Spark 4, warm workers): a ``mapInArrow`` that passes 64 rows through
 cost 20-30 ms of CPU per task in workers that had imported nothing else, 50-68 ms in
 workers that had run the bundled Nexmark source (pandas, pydantic, the generators); a
@@ -14,9 +14,11 @@ per task (measured: Q11's source stage, a Python scan and a ``mapInArrow``, spen
 105 ms per task by two configurations' totals).
 
 Only the Python workers under this driver can be measured: local mode (see
-:mod:`.python_workers`). The figure is kept in ``<home>/python-task-cpu.json`` with the
-facts it depends on (host, CPUs, Python, PySpark) per set of modules, so a driver measures
-it once per machine and stream code, not in a reconfiguration's pause.
+:mod:`.python_workers`). The figure is kept in ``dagster-reconf/python-task-cpu.json`` under
+the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``) with the facts it depends on (host,
+CPUs, Python, PySpark) per set of modules, so drivers measure it once per machine and stream
+code, whatever their home, and never in a reconfiguration's pause (measured: 1.5-7 s at a
+fresh driver's start; kept per home instead, CI's streams measured it 47 times or more).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pyspark.sql import SparkSession
 
 from .python_workers import python_worker_cpu_s
 
-__all__ = ["kept_python_task_cpu_ms", "measure_python_task_cpu_ms", "same_batches"]
+__all__ = ["kept_python_task_cpu_ms", "kept_python_task_cpu_path", "measure_python_task_cpu_ms", "same_batches"]
 
 MEASURED_ROUNDS = 3  # after one that starts the workers
 TASKS_PER_CPU = 4  # a round's tasks (at most 16): 2 tasks in 2 rounds read 30-62 ms across drivers on this machine,
@@ -64,9 +66,17 @@ def measure_python_task_cpu_ms(spark: SparkSession, tasks: int, modules: Sequenc
     return measured if measured > 0 else None
 
 
-def kept_python_task_cpu_ms(spark: SparkSession, path: Path, modules: Sequence[str] = ()) -> float | None:
-    """:func:`measure_python_task_cpu_ms` on this machine with ``modules``, from ``path`` where it was measured with
-    the same facts, else measured now and kept there; None where it cannot be measured (then nothing is kept)."""
+def kept_python_task_cpu_path() -> Path:
+    """Where this machine's figures are kept: ``dagster-reconf/python-task-cpu.json`` in the user's cache."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "dagster-reconf" / "python-task-cpu.json"
+
+
+def kept_python_task_cpu_ms(spark: SparkSession, modules: Sequence[str] = (), path: Path | None = None) -> float | None:
+    """:func:`measure_python_task_cpu_ms` on this machine with ``modules``, from ``path`` (default:
+    :func:`kept_python_task_cpu_path`) where it was measured with the same facts, else measured now and kept there
+    (where it can be written); None where it cannot be measured (then nothing is kept)."""
+    path = path or kept_python_task_cpu_path()
     facts, key = _machine_facts(), ",".join(modules)
     kept: dict[str, Any] = {}
     try:
@@ -78,10 +88,13 @@ def kept_python_task_cpu_ms(spark: SparkSession, path: Path, modules: Sequence[s
     measured = measure_python_task_cpu_ms(spark, tasks=min(max(TASKS_PER_CPU * (os.cpu_count() or 1), 4), 16), modules=modules)
     if measured is not None:
         known = kept.get("ms") if isinstance(kept, dict) and kept.get("facts") == facts and isinstance(kept.get("ms"), dict) else {}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"facts": facts, "ms": {**known, key: measured}}))
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"facts": facts, "ms": {**known, key: measured}}))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache that cannot be written (a read-only home): the next driver measures again
     return measured
 
 

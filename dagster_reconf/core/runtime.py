@@ -156,10 +156,10 @@ class StreamRuntime:
         return self._spark
 
     def _python_task_cpu_ms(self) -> float | None:
-        """PySpark's own CPU per Python task on this machine (see :mod:`.python_task_cpu`), kept in the home; None
-        where it cannot be measured: a profile without it is only less sure of its Python stages."""
+        """PySpark's own CPU per Python task on this machine (see :mod:`.python_task_cpu`), kept in the user's cache;
+        None where it cannot be measured: a profile without it is only less sure of its Python stages."""
         try:
-            return kept_python_task_cpu_ms(self._spark, self.paths.python_task_cpu, [self.definition.name.split(":")[0]])
+            return kept_python_task_cpu_ms(self._spark, [self.definition.name.split(":")[0]])
         except Exception as exc:
             self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "python_task_cpu_failed",
                                "error": _first_line(exc)})

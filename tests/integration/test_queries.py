@@ -108,16 +108,16 @@ def test_python_workers_import_pyspark_compiled_from_this_interpreter(spark):
 def test_pysparks_cpu_per_python_task_is_measured_once_per_machine_and_stream_code(spark, tmp_path):
     # A trivial mapInArrow's CPU per task in workers that imported the stream's module (see core/python_task_cpu.py).
     kept = tmp_path / "python-task-cpu.json"
-    measured = kept_python_task_cpu_ms(spark, kept, ["dagster_reconf.workloads.streams"])
+    measured = kept_python_task_cpu_ms(spark, ["dagster_reconf.workloads.streams"], kept)
     assert measured is not None and 1.0 < measured < 1_000.0
     assert json.loads(kept.read_text())["ms"] == {"dagster_reconf.workloads.streams": measured}
     # kept: the next driver on this machine reads it without a job (no session to run one in)
-    assert kept_python_task_cpu_ms(None, kept, ["dagster_reconf.workloads.streams"]) == measured
+    assert kept_python_task_cpu_ms(None, ["dagster_reconf.workloads.streams"], kept) == measured
     # another stream's code is measured beside it; a module the workers cannot import is left out, not fatal
-    other = kept_python_task_cpu_ms(spark, kept, ["no_such_module_here"])
+    other = kept_python_task_cpu_ms(spark, ["no_such_module_here"], kept)
     assert other is not None and set(json.loads(kept.read_text())["ms"]) == {"dagster_reconf.workloads.streams", "no_such_module_here"}
     # measured on another machine (or Python, or PySpark): measured again, the other machine's figures dropped
     kept.write_text(json.dumps({"facts": {"host": "elsewhere"}, "ms": {"": 1.0}}))
-    assert kept_python_task_cpu_ms(spark, kept) != 1.0 and set(json.loads(kept.read_text())["ms"]) == {""}
+    assert kept_python_task_cpu_ms(spark, path=kept) != 1.0 and set(json.loads(kept.read_text())["ms"]) == {""}
     with pytest.raises(ValueError, match="tasks >= 1"):
         measure_python_task_cpu_ms(spark, tasks=0)
