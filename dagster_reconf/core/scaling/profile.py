@@ -57,6 +57,9 @@ progress row), and it is moved out of the stage's waiting per event into a wait 
 (``task_wait_ms``, ``w``: ``n * w / q`` on the tasks' side of the roofline). Charged per
 event it would grow with a larger batch (measured: a self-join at 750 events a batch spent
 620-680 ms of its 750 ms of join work committing).
+Beyond its commit, a JVM stage whose tasks hold uneven records (a shuffle by key) shows what
+it pays per task itself: a line through its tasks' time and CPU against their records
+(``_split_by_task_records``).
 
 Some CPU is paid per task, not per event: a Python task's worker set-up, task
 deserialization. Batch totals cannot tell the two apart (every batch of a configuration
@@ -127,7 +130,8 @@ class StreamProfile:
     knobs: Knobs
     cpus: float = float("inf")  # CPUs the task slots share (local mode: the machine's)
     python_cpu_ms_per_event: float | None = None  # Python workers' CPU, where measured (local mode)
-    task_costs_fitted: frozenset[str] = frozenset()  # operators whose CPU per task fit_task_costs separated
+    task_costs_fitted: frozenset[str] = frozenset()  # operators whose costs per task were separated (samples, batch
+    # sizes, task records, or two configurations: fit_task_costs)
 
     @property
     def work_ms_per_event(self) -> float:
