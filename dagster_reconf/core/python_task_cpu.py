@@ -78,16 +78,11 @@ def kept_python_task_cpu_ms(spark: SparkSession, modules: Sequence[str] = (), pa
     (where it can be written); None where it cannot be measured (then nothing is kept)."""
     path = path or kept_python_task_cpu_path()
     facts, key = _machine_facts(), ",".join(modules)
-    kept: dict[str, Any] = {}
-    try:
-        kept = json.loads(path.read_text())
-        if kept.get("facts") == facts and key in kept.get("ms", {}):
-            return float(kept["ms"][key])
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass  # none kept, or unreadable: measure again
+    known = _kept_figures(path, facts)
+    if key in known:
+        return known[key]
     measured = measure_python_task_cpu_ms(spark, tasks=min(max(TASKS_PER_CPU * (os.cpu_count() or 1), 4), 16), modules=modules)
     if measured is not None:
-        known = kept.get("ms") if isinstance(kept, dict) and kept.get("facts") == facts and isinstance(kept.get("ms"), dict) else {}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -96,6 +91,17 @@ def kept_python_task_cpu_ms(spark: SparkSession, modules: Sequence[str] = (), pa
         except OSError:
             pass  # a cache that cannot be written (a read-only home): the next driver measures again
     return measured
+
+
+def _kept_figures(path: Path, facts: dict[str, Any]) -> dict[str, float]:
+    """The figures kept at ``path`` by module set, where measured with ``facts``; none where absent or unreadable."""
+    try:
+        kept = json.loads(path.read_text())
+        if isinstance(kept, dict) and kept.get("facts") == facts and isinstance(kept.get("ms"), dict):
+            return {str(k): float(v) for k, v in kept["ms"].items()}
+    except (OSError, ValueError, TypeError):
+        pass
+    return {}
 
 
 def _machine_facts() -> dict[str, Any]:

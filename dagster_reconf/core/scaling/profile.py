@@ -430,8 +430,9 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     if python_batch_ms is not None:
         fitted += _split_by_batch_size(ops, per_stage, python_batch_ms, shares, skip=fitted)
     batch_events = total_events / max(len(stage_time), 1)
-    _charge_round_trips(ops, profiled, skip=fitted, batch_events=batch_events)
-    fitted += _split_by_task_records(ops, per_task, concurrent <= cpus, _reads_python_source(profiled), batch_events)
+    trips = _python_round_trips(ops.index.to_series(), _reads_python_source(profiled))
+    _charge_round_trips(ops, trips, profiled, skip=fitted, batch_events=batch_events)
+    fitted += _split_by_task_records(ops, per_task, concurrent <= cpus, trips, batch_events)
     ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
     return StreamProfile(
         operators=ops[OPERATOR_COLUMNS],
@@ -537,8 +538,9 @@ def _charge_per_task(ops: pd.DataFrame, op: str, per_task_ms: float, tasks: floa
     ops.at[op, "cpu_ms_per_event"] = max(0.0, float(ops.at[op, "cpu_ms_per_event"]) - per_task * n / batch_events)
 
 
-def _charge_round_trips(ops: pd.DataFrame, rows: pd.DataFrame, skip: list[str], batch_events: float) -> None:
-    """Charge each operator's Python worker round trips at PySpark's own CPU per task on this machine (the rows'
+def _charge_round_trips(ops: pd.DataFrame, trips: np.ndarray, rows: pd.DataFrame, skip: list[str], batch_events: float) -> None:
+    """Charge each operator's Python worker round trips (``trips``, see :func:`_python_round_trips`) at PySpark's own
+    CPU per task on this machine (the rows'
     ``python_task_cpu_ms``, see ``core.python_task_cpu``), where nothing split its CPU per task from its own runs
     (``skip``); ``ops`` is indexed by operator, changed in place.
 
@@ -552,7 +554,6 @@ def _charge_round_trips(ops: pd.DataFrame, rows: pd.DataFrame, skip: list[str], 
     floor = pd.to_numeric(rows["python_task_cpu_ms"], errors="coerce").median()
     if not floor > 0:
         return
-    trips = _python_round_trips(ops.index.to_series(), _reads_python_source(rows))
     for op, count in zip(ops.index, trips):
         if count > 0 and op not in skip:
             _charge_per_task(ops, op, floor * count, float(ops.at[op, "tasks"]), batch_events)
@@ -562,7 +563,7 @@ _UNEVEN_RECORDS = 1.5  # a stage's tasks must hold this many times the fewest re
 _MIN_TASKS_FITTED = 6
 
 
-def _split_by_task_records(ops: pd.DataFrame, per_task: pd.DataFrame, uncontended: pd.Series, python_source: bool,
+def _split_by_task_records(ops: pd.DataFrame, per_task: pd.DataFrame, uncontended: pd.Series, trips: np.ndarray,
                            batch_events: float) -> list[str]:
     """Move what each JVM stage's tasks pay whatever their records out of its costs per event, where its tasks hold
     uneven records (a shuffle by key); returns the operators split. ``ops`` is indexed by operator, changed in place.
@@ -576,8 +577,8 @@ def _split_by_task_records(ops: pd.DataFrame, per_task: pd.DataFrame, uncontende
     Only stages that ran no more tasks at once than CPUs (the time of a task that queued for a CPU is not its own)
     and run no Python (their per-task costs have their own readings)."""
     done = []
-    python = _runs_python(ops.index.to_series()) | (_python_round_trips(ops.index.to_series(), python_source) > 0)
-    for op, jvm, alone in zip(ops.index, ~python, uncontended.to_numpy(dtype=bool)):
+    jvm = trips == 0  # no Python plan node (those are all round trips) and no Python data source scan
+    for op, jvm, alone in zip(ops.index, jvm, uncontended.to_numpy(dtype=bool)):
         if not (jvm and alone) or op not in per_task.index.get_level_values("operator"):
             continue
         tasks = per_task.loc[op]
