@@ -15,7 +15,6 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..metrics import record_row
@@ -148,13 +147,9 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
-WARMING_EXCESS = 0.10  # a leading batch this much slower than the newest half's, and no larger, is still warming
-
-
 def settled_batches(frame: pd.DataFrame, started_at: float, stabilization_s: float) -> pd.DataFrame:
     """Batches of one configuration that are evidence of it: a restarted stream warms up, so those that started
-    within ``stabilization_s``, those up to the last that ran more Python workers than any before, and then the
-    leading batches still slower than the steady ones (:func:`_still_warming`) are left out.
+    within ``stabilization_s``, and those up to the last that ran more Python workers than any before, are left out.
 
     A new Python worker's first task imports PySpark and the task's code: seconds on busy CPUs. A new
     SparkContext forks its workers over its first batches, not all in the first (measured: Q5 at 12 cores on 2
@@ -162,37 +157,13 @@ def settled_batches(frame: pd.DataFrame, started_at: float, stabilization_s: flo
     the others, then none), and a profile would read those stragglers as costs of every batch.
     """
     settled = frame[frame["timestamp"] >= pd.Timestamp(started_at + stabilization_s, unit="s", tz="UTC")]
-    settled = settled.sort_values("batch_id")
     if "python_workers" in frame:
         ordered = frame.sort_values("batch_id")
         counts = pd.to_numeric(ordered["python_workers"], errors="coerce")
         grew = ordered.loc[counts > counts.cummax().shift(), "batch_id"]  # more than ever before (not one re-forked)
         if len(grew):
             settled = settled[settled["batch_id"] > grew.max()]
-    return settled[~_still_warming(settled)].reset_index(drop=True)
-
-
-def _still_warming(batches: pd.DataFrame) -> np.ndarray:
-    """Which of ``batches`` (in order) lead the window while the configuration still warms up: each more than
-    :data:`WARMING_EXCESS` slower than the median of the newest half, and no larger than its median batch by as much
-    (a larger batch may be slower for its size). The first batch that is not ends the run.
-
-    The JVM compiles a new configuration's hot paths, and its driver's scheduling speeds up, over more batches
-    than the Python workers take to start (measured: Q11 at 12 cores on 2 CPUs, batches of 750 events took 1,893,
-    1,709, 1,564 ... 1,521 ms, the driver's time outside stages per batch fell from 618 to 462 ms); averaged into
-    the window, they planned its next configuration 15-18 % slow where the newest batches alone gave 10 %."""
-    warming = np.zeros(len(batches), dtype=bool)
-    if len(batches) < 4:  # too few to tell a trend from noise
-        return warming
-    duration = pd.to_numeric(batches["batch_duration_ms"], errors="coerce").to_numpy(dtype=float)
-    events = pd.to_numeric(batches["events"], errors="coerce").to_numpy(dtype=float)
-    newest = np.arange(len(batches)) >= len(batches) - len(batches) // 2
-    steady = newest & (events > 0)  # an empty batch is quick whatever the configuration's state
-    if not steady.any():
-        return warming
-    slower = duration > (1.0 + WARMING_EXCESS) * np.median(duration[steady])
-    no_larger = (events > 0) & (events <= (1.0 + WARMING_EXCESS) * np.median(events[steady]))
-    return np.cumprod(slower & no_larger).astype(bool)
+    return settled.reset_index(drop=True)
 
 
 def _profile(activities: Callable[[float, float], pd.DataFrame], spec: StreamSpec, frame: pd.DataFrame,

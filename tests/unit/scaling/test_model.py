@@ -10,7 +10,7 @@ import pytest
 
 from dagster_reconf.core.scaling.knobs import Knobs
 from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, skewed_operators
-from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile, fit_task_costs, profile_stream
+from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile, fit_task_costs, profile_stream, still_warming
 
 
 def test_ds2_worked_example_source_op1_op2():
@@ -545,3 +545,30 @@ def test_a_jvm_stages_cost_per_task_is_read_from_its_tasks_where_their_records_d
     assert profile_stream(acts, progress, knobs, warmup_batches=0, cpus=1).operators.iloc[0]["task_cpu_ms"] == 0.0
     python = acts.assign(operator="j0.d0:ArrowEvalPython+Exchange#b")
     assert profile_stream(python, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["task_cpu_ms"] == 0.0
+
+
+def test_leading_batches_of_a_configuration_still_warming_are_not_profiled():
+    # a new configuration's JVM and driver warm up over its first batches (measured: Q11 at 12 cores on 2 CPUs)
+    def warming(durations, events=None):
+        events = events or [750] * len(durations)
+        return still_warming(pd.DataFrame({"batch_duration_ms": durations, "events": events})).tolist()
+
+    assert warming([1893, 1709, 1564, 1540, 1521, 1530, 1525]) == [True, True] + [False] * 5
+    assert not any(warming([1500, 1570, 1450, 1530, 1480, 1560, 1500]))  # +-5 %: steady
+    assert not any(warming([1500, 1900, 1520, 1490, 1510, 1530]))  # a slow batch after the first is no warm-up
+    # catching up: the first batches are slower because they are larger
+    assert not any(warming([3000, 2400, 1700, 1500, 1520, 1490], events=[1500, 1200, 800, 750, 760, 740]))
+    assert not any(warming([1893, 1709, 1564]))  # too few to tell a trend from noise
+
+    rows = []
+    durations = [600, 450, 300, 310, 290, 300]  # the first two batches' task took longer: warming
+    for batch, ms in enumerate(durations):
+        t0 = 10_000 * batch
+        rows.append(dict(operator="j0.d0:MicroBatchScan#a", batch_id=batch, task_id=batch, activity="processing",
+                         start_ms=t0, end_ms=t0 + ms - 100, records_in=100, records_out=100))
+    acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
+    progress = pd.DataFrame({"batch_id": range(6), "events": [100] * 6, "batch_duration_ms": durations})
+    knobs = Knobs(cores=1, source_partitions=1, state_partitions=1, trigger_interval_s=1.0)
+    p = profile_stream(acts, progress, knobs, warmup_batches=0)
+    assert p.batches == 4 and p.operators.iloc[0]["work_ms_per_event"] == pytest.approx(2.0)  # 200 ms a batch
+    assert p.coordination_ms == pytest.approx(100.0)

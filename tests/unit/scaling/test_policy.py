@@ -391,23 +391,3 @@ def test_busy_batches_with_nothing_behind_are_not_called_catching_up():
     held = DS2Policy().decide("s", four, busy, profile(cores=4))
     assert held.action == "hold" and "catching up" not in held.reason and "scale up wanted, but" in held.reason, held.reason
 
-
-def test_leading_batches_slower_than_the_steady_ones_are_not_evidence():
-    # a new configuration's JVM and driver warm up over its first batches (measured: Q11 at 12 cores on 2 CPUs)
-    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[12]", "state_partitions": 2, "source_partitions": 12}
-    started = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
-
-    def settled(durations, events=None):
-        events = events or [750] * len(durations)
-        rows = [progress(b, 2 * b + 4, e, 750 * (b + 1), duration=d) for b, (d, e) in enumerate(zip(durations, events))]
-        return ConfigurationWindow().update(started + rows).settled(stabilization_s=3).batch_id.tolist()
-
-    assert settled([1893, 1709, 1564, 1540, 1521, 1530, 1525]) == [2, 3, 4, 5, 6]
-    noisy = [1500, 1570, 1450, 1530, 1480, 1560, 1500]  # +-5 %: steady
-    assert settled(noisy) == list(range(7))
-    assert settled([1500, 1900, 1520, 1490, 1510, 1530]) == list(range(6))  # a slow batch later than the first stays
-    # catching up: the first batches are slower because they are larger
-    assert settled([3000, 2400, 1700, 1500, 1520, 1490], events=[1500, 1200, 800, 750, 760, 740]) == list(range(6))
-    assert settled([1893, 1709, 1564]) == [0, 1, 2]  # too few to tell a trend from noise
-    # empty batches are quick whatever the state of the configuration: not the steady level
-    assert settled([1600, 1580, 40, 1590, 30, 35], events=[750, 750, 0, 750, 0, 0]) == list(range(6))
