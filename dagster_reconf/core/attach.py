@@ -21,7 +21,6 @@ of its interval).
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
@@ -29,6 +28,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .atomic import replace_text
 from .checkpoint import checkpoint_facts
 from .errors import SpecError
 from .metrics import MetricsStore
@@ -94,9 +94,7 @@ def attach(home: Any, spec: AttachSpec) -> dict[str, Any]:
             for stale in (paths.cursors, paths.query_ids_file, paths.spec):  # another stream: from the start
                 stale.unlink(missing_ok=True)
             MetricsStore(paths.metrics).remove()
-    tmp = paths.attached.with_suffix(".json.tmp")
-    tmp.write_text(spec.model_dump_json(indent=2))
-    os.replace(tmp, paths.attached)
+    replace_text(paths.attached, spec.model_dump_json(indent=2))
     reader = AttachedReader(paths)
     return reader.refresh()
 
@@ -116,9 +114,7 @@ class AttachedReader:
             return {"logs": {}, "query_name": None, "starts": [], "recent": [], "spec": None}
 
     def _save(self, state: dict[str, Any]) -> None:
-        tmp = self.paths.cursors.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self.paths.cursors)
+        replace_text(self.paths.cursors, json.dumps(state))
 
     def refresh(self, max_events: int | None = None) -> dict[str, Any]:
         """Append what is new in the event logs to the metrics store; what was read, and what was left aside."""

@@ -13,13 +13,13 @@ reconfiguration ends, so a re-run after a crash can still roll back.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .atomic import replace_text
 from .errors import StreamStateError
 from .storage import Location, copy_file, is_local, location_of
 
@@ -304,9 +304,7 @@ class CheckpointSnapshot:
         manifest = {"checkpoint": str(checkpoint), "batch_id": batch_id, "files": files, "directories": directories,
                     "copied": copied}
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / (self.MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest))
-        os.replace(tmp, self.directory / self.MANIFEST)  # the snapshot exists only once it is complete
+        replace_text(self.directory / self.MANIFEST, json.dumps(manifest))  # the snapshot exists only once complete
         return manifest
 
     def changes(self) -> dict[str, list[str]]:

@@ -42,6 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .atomic import replace_text
 from .checkpoint import last_committed_batch
 from .control import (
     CodeCheckRequest,
@@ -70,9 +71,7 @@ __all__ = ["await_commit_after", "main", "write_driver_info"]
 
 def write_driver_info(path: Path, info: dict[str, Any]) -> None:
     """Replace a driver record (``driver.json``, or a standby's ``standby.json``) atomically."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(info, indent=2, default=str))
-    os.replace(tmp, path)
+    replace_text(path, json.dumps(info, indent=2, default=str))
 
 
 FIRST_TRIGGER_TIMEOUT_S = 150.0

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomic import replace_text
 from .storage import Location, location, location_of
 
 __all__ = ["StreamPaths", "default_home"]
@@ -48,9 +49,7 @@ class StreamPaths:
 
     def write_spec(self, spec_json: str) -> None:
         """Replace the spec in force atomically: sensors and runs read it (and the storage in it) at any time."""
-        tmp = self.spec.with_suffix(".json.tmp")
-        tmp.write_text(spec_json)
-        os.replace(tmp, self.spec)
+        replace_text(self.spec, spec_json)
 
     @property
     def attached(self) -> Path:
@@ -106,9 +105,7 @@ class StreamPaths:
 
     def set_generation(self, generation: int) -> None:
         """Switch to checkpoint generation ``generation`` (atomically)."""
-        tmp = self.generation_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"generation": generation}))
-        os.replace(tmp, self.generation_file)
+        replace_text(self.generation_file, json.dumps({"generation": generation}))
 
     @property
     def storage(self) -> str | None:
@@ -154,9 +151,7 @@ class StreamPaths:
     def add_query_id(self, query_id: str) -> None:
         ids = self.query_ids
         if query_id not in ids:
-            tmp = self.query_ids_file.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps([*ids, query_id]))
-            os.replace(tmp, self.query_ids_file)
+            replace_text(self.query_ids_file, json.dumps([*ids, query_id]))
 
     @property
     def work(self) -> Path:

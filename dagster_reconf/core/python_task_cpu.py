@@ -38,6 +38,7 @@ from typing import Any
 import pyspark
 from pyspark.sql import SparkSession
 
+from .atomic import replace_text
 from .python_workers import python_worker_cpu_s
 
 __all__ = ["kept_python_task_cpu_ms", "kept_python_task_cpu_path", "measure_python_task_cpu_ms", "same_batches"]
@@ -85,9 +86,7 @@ def kept_python_task_cpu_ms(spark: SparkSession, modules: Sequence[str] = (), pa
     if measured is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"facts": facts, "ms": {**known, key: measured}}))
-            os.replace(tmp, path)
+            replace_text(path, json.dumps({"facts": facts, "ms": {**known, key: measured}}))
         except OSError:
             pass  # a cache that cannot be written (a read-only home): the next driver measures again
     return measured

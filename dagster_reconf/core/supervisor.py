@@ -27,6 +27,7 @@ from typing import Any
 
 import psutil
 
+from .atomic import replace_text
 from .checkpoint import checkpoint_facts
 from .control import LOOPBACK, ControlClient, log_tail, new_token, read_token
 from .definition import entrypoint_root
@@ -350,9 +351,7 @@ class StreamSupervisor:
             return {**existing, "reused": True}
         self.clean_up_drivers(name)
         _check_master_reachable(spec.master)
-        tmp = paths.standby_spec.with_suffix(".json.tmp")
-        tmp.write_text(spec.model_dump_json(indent=2))
-        os.replace(tmp, paths.standby_spec)
+        replace_text(paths.standby_spec, spec.model_dump_json(indent=2))
         return self._spawn(paths, spec, paths.standby, ["--standby"], "warm", timeout_s)
 
     def hand_over(self, name: str, standby_pid: int, timeout_s: float = 120.0) -> dict[str, Any]:

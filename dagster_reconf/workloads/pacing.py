@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..core.atomic import replace_text
 from .options import offered_since
 
 __all__ = ["PacingAnchor", "pacing_anchor"]
@@ -49,7 +49,5 @@ def pacing_anchor(work_dir: Path, rate: float, *, rate_steps: str | None = None,
         anchor = PacingAnchor(now, anchor.offered(now, max_events), rate, rate_steps)
     else:
         anchor = PacingAnchor(now, 0, rate, rate_steps)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(asdict(anchor)))
-    os.replace(tmp, path)
+    replace_text(path, json.dumps(asdict(anchor)))
     return anchor

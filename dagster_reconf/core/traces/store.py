@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Collection
@@ -23,6 +22,7 @@ from typing import Any
 import pandas as pd
 from filelock import FileLock
 
+from ..atomic import replace_text
 from ..storage import Location, location_of
 from .activities import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS, TraceNormalizer
 from .eventlog import EventLogError, LogCursor, ReadResult, TableReadResult, read_event_table, read_events
@@ -114,9 +114,7 @@ class TraceStore:
         return json.loads(self.state_path.read_text())
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        tmp = self.state_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self.state_path)
+        replace_text(self.state_path, json.dumps(state))
 
     def ingest(self, event_log_dir: Location | str, max_events: int | None = None) -> IngestReport:
         """Read what is new in every application log under ``event_log_dir``; append it as a chunk.
