@@ -390,4 +390,3 @@ def test_busy_batches_with_nothing_behind_are_not_called_catching_up():
     busy = obs(processed_rate=1000, backlog=0, backlog_growth=-0.3, utilization=0.95)
     held = DS2Policy().decide("s", four, busy, profile(cores=4))
     assert held.action == "hold" and "catching up" not in held.reason and "scale up wanted, but" in held.reason, held.reason
-
