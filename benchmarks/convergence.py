@@ -44,6 +44,7 @@ outside it (0 inside).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import tempfile
@@ -351,6 +352,9 @@ def main() -> None:
                                                              "and both baselines)")
         parser.add_argument("--minimum", default="", help="QUERY=CORES[@TRIGGER_S],... minima measured before (skips "
                                                           "their sweep; the JSON says which were given)")
+        parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                            help="run under DIR and keep it (each run's metrics, event logs and traces, to replay a "
+                                 "decision) instead of a temporary folder")
         parser.add_argument("--run-timeout-s", type=float, default=None,
                             help=f"wall-clock limit per run (default {RUN_TIMEOUT_S:g} s, quick 110 s); the joins (q3, q8) "
                                  "at 1 core take 14 s per batch, so their first window alone takes a minute: give them 300")
@@ -380,7 +384,9 @@ def main() -> None:
     if not args.quick:
         sweep_max = POLICY.max_cores
     runs: list[Run] = []
-    with tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp:
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with contextlib.nullcontext(str(args.keep)) if args.keep is not None else tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp:
         given = {q: Minimum.parse(n) for q, _, n in (item.partition("=") for item in args.minimum.split(",") if item.strip())}
         minima = {query: given.get(query) or minimum_configuration(query, Path(tmp), sweep_max, longer_trigger=not args.quick)
                   for query in dict.fromkeys(q for q, _ in cases)}
