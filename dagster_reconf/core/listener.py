@@ -96,7 +96,8 @@ class ProgressRecorder(StreamingQueryListener):
         if not hasattr(self, "_jlistenerobj"):
             jvm = SparkContext._jvm
             if jvm is None:
-                raise RuntimeError("a ProgressRecorder is added to a running SparkSession's streams")
+                raise RuntimeError("ProgressRecorder needs a running SparkContext: start the SparkSession first, then "
+                                   "spark.streams.addListener(recorder)")
             self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_JsonProgressBridge(self))
         return self._jlistenerobj
 
