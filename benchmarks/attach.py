@@ -31,14 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dagster_reconf.core.attach import AttachSpec, attach
-from dagster_reconf.core.metrics import MetricsStore
-from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.traces.attach import AttachSpec, attach
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from dagster_reconf.core.scaling.policy import DS2Policy, PolicyConfig
-from dagster_reconf.core.session import build_spark_session
+from dagster_reconf.core.spark.session import build_spark_session
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.storage import Location
+from dagster_reconf.core.store.storage import Location
 from dagster_reconf.core.traces.critical_path import CPInvariantError, snapshot
 from dagster_reconf.core.traces.eventlog import decompressed, log_files
 from dagster_reconf.core.traces.store import TraceStore, application_logs

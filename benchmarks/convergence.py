@@ -56,11 +56,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dagster_reconf.core.metrics import MetricsStore
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.knobs import Knobs
+from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.spec import StreamSpec

@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dagster_reconf.dagster.closed_loop import LoopReport
+from dagster_reconf.harness.closed_loop import LoopReport
 from dagster_reconf.workloads.demo import demo_spec, run_demo
-from dagster_reconf.core.metrics import MetricsStore
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.timeline import timeline_frame
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.harness.timeline import timeline_frame
 
 from ._common import emit, parse_args
 

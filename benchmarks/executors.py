@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
-from dagster_reconf.core.cluster import start_cluster, stop_cluster
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.process.local_cluster import start_cluster, stop_cluster
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
-from dagster_reconf.core.session import helper_session
-from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.core.spark.session import helper_session
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.workloads.oracle import check_stream_output
 from dagster_reconf.workloads.streams import bundled_spec
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dagster_reconf.core.metrics import MetricsStore
-from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.timeline import timeline_frame
-from dagster_reconf.dagster.closed_loop import run_closed_loop
+from dagster_reconf.harness.timeline import timeline_frame
+from dagster_reconf.harness.closed_loop import run_closed_loop
 from examples.orders.streams import OrderWriter
 
 from ._common import emit, parse_args

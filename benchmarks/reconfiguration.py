@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import progress_row
-from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.store.metrics import progress_row
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfigurer
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.workloads.oracle import check_stream_output
 from dagster_reconf.workloads.pacing import pacing_anchor
 from dagster_reconf.workloads.streams import bundled_spec

@@ -24,9 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from dagster_reconf.core.metrics import progress_frame
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.store.metrics import progress_frame
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec

@@ -16,52 +16,52 @@ Importing this package loads neither pyspark nor Dagster; its public names load 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .version import __version__
+from dagster_reconf.version import __version__
 
 # Public name -> the module that defines it. Loaded on first use (PEP 562): Spark's Python
 # workers import dagster_reconf.workloads.sources for the bundled sources, and must not pay
 # for Dagster (~2 s per worker process, much of a restarted stream's first batch).
 _EXPORTS = {
-    "ReconfError": ".core.errors", "SpecError": ".core.errors", "StreamNotFoundError": ".core.errors",
-    "StreamStartError": ".core.errors", "StreamStateError": ".core.errors",
-    "AuditLedger": ".core.ledger",
-    "ExecutionPlan": ".core.reconfig", "ReconfigurationInterrupted": ".core.reconfig",
-    "ReconfigurationRefused": ".core.reconfig", "Reconfigurer": ".core.reconfig",
-    "StreamSpec": ".core.spec",
-    "StreamContext": ".core.definition", "StreamDefinition": ".core.definition", "StreamOutput": ".core.definition",
-    "stream_definition": ".core.definition",
-    "StreamSupervisor": ".core.supervisor",
-    "build_reconfiguration_failure_sensor": ".dagster.reconfiguration_assets",
-    "build_stream_configuration": ".dagster.reconfiguration_assets",
-    "AuditLedgerResource": ".dagster.resources", "StreamRuntimeResource": ".dagster.resources",
-    "ExecutionPlanConfig": ".dagster.run_config", "ReconfigureConfig": ".dagster.run_config",
-    "ScalingPlanConfig": ".dagster.run_config", "Strategy": ".dagster.run_config",
-    "ScalingAssets": ".dagster.scaling_assets", "build_scaling_assets": ".dagster.scaling_assets",
-    "build_scaling_sensor": ".dagster.scaling_sensor",
-    "build_streams_sensor": ".dagster.streams_sensor",
-    "ReconfTranslator": ".dagster.translator",
-    "build_stream_progress_sensor": ".dagster.sensor_builder",
-    "build_stream_control_job": ".dagster.stream_jobs",
-    "TraceAssets": ".dagster.trace_assets", "build_trace_assets": ".dagster.trace_assets",
+    "ReconfError": "dagster_reconf.core.errors", "SpecError": "dagster_reconf.core.errors", "StreamNotFoundError": "dagster_reconf.core.errors",
+    "StreamStartError": "dagster_reconf.core.errors", "StreamStateError": "dagster_reconf.core.errors",
+    "AuditLedger": "dagster_reconf.core.ledger",
+    "ExecutionPlan": "dagster_reconf.core.reconfig", "ReconfigurationInterrupted": "dagster_reconf.core.reconfig",
+    "ReconfigurationRefused": "dagster_reconf.core.reconfig", "Reconfigurer": "dagster_reconf.core.reconfig",
+    "StreamSpec": "dagster_reconf.core.spec",
+    "StreamContext": "dagster_reconf.core.definition", "StreamDefinition": "dagster_reconf.core.definition", "StreamOutput": "dagster_reconf.core.definition",
+    "stream_definition": "dagster_reconf.core.definition",
+    "StreamSupervisor": "dagster_reconf.core.process.supervisor",
+    "build_reconfiguration_failure_sensor": "dagster_reconf.dagster.reconfiguration_assets",
+    "build_stream_configuration": "dagster_reconf.dagster.reconfiguration_assets",
+    "AuditLedgerResource": "dagster_reconf.dagster.resources", "StreamRuntimeResource": "dagster_reconf.dagster.resources",
+    "ExecutionPlanConfig": "dagster_reconf.dagster.run_config", "ReconfigureConfig": "dagster_reconf.dagster.run_config",
+    "ScalingPlanConfig": "dagster_reconf.dagster.run_config", "Strategy": "dagster_reconf.dagster.run_config",
+    "ScalingAssets": "dagster_reconf.dagster.scaling_assets", "build_scaling_assets": "dagster_reconf.dagster.scaling_assets",
+    "build_scaling_sensor": "dagster_reconf.dagster.scaling_sensor",
+    "build_streams_sensor": "dagster_reconf.dagster.streams_sensor",
+    "ReconfTranslator": "dagster_reconf.dagster.translator",
+    "build_stream_progress_sensor": "dagster_reconf.dagster.sensor_builder",
+    "build_stream_control_job": "dagster_reconf.dagster.stream_jobs",
+    "TraceAssets": "dagster_reconf.dagster.trace_assets", "build_trace_assets": "dagster_reconf.dagster.trace_assets",
 }
 
 if TYPE_CHECKING:
-    from .core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
-    from .core.errors import ReconfError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
-    from .core.ledger import AuditLedger
-    from .core.reconfig import ExecutionPlan, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
-    from .core.spec import StreamSpec
-    from .core.supervisor import StreamSupervisor
-    from .dagster.reconfiguration_assets import build_reconfiguration_failure_sensor, build_stream_configuration
-    from .dagster.resources import AuditLedgerResource, StreamRuntimeResource
-    from .dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
-    from .dagster.scaling_assets import ScalingAssets, build_scaling_assets
-    from .dagster.scaling_sensor import build_scaling_sensor
-    from .dagster.sensor_builder import build_stream_progress_sensor
-    from .dagster.stream_jobs import build_stream_control_job
-    from .dagster.streams_sensor import build_streams_sensor
-    from .dagster.trace_assets import TraceAssets, build_trace_assets
-    from .dagster.translator import ReconfTranslator
+    from dagster_reconf.core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
+    from dagster_reconf.core.errors import ReconfError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
+    from dagster_reconf.core.ledger import AuditLedger
+    from dagster_reconf.core.reconfig import ExecutionPlan, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
+    from dagster_reconf.core.spec import StreamSpec
+    from dagster_reconf.core.process.supervisor import StreamSupervisor
+    from dagster_reconf.dagster.reconfiguration_assets import build_reconfiguration_failure_sensor, build_stream_configuration
+    from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
+    from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
+    from dagster_reconf.dagster.scaling_assets import ScalingAssets, build_scaling_assets
+    from dagster_reconf.dagster.scaling_sensor import build_scaling_sensor
+    from dagster_reconf.dagster.sensor_builder import build_stream_progress_sensor
+    from dagster_reconf.dagster.stream_jobs import build_stream_control_job
+    from dagster_reconf.dagster.streams_sensor import build_streams_sensor
+    from dagster_reconf.dagster.trace_assets import TraceAssets, build_trace_assets
+    from dagster_reconf.dagster.translator import ReconfTranslator
 
 
 def __getattr__(name: str) -> Any:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import SpecError, StreamStartError
+from dagster_reconf.core.errors import SpecError, StreamStartError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -8,6 +8,13 @@ a stack trace to know what to change.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import pydantic
+
+M = TypeVar("M", bound="pydantic.BaseModel")
+
 __all__ = [
     "ControlRequestError",
     "ReconfError",
@@ -15,6 +22,8 @@ __all__ = [
     "StreamNotFoundError",
     "StreamStartError",
     "StreamStateError",
+    "format_validation_error",
+    "validated",
 ]
 
 
@@ -48,3 +57,27 @@ class ControlRequestError(ReconfError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+def validated(model: type[M], data: Any, what: str) -> M:
+    """``model`` from ``data``, or :class:`SpecError` naming each bad field, its value and what is allowed."""
+    from pydantic import ValidationError  # not at import: Spark's Python workers import these errors
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(what, exc, data)) from None
+
+
+def format_validation_error(what: str, exc: pydantic.ValidationError, data: Any) -> str:
+    """One line per problem: the field, the given value and what is allowed."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        value: Any = data
+        for part in err["loc"]:
+            value = value.get(part) if isinstance(value, dict) else None
+        given = "missing" if err["type"] == "missing" else f"got {value!r}"
+        message = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {message} ({given})")
+    return f"invalid {what}: " + "; ".join(lines)

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .definition import KNOBS, StreamDefinition, load_definition
-from .errors import SpecError
-from .storage import validate_storage_url
+from dagster_reconf.core.definition import KNOBS, StreamDefinition, load_definition
+from dagster_reconf.core.errors import SpecError, validated
+from dagster_reconf.core.store.storage import validate_storage_url
 
-__all__ = ["RestartScope", "StreamSpec", "context_scope", "format_validation_error", "restart_scope", "validate_master", "validate_spec"]
+__all__ = ["STRATEGIES", "RestartScope", "Strategy", "StreamSpec", "context_scope", "restart_scope", "validate_master", "validate_spec"]
 
 _MASTER_PATTERNS = [
     re.compile(r"^local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?$"),
@@ -36,6 +36,9 @@ _MASTER_PATTERNS = [
 _NAME_PATTERN = r"^[a-z][a-z0-9_\-]{0,62}$"
 _HOST_PATTERN = r"^[A-Za-z0-9.\-:]+$"
 LOOPBACK = "127.0.0.1"
+
+Strategy = Literal["native", "replay", "precopy"]  # how a change of state partitions moves the state
+STRATEGIES: tuple[str, ...] = ("native", "replay", "precopy")
 
 
 def validate_master(master: str) -> str:
@@ -176,29 +179,6 @@ class StreamSpec(BaseModel):
         return StreamSpec.parse(merged)
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def validated(model: type[M], data: Any, what: str) -> M:
-    """``model`` from ``data``, or :class:`SpecError` naming each bad field, its value and what is allowed."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(what, exc, data)) from None
-
-
-def format_validation_error(what: str, exc: ValidationError, data: Any) -> str:
-    """One line per problem: the field, the given value and what is allowed."""
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        value: Any = data
-        for part in err["loc"]:
-            value = value.get(part) if isinstance(value, dict) else None
-        given = "missing" if err["type"] == "missing" else f"got {value!r}"
-        message = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{loc}: {message} ({given})")
-    return f"invalid {what}: " + "; ".join(lines)
 
 
 class RestartScope(str, Enum):

@@ -43,9 +43,9 @@ from dagster import (
     run_failure_sensor,
 )
 
-from ..core.errors import SpecError
-from ..core.ledger import AuditLedger
-from ..core.reconfig import (
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.reconfig import (
     PAUSED_STEPS,
     STRATEGIES,
     DriverStream,
@@ -55,11 +55,11 @@ from ..core.reconfig import (
     ReconfigurationRefused,
     Reconfigurer,
 )
-from ..core.scaling.knobs import ScalingPlan
-from ..core.spec import StreamSpec
-from .resources import AuditLedgerResource, StreamRuntimeResource
-from .run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
-from .translator import ReconfTranslator
+from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
+from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
+from dagster_reconf.dagster.translator import ReconfTranslator
 
 __all__ = ["RECONFIGURATION_TAG", "build_reconfiguration_failure_sensor", "build_stream_configuration"]
 

@@ -16,12 +16,12 @@ import pandas as pd
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from ..core.ledger import AuditLedger, default_ledger_url
-from ..core.metrics import MetricsStore, progress_frame
-from ..core.paths import StreamPaths, default_home
-from ..core.storage import Location
-from ..core.supervisor import StreamSupervisor
-from ..core.traces.store import TraceStore
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
+from dagster_reconf.core.store.paths import StreamPaths, default_home
+from dagster_reconf.core.store.storage import Location
+from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.traces.store import TraceStore
 
 __all__ = ["AuditLedgerResource", "StreamRuntimeResource"]
 
@@ -82,7 +82,7 @@ class StreamRuntimeResource(ConfigurableResource):
         paths = StreamPaths(self.home_path, stream)
         if not paths.attached.is_file():
             return {}
-        from ..core.attach import AttachedReader
+        from dagster_reconf.core.traces.attach import AttachedReader
 
         return AttachedReader(paths).refresh()
 

@@ -1,7 +1,7 @@
 """Typed run config of the scaling and reconfiguration assets: what the launchpad shows field by field.
 
 Plans travel through run config as nested :class:`dagster.Config` classes that mirror the
-core's pydantic models (:class:`~dagster_reconf.core.scaling.knobs.ScalingPlan`,
+core's pydantic models (:class:`~dagster_reconf.core.scaling.scaling_plan.ScalingPlan`,
 :class:`~dagster_reconf.core.reconfig.ExecutionPlan`), never as JSON strings, and the
 migration strategy is an enum. Dagster checks types and enum values before a run
 starts; the core's models then check ranges and cross-field rules, with messages that
@@ -16,17 +16,17 @@ from typing import Any, Optional
 from dagster import Config
 from pydantic import Field
 
-from ..core.errors import SpecError
-from ..core.reconfig import ExecutionPlan
-from ..core.reconfig.migration import STRATEGIES
-from ..core.scaling.knobs import ScalingPlan
-from .translator import ReconfTranslator
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.reconfig import ExecutionPlan
+from dagster_reconf.core.spec import STRATEGIES
+from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
+from dagster_reconf.dagster.translator import ReconfTranslator
 
 # Optional[...] rather than X | None: Dagster's config schema reads these annotations.
 __all__ = ["ExecutionPlanConfig", "KnobsConfig", "PlanConfig", "ReconfigureConfig", "ScalingPlanConfig", "Strategy"]
 
 Strategy = Enum("Strategy", {name: name for name in STRATEGIES}, type=str)
-Strategy.__doc__ = "How a plan that changes the state partitions moves the state (see dagster_reconf.core.reconfig.migration)."
+Strategy.__doc__ = "How a plan that changes the state partitions moves the state (see dagster_reconf.core.spark.state_migrator)."
 
 
 class KnobsConfig(Config):

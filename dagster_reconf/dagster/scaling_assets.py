@@ -39,14 +39,14 @@ from dagster import (
     in_process_executor,
 )
 
-from ..core.errors import SpecError
-from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from ..core.scaling.knobs import ScalingPlan, ScalingStep
-from ..core.scaling.policy import POLICIES, PolicyConfig
-from .reconfiguration_assets import build_stream_configuration
-from .resources import StreamRuntimeResource
-from .run_config import PlanConfig, Strategy
-from .translator import ReconfTranslator
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
+from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
+from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
+from dagster_reconf.dagster.reconfiguration_assets import build_stream_configuration
+from dagster_reconf.dagster.resources import StreamRuntimeResource
+from dagster_reconf.dagster.run_config import PlanConfig, Strategy
+from dagster_reconf.dagster.translator import ReconfTranslator
 
 __all__ = ["PLAN_TAG", "STREAM_TAG", "ScalingAssets", "build_scaling_assets", "current_window"]
 
@@ -87,7 +87,7 @@ def current_window(streams: StreamRuntimeResource, stream: str) -> Configuration
 
 def _plan_metadata(plan: ScalingPlan | None, reason: str, observation: dict[str, float],
                    step: ScalingStep | None) -> dict[str, Any]:
-    from ..core.scaling.plots import capacity_plot_png
+    from dagster_reconf.core.scaling.plots import capacity_plot_png
 
     metadata: dict[str, Any] = {"decision": reason, "observation": MetadataValue.json(observation)}
     if step is not None:  # every decision, a hold too: its kind and the cores it reserves before and after

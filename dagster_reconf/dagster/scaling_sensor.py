@@ -36,14 +36,14 @@ from dagster import (
     sensor,
 )
 
-from ..core.ledger.ledger import StreamLock
-from ..core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from ..core.scaling.policy import POLICIES
-from .cursors import parse_cursor
-from .resources import AuditLedgerResource, StreamRuntimeResource
-from .run_config import ScalingPlanConfig
-from .scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
-from .trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
+from dagster_reconf.core.ledger.ledger import StreamLock
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
+from dagster_reconf.core.scaling.policy import POLICIES
+from dagster_reconf.dagster.cursors import parse_cursor
+from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
+from dagster_reconf.dagster.run_config import ScalingPlanConfig
+from dagster_reconf.dagster.scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
+from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 
 __all__ = ["ScalingCursor", "build_scaling_sensor"]
 

@@ -26,8 +26,8 @@ from dagster import (
     sensor,
 )
 
-from .cursors import parse_cursor
-from .resources import StreamRuntimeResource
+from dagster_reconf.dagster.cursors import parse_cursor
+from dagster_reconf.dagster.resources import StreamRuntimeResource
 
 __all__ = ["ProgressCursor", "build_stream_progress_sensor"]
 

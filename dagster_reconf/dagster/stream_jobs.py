@@ -14,9 +14,9 @@ from enum import Enum
 from dagster import Config, Failure, JobDefinition, MetadataValue, OpExecutionContext, job, op
 from pydantic import Field
 
-from ..core.errors import ReconfError
-from ..core.spec import StreamSpec
-from .resources import StreamRuntimeResource
+from dagster_reconf.core.errors import ReconfError
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.dagster.resources import StreamRuntimeResource
 
 __all__ = ["StreamAction", "StreamControlConfig", "build_stream_control_job"]
 

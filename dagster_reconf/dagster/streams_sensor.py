@@ -43,13 +43,13 @@ from dagster import (
     sensor,
 )
 
-from ..core.scaling.evidence import ConfigurationWindow, decide
-from ..core.scaling.policy import POLICIES, ScalingPolicy
-from .cursors import parse_cursor
-from .resources import AuditLedgerResource, StreamRuntimeResource
-from .scaling_assets import STREAM_TAG, ScalingAssets
-from .scaling_sensor import IN_FLIGHT, evidence_request, held_by
-from .trace_assets import TraceAssets
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
+from dagster_reconf.core.scaling.policy import POLICIES, ScalingPolicy
+from dagster_reconf.dagster.cursors import parse_cursor
+from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
+from dagster_reconf.dagster.scaling_assets import STREAM_TAG, ScalingAssets
+from dagster_reconf.dagster.scaling_sensor import IN_FLIGHT, evidence_request, held_by
+from dagster_reconf.dagster.trace_assets import TraceAssets
 
 __all__ = ["StreamsCursor", "build_streams_sensor"]
 

@@ -59,8 +59,8 @@ from dagster import (
     schedule,
 )
 
-from .resources import StreamRuntimeResource
-from .translator import ReconfTranslator
+from dagster_reconf.dagster.resources import StreamRuntimeResource
+from dagster_reconf.dagster.translator import ReconfTranslator
 
 # The CP engine (numba, scipy), the plot (matplotlib) and GX are imported inside the asset
 # bodies: loading a code location or the CLI should not pay for them.
@@ -177,7 +177,7 @@ def build_trace_assets(
     )
     def trace_snapshots(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
-        from ..core.traces.validation import validate_activities
+        from dagster_reconf.core.traces.validation import validate_activities
 
         stream, lo, hi = _window_ms(context)
         store = streams.trace_store(stream)
@@ -218,10 +218,10 @@ def build_trace_assets(
     )
     def cp_summaries(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
-        from ..core.traces.critical_path import snapshot
-        from ..core.traces.plots import cp_plot_png
-        from ..core.traces.summaries import summarize
-        from ..core.traces.validation import validate_cp_sum
+        from dagster_reconf.core.traces.critical_path import snapshot
+        from dagster_reconf.core.traces.plots import cp_plot_png
+        from dagster_reconf.core.traces.summaries import summarize
+        from dagster_reconf.core.traces.validation import validate_cp_sum
 
         stream, lo, hi = _window_ms(context)
         trace_snapshots = streams.trace_store(stream).activities(lo, hi, query_ids=streams.query_ids(stream))

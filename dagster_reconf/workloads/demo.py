@@ -4,7 +4,7 @@
 
 An under-provisioned Q5 stream runs in its own driver at a rate it cannot sustain; the
 reference code location's scaling sensor (``workspace.yaml``) plans and the runs migrate
-it until it keeps up (see :mod:`dagster_reconf.dagster.closed_loop`). The output is
+it until it keeps up (see :mod:`dagster_reconf.harness.closed_loop`). The output is
 checked against the batch oracle, and a report and a timeline PNG are written.
 """
 
@@ -16,9 +16,9 @@ import signal
 import sys
 from pathlib import Path
 
-from ..core.spec import StreamSpec
-from ..dagster.closed_loop import LoopReport, run_closed_loop
-from .streams import bundled_spec
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.harness.closed_loop import LoopReport, run_closed_loop
+from dagster_reconf.workloads.streams import bundled_spec
 
 __all__ = ["DEMO_SENSOR", "DEMO_STREAM", "demo_spec", "run_demo"]
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..core.errors import SpecError
+from dagster_reconf.core.errors import SpecError
 
 __all__ = ["DATA_OPTIONS", "PACING_OPTIONS", "CostSpec", "GeneratedOptions", "SourceOptions"]
 

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..core.checkpoint import checkpoint_facts
-from ..core.paths import StreamPaths
-from .options import PACING_OPTIONS, GeneratedOptions, SourceOptions
-from .queries import QueryDefinition
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.workloads.options import PACING_OPTIONS, GeneratedOptions, SourceOptions
+from dagster_reconf.workloads.queries import QueryDefinition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ..core.spec import StreamSpec
+    from dagster_reconf.core.spec import StreamSpec
 
 __all__ = ["OutputComparison", "check_stream_output", "compare", "consumed_events", "expected_result", "stream_result"]
 
@@ -63,7 +63,7 @@ def expected_result(
     spark: SparkSession, query: QueryDefinition, options: SourceOptions, *, watermark: str | None = None
 ) -> pd.DataFrame:
     """Run ``query`` as a batch job over events ``[0, options.max_events)``."""
-    from .sources import register_sources
+    from dagster_reconf.workloads.sources import register_sources
 
     if options.max_events is None:
         raise ValueError("the oracle needs a bounded input: set max_events on the source options")
@@ -122,7 +122,7 @@ def consumed_events(checkpoint: Any) -> int:
 
 def _last_watermark(paths: StreamPaths) -> str | None:
     """The watermark of the last committed batch, from the metrics store."""
-    from ..core.metrics import MetricsStore
+    from dagster_reconf.core.store.metrics import MetricsStore
 
     record = MetricsStore(paths.metrics).last_progress()
     return ((record or {}).get("progress") or {}).get("eventTime", {}).get("watermark")
@@ -135,8 +135,8 @@ def check_stream_output(spark: SparkSession, home: Path | str, spec: StreamSpec,
     Args:
         watermark: the watermark the output is final by (default: the last recorded batch's).
     """
-    from .sink import read_sink
-    from .streams import query_of
+    from dagster_reconf.workloads.sink import read_sink
+    from dagster_reconf.workloads.streams import query_of
 
     paths = StreamPaths(Path(home).resolve(), spec.name)
     query = query_of(spec)

@@ -14,8 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..core.atomic import replace_text
-from .options import offered_since
+from dagster_reconf.core.store.atomic import replace_text
+from dagster_reconf.workloads.options import offered_since
 
 __all__ = ["PacingAnchor", "pacing_anchor"]
 

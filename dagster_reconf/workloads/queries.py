@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 
-from ..core.errors import SpecError
+from dagster_reconf.core.errors import SpecError
 
 if TYPE_CHECKING:  # pyspark is imported where a query is built, so the catalogue loads without it
     from pyspark.sql import DataFrame

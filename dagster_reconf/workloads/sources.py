@@ -25,9 +25,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from ..core.errors import SpecError
-from .generator import EventGenerator, NexmarkGenerator, WordsGenerator
-from .options import SourceOptions
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.workloads.generator import EventGenerator, NexmarkGenerator, WordsGenerator
+from dagster_reconf.workloads.options import SourceOptions
 
 __all__ = ["NexmarkDataSource", "WordsDataSource", "register_sources", "spark_schema_ddl"]
 

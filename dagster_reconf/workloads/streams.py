@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.definition import StreamContext, StreamDefinition, stream_definition
-from ..core.spec import StreamSpec
-from .options import DATA_OPTIONS, GeneratedOptions, SourceOptions
-from .oracle import check_stream_output
-from .pacing import pacing_anchor
-from .queries import QUERIES, QueryDefinition, RecordCost
+from dagster_reconf.core.definition import StreamContext, StreamDefinition, stream_definition
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.workloads.options import DATA_OPTIONS, GeneratedOptions, SourceOptions
+from dagster_reconf.workloads.oracle import check_stream_output
+from dagster_reconf.workloads.pacing import pacing_anchor
+from dagster_reconf.workloads.queries import QUERIES, QueryDefinition, RecordCost
 
 __all__ = ["BUNDLED", "bundled_spec", "q1", "q2", "q3", "q5", "q8", "q11", "query_of", "wordcount"]
 
@@ -32,8 +32,8 @@ KNOB_OPTIONS = {"source_partitions": "partitions", "max_per_trigger": "max_event
 
 def _definition(query: QueryDefinition) -> StreamDefinition:
     def build(spark: Any, ctx: StreamContext) -> Any:
-        from .sink import BatchFileSink
-        from .sources import register_sources
+        from dagster_reconf.workloads.sink import BatchFileSink
+        from dagster_reconf.workloads.sources import register_sources
 
         options: GeneratedOptions = ctx.options
         register_sources(spark)

@@ -4,8 +4,8 @@ from collections.abc import Callable
 import psutil
 import pytest
 
-from dagster_reconf.core.session import helper_session
-from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.core.spark.session import helper_session
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 
 
 @pytest.fixture(name="spark", scope="module")
@@ -21,7 +21,7 @@ def drivers_under(home) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "dagster_reconf.core.driver" in cmdline and any(str(home) in part for part in cmdline):
+        if "dagster_reconf.core.process.driver" in cmdline and any(str(home) in part for part in cmdline):
             found.append(proc)
     return found
 
@@ -39,8 +39,8 @@ def supervisor_fixture(tmp_path):
 
 def run_to_end(home, spec):
     """Run ``spec`` (a bounded stream) in this process to the end of its input, then stop it: its finished event log."""
-    from dagster_reconf.core.paths import StreamPaths
-    from dagster_reconf.core.runtime import StreamRuntime
+    from dagster_reconf.core.store.paths import StreamPaths
+    from dagster_reconf.core.spark.runtime import StreamRuntime
     from dagster_reconf.core.traces.store import application_logs
 
     runtime = StreamRuntime(spec, StreamPaths(home, spec.name))

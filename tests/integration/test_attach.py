@@ -23,16 +23,16 @@ from dagster_reconf import (
     build_streams_sensor,
     build_trace_assets,
 )
-from dagster_reconf.core.attach import AttachSpec, attach
-from dagster_reconf.core.cli import main as reconf
+from dagster_reconf.core.traces.attach import AttachSpec, attach
+from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import MetricsStore, progress_frame
-from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
-from dagster_reconf.core.session import build_spark_session
+from dagster_reconf.core.spark.session import build_spark_session
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 
 from .conftest import wait_until
 

@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from dagster_reconf.workloads.demo import run_demo
-from dagster_reconf.core.supervisor import terminate_process_tree
+from dagster_reconf.core.process.process_tree import terminate_process_tree
 
 pytestmark = pytest.mark.spark
 

@@ -6,13 +6,15 @@ import urllib.request
 
 import pytest
 
-from dagster_reconf.core.cluster import cluster_info, start_cluster, stop_cluster
-from dagster_reconf.core.cluster_room import granted_cores
+from dagster_reconf.core.process.local_cluster import start_cluster, stop_cluster
+from dagster_reconf.core.store.cluster_record import cluster_info
+from dagster_reconf.core.spark.executor_room import granted_cores
 from dagster_reconf.core.errors import ReconfError, StreamStateError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import MetricsStore, record_row
+from dagster_reconf.core.store.metrics import MetricsStore, record_row
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
-from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
+from dagster_reconf.core.process.process_tree import session_processes
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec

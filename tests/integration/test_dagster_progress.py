@@ -7,8 +7,8 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, instance_fo
 
 from assets.stream_progress import stream_progress
 from dagster_reconf import StreamRuntimeResource, build_stream_progress_sensor
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.workloads.streams import bundled_spec
 
 pytestmark = pytest.mark.spark

@@ -14,12 +14,13 @@ import signal
 import psutil
 import pytest
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import MetricsStore
+from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor, session_processes, signal_processes
+from dagster_reconf.core.process.process_tree import session_processes, signal_processes
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import drivers_under, wait_until

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.errors import StreamStartError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer

@@ -9,7 +9,7 @@ from dagster import AssetKey, DagsterInstance, materialize
 
 from assets import SCALING
 from dagster_reconf.core.ledger import AuditLedger
-from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.store.paths import StreamPaths
 from resources import resources_for_env
 from resources.streams import BUNDLED_STREAMS
 

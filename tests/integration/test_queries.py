@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
-from dagster_reconf.core.metrics import progress_row
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.python_task_cpu import kept_python_task_cpu_ms, measure_python_task_cpu_ms
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.metrics import progress_row
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms, measure_python_task_cpu_ms
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec
 

@@ -5,14 +5,15 @@ migration that fails verification is rolled back."""
 
 import pytest
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import MetricsStore
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer, migration
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
+from dagster_reconf.core.spark import state_migrator as migration
 from dagster_reconf.core.reconfig import reconfigurer as reconfigurer_module
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow
 from dagster_reconf.workloads.streams import bundled_spec
 

@@ -14,13 +14,14 @@ import sys
 
 import pytest
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import MetricsStore, record_row
+from dagster_reconf.core.store.metrics import MetricsStore, record_row
 from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, ReconfigurationInterrupted, Reconfigurer
 from dagster_reconf.core.reconfig.reconfigurer import KILL_AFTER_STEP_ENV
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor, session_processes, signal_processes
+from dagster_reconf.core.process.process_tree import session_processes, signal_processes
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.workloads.oracle import consumed_events
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -62,7 +63,7 @@ def reconf_cli(home, *args, kill_after: str | None = None) -> subprocess.Complet
     env.pop(KILL_AFTER_STEP_ENV, None)
     if kill_after:
         env[KILL_AFTER_STEP_ENV] = kill_after
-    return subprocess.run([sys.executable, "-m", "dagster_reconf.core.cli", "--home", str(home), *args],
+    return subprocess.run([sys.executable, "-m", "dagster_reconf.cli", "--home", str(home), *args],
                           capture_output=True, text=True, env=env, timeout=300)
 
 

@@ -15,11 +15,11 @@ from dagster_reconf import (
     build_trace_assets,
 )
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.metrics import MetricsStore
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.python_task_cpu import kept_python_task_cpu_path
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_path
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow
-from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan
+from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.workloads.streams import bundled_spec
 

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from dagster_reconf.core.checkpoint import checkpoint_facts
-from dagster_reconf.core.cli import main as reconf
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.reconfig import LocalStream, Reconfigurer
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec
 

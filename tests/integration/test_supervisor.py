@@ -9,10 +9,11 @@ import pytest
 
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
 
-from dagster_reconf.core.cli import main as reconf
-from dagster_reconf.core.control import ControlClient
+from dagster_reconf.cli import main as reconf
+from dagster_reconf.core.process.control import ControlClient
 from dagster_reconf.core.errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
-from dagster_reconf.core.supervisor import StreamSupervisor, session_processes
+from dagster_reconf.core.process.process_tree import session_processes
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import drivers_under, wait_until

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.traces.activities import ACTIVITY_TYPES, TraceNormalizer
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.eventlog import TableReadResult, read_events

@@ -15,9 +15,9 @@ from dagster_reconf import (
 )
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
-from dagster_reconf.core.scaling.knobs import ScalingPlan
+from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.supervisor import StreamSupervisor
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from examples.orders.streams import OrderWriter
 
 from .conftest import wait_until

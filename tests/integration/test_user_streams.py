@@ -12,15 +12,16 @@ import pytest
 from dagster import DagsterInstance, instance_for_test
 
 from dagster_reconf import StreamRuntimeResource, build_stream_control_job
-from dagster_reconf.core.checkpoint import checkpoint_facts
-from dagster_reconf.core.cli import main as reconf
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.definition import load_definition
 from dagster_reconf.core.errors import SpecError, StreamStartError
-from dagster_reconf.core.file_sink import COMPACT_INTERVAL_CONF
+from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.paths import StreamPaths
-from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer, StreamMigrator
-from dagster_reconf.core.runtime import StreamRuntime
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.spark.state_migrator import StreamMigrator
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from examples.orders.streams import OrderWriter
 

@@ -2,8 +2,8 @@
 
 import json
 
-from dagster_reconf.core.cli import main
-from dagster_reconf.core.paths import StreamPaths
+from dagster_reconf.cli import main
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan
 from dagster_reconf.core.spec import StreamSpec
 

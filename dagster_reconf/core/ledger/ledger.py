@@ -35,8 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from ..errors import ReconfError
-from .schema import LOCKS, METADATA, RECORDS, VERSION_TABLE
+from dagster_reconf.core.errors import ReconfError
+from dagster_reconf.core.ledger.schema import LOCKS, METADATA, RECORDS, VERSION_TABLE
 
 __all__ = ["AuditLedger", "AuditRecord", "ChainReport", "LedgerError", "StreamLock", "default_ledger_url"]
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..definition import StreamDefinition
-from ..sources import source_figures
-from ..storage import Location
-from .migration import replay_problem
+from dagster_reconf.core.definition import StreamDefinition
+from dagster_reconf.core.progress.source_kinds import source_figures
+from dagster_reconf.core.store.storage import Location
+from dagster_reconf.core.store.checkpoint import replay_problem
 
 __all__ = ["REPLAYABLE_KINDS", "Capabilities", "stream_capabilities"]
 

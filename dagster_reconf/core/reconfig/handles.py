@@ -6,8 +6,8 @@ keeps its JVM and executors warm, and a driver that died mid-reconfiguration is
 started again *paused*, so the steps continue before the query runs again).
 :class:`DriverStream` can also hand a change that needs a new SparkContext over to a warm
 standby driver started while the stream still runs (see
-:meth:`~dagster_reconf.core.supervisor.StreamSupervisor.start_standby`).
-:class:`LocalStream` wraps a :class:`~dagster_reconf.core.runtime.StreamRuntime` in
+:meth:`~dagster_reconf.core.process.supervisor.StreamSupervisor.start_standby`).
+:class:`LocalStream` wraps a :class:`~dagster_reconf.core.spark.runtime.StreamRuntime` in
 this process (tests and benchmarks).
 """
 
@@ -17,14 +17,14 @@ import json
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
-from ..definition import StreamDefinition, load_definition
-from ..errors import ControlRequestError, StreamStateError
-from ..paths import StreamPaths
-from ..spec import StreamSpec, validate_spec
+from dagster_reconf.core.definition import StreamDefinition, load_definition
+from dagster_reconf.core.errors import ControlRequestError, StreamStateError
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.spec import StreamSpec, validate_spec
 
 if TYPE_CHECKING:
-    from ..runtime import StreamRuntime
-    from ..supervisor import StreamSupervisor
+    from dagster_reconf.core.spark.runtime import StreamRuntime
+    from dagster_reconf.core.process.supervisor import StreamSupervisor
 
 __all__ = ["DriverStream", "LocalStream", "StreamHandle"]
 
@@ -122,7 +122,7 @@ class LocalStream(StreamHandle):
     """A stream run by a :class:`StreamRuntime` in this process."""
 
     def __init__(self, runtime: StreamRuntime) -> None:
-        from .migration import StreamMigrator
+        from dagster_reconf.core.spark.state_migrator import StreamMigrator
 
         self.runtime = runtime
         self.paths = runtime.paths

@@ -11,7 +11,7 @@ Figures (seconds):
 
 When was an event offered? The source says, at every batch it plans, how far it has
 offered (its latest position: the batch's end plus the backlog, in events, see
-:mod:`dagster_reconf.core.sources`). Those samples make a curve from time to position;
+:mod:`dagster_reconf.core.progress.source_kinds`). Those samples make a curve from time to position;
 an event at position ``p`` was offered when the curve reached ``p``, interpolated between
 samples (through a pause, where there are none, the source is taken to offer at an even
 rate). So the figures come from the source's own backlog, whatever the source is.
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..metrics import record_row
+from dagster_reconf.core.store.metrics import record_row
 
 __all__ = ["Observation", "committed_batches", "normal_backlog", "observe_change", "offered_rate"]
 

@@ -32,8 +32,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..errors import SpecError
-from ..spec import SESSION_FIELDS, RestartScope, StreamSpec, context_scope, validate_master, validated
+from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.errors import validated
+from dagster_reconf.core.spec import SESSION_FIELDS, RestartScope, StreamSpec, context_scope, validate_master
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
 

@@ -54,19 +54,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, stateful_operators, tree_bytes
-from ..cluster_room import executor_room_problem
-from ..errors import ReconfError, SpecError, StreamStateError
-from ..ledger import AuditLedger
-from ..metrics import MetricsStore
-from ..storage import spark_uri
-from .capabilities import stream_capabilities
-from .handles import StreamHandle
-from .migration import STRATEGIES, native_repartition_available, remove_generations
-from .observe import committed_batches, normal_backlog, observe_change, offered_rate
-from .plan import ExecutionPlan, diff_plans
-from .state import StateSummary
-from .verification import delta_problems, state_row_counts, verify_migration, warm_up_verification
+from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, stateful_operators, tree_bytes
+from dagster_reconf.core.spark.executor_room import executor_room_problem
+from dagster_reconf.core.errors import ReconfError, SpecError, StreamStateError
+from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.storage import spark_uri
+from dagster_reconf.core.store.paths import remove_generations
+from dagster_reconf.core.spark.session import native_repartition_available
+from dagster_reconf.core.spec import STRATEGIES
+from dagster_reconf.core.reconfig.capabilities import stream_capabilities
+from dagster_reconf.core.reconfig.handles import StreamHandle
+from dagster_reconf.core.reconfig.observe import committed_batches, normal_backlog, observe_change, offered_rate
+from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
+from dagster_reconf.core.spark.state_reader import StateSummary
+from dagster_reconf.core.progress.state_rows import state_row_counts
+from dagster_reconf.core.reconfig.verification import delta_problems, verify_migration, warm_up_verification
 
 __all__ = [
     "STEPS",

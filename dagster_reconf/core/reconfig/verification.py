@@ -19,14 +19,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..expectations import ValidationOutcome, gx_module, validate_frame
-from .state import StateSummary, StoreSummary
+from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
+from dagster_reconf.core.progress.state_rows import StateCounts
+from dagster_reconf.core.spark.state_reader import StateSummary, StoreSummary
 
-__all__ = ["MigrationVerification", "delta_problems", "state_row_counts", "verification_table", "verify_migration",
+__all__ = ["MigrationVerification", "delta_problems", "verification_table", "verify_migration",
            "warm_up_verification"]
 
-StateCounts = list[dict[str, Any]]  # per stateful operator, in plan order: numRowsTotal, numRowsUpdated, numRowsRemoved
-_STATE_ROW_COUNTS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved")
 
 
 @dataclass
@@ -83,11 +82,6 @@ def verify_migration(before: StateSummary, after: StateSummary, partitions: int)
     outcome = validate_frame(table, "state_migration", expectations) if len(table) else ValidationOutcome(
         not before.stores and not after.stores, 0, [] if not after.stores else ["state stores appeared from nowhere"])
     return MigrationVerification(problems, table, outcome, {"rows": before.rows, "partitions": partitions})
-
-
-def state_row_counts(progress: dict[str, Any]) -> StateCounts:
-    """What one batch did to each stateful operator's rows, from its Spark progress (see :data:`StateCounts`)."""
-    return [{k: op.get(k) for k in _STATE_ROW_COUNTS} for op in progress.get("stateOperators") or []]
 
 
 def delta_problems(live: dict[int, StateCounts], replays: list[dict[str, Any]], shift: int) -> list[str] | None:

@@ -17,12 +17,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..metrics import record_row
-from ..spec import StreamSpec
-from ..traces.store import TraceStore
-from .knobs import Knobs
-from .policy import Decision, Observation, ScalingPolicy, observe
-from .profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
+from dagster_reconf.core.store.metrics import record_row
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.traces.store import TraceStore
+from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.scaling.policy import Decision, Observation, ScalingPolicy, observe
+from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
 
 __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "settled_batches", "shared_cpus"]
 

@@ -61,8 +61,8 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from .knobs import Knobs
-from .profile import StreamProfile
+from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.scaling.profile import StreamProfile
 
 __all__ = [
     "Limits", "MicroBatchPlan", "ds2_parallelism", "operator_graph", "plan_micro_batches", "plan_summary", "skewed_operators",

@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..spec import validated
-from .knobs import Knobs, ScalingPlan, ScalingStep
-from .model import Limits, plan_micro_batches, skewed_operators
-from .profile import StreamProfile
+from dagster_reconf.core.errors import validated
+from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
+from dagster_reconf.core.scaling.model import Limits, plan_micro_batches, skewed_operators
+from dagster_reconf.core.scaling.profile import StreamProfile
 
 __all__ = [
     "POLICIES", "DS2Policy", "Decision", "DhalionPolicy", "DynamicAllocationPolicy", "Observation", "PolicyConfig",
@@ -125,7 +125,7 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
     too (:attr:`Observation.peak_rate`): a load that moved inside the newest span shows there.
 
     The source's offered position is the batch's end plus its backlog (in events, see
-    :mod:`dagster_reconf.core.sources`); where offsets do not count events, the end is the
+    :mod:`dagster_reconf.core.progress.source_kinds`); where offsets do not count events, the end is the
     events consumed since the window began. Batches whose source backlog is unknown are
     left out, and said so in ``backlog_unknown``.
     """

@@ -99,9 +99,9 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from ..errors import ReconfError
-from .knobs import Knobs
-from .python_costs import split_python_cpu
+from dagster_reconf.core.errors import ReconfError
+from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.scaling.python_cpu_split import split_python_cpu
 
 __all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "fit_task_costs", "profile_stream", "still_warming"]
 

@@ -58,7 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from .eventlog import gc_paused
+from dagster_reconf.core.traces.eventlog import gc_paused
 
 __all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "EVENT_SCHEMA", "USED_EVENTS", "TraceNormalizer"]
 

@@ -35,8 +35,8 @@ import pandas as pd
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..errors import ReconfError
-from .activities import DRIVER
+from dagster_reconf.core.errors import ReconfError
+from dagster_reconf.core.traces.activities import DRIVER
 
 __all__ = ["ActivityGraph", "CPInvariantError", "Snapshot", "build_graph", "critical_participation", "snapshot"]
 

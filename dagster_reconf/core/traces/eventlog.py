@@ -41,8 +41,8 @@ import pyarrow.json as pj
 import zstandard
 from upath import UPath
 
-from ..storage import Location, is_local, location_of
-from ..errors import ReconfError
+from dagster_reconf.core.store.storage import Location, is_local, location_of
+from dagster_reconf.core.errors import ReconfError
 
 __all__ = [
     "EventLogError", "LogCursor", "ReadResult", "TableReadResult", "gc_paused", "log_files", "read_event_table", "read_events",

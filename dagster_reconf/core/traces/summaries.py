@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .critical_path import Snapshot, critical_path_length
+from dagster_reconf.core.traces.critical_path import Snapshot, critical_path_length
 
 __all__ = ["edge_frame", "summarize", "what_if_parallelism"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..expectations import ValidationOutcome, gx_module, validate_frame
-from .activities import ACTIVITY_COLUMNS, ACTIVITY_TYPES
+from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
+from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, ACTIVITY_TYPES
 
 __all__ = ["ValidationOutcome", "validate_activities", "validate_cp_sum"]
 

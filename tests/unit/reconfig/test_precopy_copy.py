@@ -1,7 +1,7 @@
 """The precopy's checkpoint copy as of a committed batch, without Spark: what a running query wrote after that batch
 (offsets, commits, state versions) stays out; what Spark needs to load that batch's state comes along."""
 
-from dagster_reconf.core.checkpoint import copy_checkpoint_as_of, copy_offset_entry
+from dagster_reconf.core.store.checkpoint import copy_checkpoint_as_of, copy_offset_entry
 
 
 def make_checkpoint(root, last_offset=6, last_commit=5):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from dagster_reconf.core.reconfig import Reconfigurer
-from dagster_reconf.core.reconfig.migration import next_precopy_round
+from dagster_reconf.core.spark.state_migrator import next_precopy_round
 
 from .test_precopy_copy import make_checkpoint
 

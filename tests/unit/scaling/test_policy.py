@@ -7,7 +7,7 @@ import pytest
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.knobs import Knobs, ScalingPlan, ScalingStep
+from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.policy import (
     DhalionPolicy,
     DS2Policy,

@@ -1,0 +1,383 @@
+"""The driver's control endpoint (HTTP + JSON on 127.0.0.1) and its client.
+
+Chi's idea, on Spark: the controller talks to the running job. The endpoint lives in
+the driver process next to the query, so a stop or a settings change reuses the warm
+SparkContext and executors.
+
+Security and validation: the server binds to 127.0.0.1 unless the stream's spec names
+another address (``control_bind_address``: Dagster run workers on another host); every request must carry
+``Authorization: Bearer <token>`` where the token is the stream's secret file (mode
+0600, readable only by the user who started the stream). Bodies are validated with
+pydantic (unknown fields refused). A refused request changes nothing and answers
+``{"error": "..."}`` with 400 (malformed), 401 (token), 404 (path), 409 (state) or
+413 (too large); a failure the handler did not expect (Spark's own, a lost JVM) answers 500
+with its type and first line, its traceback in the driver's log, so a client never sees a
+connection closed without a reply.
+
+Endpoints (all under ``/v1``): ``GET status``, ``POST stop`` (stop the query at a
+batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings),
+``POST shutdown`` (stop the query and the driver), and for reconfigurations of a
+stopped query (:mod:`dagster_reconf.core.spark.state_migrator`): ``POST state`` (state
+rows and checksums), ``POST states`` (several such reads in one Spark job), ``POST code-check`` (state schema compatibility of a code
+version), ``POST migrate`` (state partitions), ``POST precopy`` (a repartitioned copy prepared while
+the query runs), ``POST executors`` (more executors, ahead of a cores change), ``POST rollback-replay`` and
+``POST resume`` (start with new settings); for a handover to a warm standby driver
+(:mod:`dagster_reconf.core.process.driver`), ``POST promote`` (the standby) and ``POST retire``
+(the paused old driver).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import sys
+import threading
+import traceback
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dagster_reconf.core.errors import ControlRequestError, ReconfError, SpecError, StreamStateError
+from dagster_reconf.core.errors import format_validation_error
+
+__all__ = [
+    "CodeCheckRequest",
+    "ControlClient",
+    "ControlServer",
+    "ExecutorsRequest",
+    "MigrateRequest",
+    "PrecopyRequest",
+    "RestartRequest",
+    "ResumeRequest",
+    "RollbackReplayRequest",
+    "StateRequest",
+    "StatesRequest",
+    "StopRequest",
+    "log_tail",
+    "new_token",
+    "read_token",
+]
+
+LOOPBACK = "127.0.0.1"
+MAX_BODY_BYTES = 1 << 20
+DEFAULT_REQUEST_TIMEOUT_S = 300.0
+
+
+class StopRequest(BaseModel):
+    """Body of ``POST /v1/stop`` and ``POST /v1/shutdown``."""
+
+    model_config = ConfigDict(extra="forbid")
+    timeout_s: float = Field(120.0, gt=0, le=3600, description="How long to wait for the running batch to commit.")
+    finish: bool = Field(True, description="Finish an interrupted batch before answering (False: the next driver "
+                                           "finishes it, after a handover).")
+    keep_interrupted: bool = Field(False, description="With finish false: leave an interrupted batch planned even where "
+                                                      "no sink saw it (else its plan is dropped), so the next start runs "
+                                                      "it first, at the size it was planned with.")
+
+    @model_validator(mode="after")
+    def _keep_only_unfinished(self) -> "StopRequest":
+        if self.finish and self.keep_interrupted:
+            raise ValueError("keep_interrupted=true needs finish=false: a finished batch is committed, not kept")
+        return self
+
+
+class StartRequest(BaseModel):
+    """Body of ``POST /v1/start`` (no fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RestartRequest(BaseModel):
+    """Body of ``POST /v1/restart``: spec fields to change, e.g. ``{"source_partitions": 4}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    settings: dict[str, Any] = Field(..., min_length=1, description="Spec fields and their new values.")
+    timeout_s: float = Field(120.0, gt=0, le=3600, description="How long to wait for the running batch to commit.")
+
+
+class StateRequest(BaseModel):
+    """Body of ``POST /v1/state``: which checkpoint generation and batch to summarize."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: int | None = Field(None, ge=0, description="Checkpoint generation (default: the one in force).")
+    batch_id: int | None = Field(None, ge=0, description="Batch whose state to read (default: the last committed).")
+
+
+class StatesRequest(BaseModel):
+    """Body of ``POST /v1/states``: several state reads, answered from one Spark job (a verification's before and after)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reads: list[StateRequest] = Field(..., min_length=1, max_length=16)
+
+
+class CodeCheckRequest(BaseModel):
+    """Body of ``POST /v1/code-check``."""
+
+    model_config = ConfigDict(extra="forbid")
+    code_version: str = Field(..., min_length=1, max_length=64, description="The code version to check.")
+
+
+class MigrateRequest(BaseModel):
+    """Body of ``POST /v1/migrate``."""
+
+    model_config = ConfigDict(extra="forbid")
+    state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
+    strategy: str = Field("native", pattern="^(native|replay|precopy)$",
+                          description="native (Spark's repartition), replay, or precopy (finish a prepared copy).")
+
+
+class PrecopyRequest(BaseModel):
+    """Body of ``POST /v1/precopy``: prepare a repartitioned copy of the running stream's checkpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+    state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
+    close_enough: int | None = Field(None, ge=0, le=100, description="Batches behind the stream where the catch-up "
+                                                                      "rounds stop (default 2).")
+
+
+class ExecutorsRequest(BaseModel):
+    """Body of ``POST /v1/executors``: grow the running stream to this many executors (within its cores_ceiling)."""
+
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(..., ge=1, le=100_000, description="Executors to hold.")
+
+
+class RollbackReplayRequest(BaseModel):
+    """Body of ``POST /v1/rollback-replay``."""
+
+    model_config = ConfigDict(extra="forbid")
+    generation: int = Field(..., ge=0, description="The checkpoint generation to return to.")
+
+
+class ResumeRequest(BaseModel):
+    """Body of ``POST /v1/resume``: spec fields to apply as the stopped query starts again."""
+
+    model_config = ConfigDict(extra="forbid")
+    settings: dict[str, Any] = Field(default_factory=dict, description="Spec fields and their new values.")
+
+
+def new_token(path: Path) -> str:
+    """Create a fresh random token file readable only by its owner (mode 0600)."""
+    token = secrets.token_urlsafe(32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token)
+    return token
+
+
+def read_token(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        raise ControlRequestError(f"token file {path} is missing; is the stream started?", 401) from None
+
+
+Handler = Callable[[Any], dict[str, Any]]
+
+
+class ControlServer:
+    """Serves the control endpoint for one driver (port 0: the OS picks one).
+
+    Args:
+        token: the secret every request must present.
+        routes: ``{(method, path): (request model or None, handler)}``; handlers get the
+            validated body and return a JSON-able dict.
+        host: the address to listen on (default 127.0.0.1).
+    """
+
+    def __init__(self, token: str, routes: dict[tuple[str, str], tuple[type[BaseModel] | None, Handler]], port: int = 0,
+                 host: str = LOOPBACK) -> None:
+        self._token = token
+        self._routes = routes
+        self._busy = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="reconf-control", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def handle(self, method: str, path: str, authorization: str | None, body: bytes) -> tuple[int, dict[str, Any]]:
+        """Authenticate, validate and dispatch one request (transport-independent, unit-testable)."""
+        expected = f"Bearer {self._token}"
+        if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
+            return 401, {"error": "missing or wrong token: send 'Authorization: Bearer <token>' with the stream's token file"}
+        route = self._routes.get((method, path))
+        if route is None:
+            known = ", ".join(f"{m} {p}" for m, p in sorted(self._routes))
+            return 404, {"error": f"no endpoint {method} {path}; endpoints: {known}"}
+        model, handler = route
+        payload: Any = None
+        if model is not None:
+            try:
+                data = json.loads(body or b"{}")
+            except json.JSONDecodeError as exc:
+                return 400, {"error": f"request body is not JSON: {exc.msg} at position {exc.pos}"}
+            if not isinstance(data, dict):
+                return 400, {"error": f"request body must be a JSON object, got {type(data).__name__}"}
+            try:
+                payload = model.model_validate(data)
+            except ValidationError as exc:
+                return 400, {"error": format_validation_error(f"{path} request", exc, data)}
+        if method == "GET":
+            return self._call(handler, payload)
+        if not self._busy.acquire(blocking=False):
+            return 409, {"error": "another control operation is in progress; retry when it has finished"}
+        try:
+            return self._call(handler, payload)
+        finally:
+            self._busy.release()
+
+    @staticmethod
+    def _call(handler: Handler, payload: Any) -> tuple[int, dict[str, Any]]:
+        try:
+            return 200, handler(payload)
+        except SpecError as exc:
+            return 400, {"error": str(exc)}
+        except (StreamStateError, ControlRequestError) as exc:
+            return 409, {"error": str(exc)}
+        except ReconfError as exc:
+            return 500, {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - Spark's, py4j's: answered, not a dropped connection; the traceback goes to the log
+            traceback.print_exc(file=sys.stderr)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return 500, {"error": f"unexpected {type(exc).__name__}: {first} (the driver's log has the traceback)"}
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class RequestHandler(BaseHTTPRequestHandler):
+            def _serve(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_BODY_BYTES:
+                    status, reply = 413, {"error": f"request body of {length} bytes exceeds {MAX_BODY_BYTES} bytes"}
+                else:
+                    body = self.rfile.read(length) if length else b""
+                    status, reply = server.handle(method, self.path, self.headers.get("Authorization"), body)
+                data = json.dumps(reply, default=str).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server naming
+                self._serve("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._serve("POST")
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                """Requests are not logged: the status and lifecycle records say what happened."""
+
+        return RequestHandler
+
+
+def log_tail(path: Path, lines: int = 30, *, without_stack_frames: bool = False) -> str:
+    """The last ``lines`` lines of a driver's log (JVM stack frames left out on request: the errors stay readable)."""
+    if not path.exists():
+        return "(no driver log)"
+    text = path.read_text(errors="replace").splitlines()
+    if without_stack_frames:
+        text = [line for line in text if line.strip() and not line.lstrip().startswith(("at ", "..."))]
+    return "\n".join(text[-lines:])
+
+
+class ControlClient:
+    """Talks to one driver's control endpoint.
+
+    Args:
+        log: the driver's log; when the endpoint cannot be reached (the driver died or dropped
+            the request), the error carries the log's last lines.
+    """
+
+    def __init__(self, port: int, token: str, host: str = LOOPBACK, log: Path | None = None) -> None:
+        self.base = f"http://{host}:{port}/v1"
+        self.token = token
+        self.log = log
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.base}/{path}", data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", exc.reason)
+            except (json.JSONDecodeError, AttributeError):
+                message = str(exc.reason)
+            raise ControlRequestError(message, exc.code) from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            reason = getattr(exc, "reason", exc)
+            message = f"control endpoint {self.base} unreachable: {reason}"
+            if self.log is not None and self.log.exists():
+                message += f"; the driver's log ({self.log}) ends:\n{log_tail(self.log, 12, without_stack_frames=True)}"
+            raise ControlRequestError(message, 503) from None
+
+    def status(self) -> dict[str, Any]:
+        return self.request("GET", "status")
+
+    def stop(self, timeout_s: float = 120.0, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"timeout_s": timeout_s}
+        if not finish:
+            body["finish"] = False  # only then: a driver of an older release knows no such field
+        if keep_interrupted:
+            body["keep_interrupted"] = True
+        return self.request("POST", "stop", body, timeout_s + 30)
+
+    def start(self) -> dict[str, Any]:
+        return self.request("POST", "start", {})
+
+    def restart(self, settings: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
+        return self.request("POST", "restart", {"settings": settings, "timeout_s": timeout_s}, timeout_s + 120)
+
+    def shutdown(self, timeout_s: float = 120.0) -> dict[str, Any]:
+        return self.request("POST", "shutdown", {"timeout_s": timeout_s}, timeout_s + 30)
+
+    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
+        return self.request("POST", "state", {"generation": generation, "batch_id": batch_id})
+
+    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        body = {"reads": [{"generation": g, "batch_id": b} for g, b in reads]}
+        return self.request("POST", "states", body)["summaries"]
+
+    def code_check(self, code_version: str) -> dict[str, Any]:
+        return self.request("POST", "code-check", {"code_version": code_version})
+
+    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
+        return self.request("POST", "migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
+
+    def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
+        return self.request("POST", "precopy", {"state_partitions": state_partitions, "close_enough": close_enough},
+                            3600)
+
+    def rollback_replay(self, generation: int) -> dict[str, Any]:
+        return self.request("POST", "rollback-replay", {"generation": generation})
+
+    def add_executors(self, count: int) -> dict[str, Any]:
+        return self.request("POST", "executors", {"count": count}, 600)
+
+    def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", "resume", {"settings": settings})

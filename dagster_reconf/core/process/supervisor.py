@@ -1,0 +1,406 @@
+"""Start, find, control and stop stream drivers; every stream is found again by name.
+
+The supervisor is what the CLI and Dagster resources use. Its guarantees:
+
+* ``start`` validates everything it can before spawning (spec, master reachability,
+  writable directories, the checkpoint's data settings), then waits until the driver
+  reports ``running``. If the driver fails or times out, its whole process group (the
+  Python driver, Spark's JVM, Python workers) is killed: nothing is left half-started.
+* ``stop`` asks the driver to stop at a batch boundary and exit; if it does not exit
+  in time, the process group is terminated, then killed.
+* A driver's liveness is checked by pid *and* command line, so a recycled pid is not
+  mistaken for a live stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from dagster_reconf.core.store.atomic import replace_text
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token, read_token
+from dagster_reconf.core.definition import entrypoint_root
+from dagster_reconf.core.errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
+from dagster_reconf.core.store.metrics import MetricsStore, status_figures
+from dagster_reconf.core.store.paths import StreamPaths, default_home
+from dagster_reconf.core.spec import StreamSpec, restart_scope, validate_spec
+from dagster_reconf.core.store.storage import Location
+from dagster_reconf.core.process.process_tree import KILL_GRACE_S, ask_to_leave, terminate_process_tree, wait_for_exit
+
+__all__ = ["StreamSupervisor"]
+
+DRIVER_MODULE = "dagster_reconf.core.process.driver"
+DEFAULT_START_TIMEOUT_S = 180.0
+MASTER_CONNECT_TIMEOUT_S = 3.0
+
+
+def _check_master_reachable(master: str) -> None:
+    """For ``spark://`` masters, fail fast with a clear message if no master listens."""
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for hostport in master[len("spark://") :].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=MASTER_CONNECT_TIMEOUT_S):
+                return
+        except OSError as exc:
+            errors.append(f"{hostport}: {exc.strerror or exc}")
+    raise StreamStartError(
+        f"no Spark master reachable at {master} ({'; '.join(errors)}); start one with `reconf cluster start` "
+        "or fix the master URL"
+    )
+
+
+def driver_environment(spec: StreamSpec) -> dict[str, str]:
+    """The driver's environment: this interpreter for Python workers, the entrypoint's import root on the path."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    if spec.driver_bind_address not in ("0.0.0.0", "::"):
+        env["SPARK_LOCAL_IP"] = spec.driver_bind_address
+    root = entrypoint_root(spec.entrypoint)
+    paths = [str(root)] if root is not None else []
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _check_writable(directory: Location, what: str) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".write-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except Exception as exc:  # OSError locally; fsspec backends raise their own
+        raise SpecError(f"{what} directory {directory} is not writable ({getattr(exc, 'strerror', None) or exc}); choose "
+                        "another home (--home, RECONF_HOME) or another storage URL in the spec") from None
+
+
+def driver_pids(paths: StreamPaths) -> set[int]:
+    """The live driver processes of a stream on this host (a driver, a standby, a retired one still exiting), by
+    command line, so a recycled pid is not taken for one."""
+    pids = set()
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if DRIVER_MODULE in cmdline and str(paths.root) in cmdline:
+            pids.add(proc.pid)
+    return pids
+
+
+def remove_dead_drivers_temp(paths: StreamPaths) -> list[int]:
+    """Remove the temporary folders of the stream's drivers that are gone (killed: a clean exit leaves its folder
+    empty); returns their pids. Each holds about 30 MB (the JVM's native libraries, Spark's local dirs)."""
+    if not paths.driver_temp.is_dir():
+        return []
+    live, removed = driver_pids(paths), []
+    for folder in paths.driver_temp.glob("driver-*"):
+        pid = folder.name.removeprefix("driver-")
+        if pid.isdigit() and int(pid) not in live:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(int(pid))
+    return removed
+
+
+def _client_of(info: dict[str, Any], paths: StreamPaths) -> ControlClient:
+    """A client for the driver (or standby) that ``info`` records."""
+    return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK,
+                         paths.driver_log)
+
+
+class StreamSupervisor:
+    """Manages the stream drivers under one runtime home (default ``$RECONF_HOME`` or ``./.reconf``)."""
+
+    def __init__(self, home: Path | str | None = None) -> None:
+        self.home = Path(home).resolve() if home is not None else default_home()
+
+    def paths(self, name: str) -> StreamPaths:
+        return StreamPaths(self.home, name)
+
+    def require(self, name: str) -> StreamPaths:
+        """The stream's paths; StreamNotFoundError (naming the known streams) if there is no such stream."""
+        paths = self.paths(name)
+        if paths.attached.is_file() and not paths.spec.is_file():  # attached, no query of it seen yet
+            from dagster_reconf.core.traces.attach import AttachedReader
+
+            AttachedReader(paths).refresh()
+        if not paths.spec.is_file():
+            known = ", ".join(p.name for p in StreamPaths.all(self.home)) or "none"
+            raise StreamNotFoundError(f"no stream named {name!r} under {self.home}; known streams: {known}")
+        return paths
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def driver_info(self, name: str) -> dict[str, Any] | None:
+        """``driver.json`` of a *live* driver, or None."""
+        paths = self.paths(name)
+        return self._live_record(paths, paths.driver)
+
+    def standby_info(self, name: str) -> dict[str, Any] | None:
+        """``standby.json`` of a *live* standby driver (see :meth:`start_standby`), or None."""
+        paths = self.paths(name)
+        return self._live_record(paths, paths.standby)
+
+    @staticmethod
+    def _live_record(paths: StreamPaths, record: Path) -> dict[str, Any] | None:
+        try:
+            info = json.loads(record.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if info.get("host", socket.gethostname()) != socket.gethostname():  # a driver on another host: trust its record
+            return info if info.get("status") in ("starting", "running", "warm") else None
+        pid = int(info.get("pid", 0))
+        try:
+            cmdline = psutil.Process(pid).cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+        if DRIVER_MODULE not in cmdline or str(paths.root) not in cmdline:
+            return None
+        return info
+
+    def client(self, name: str) -> ControlClient:
+        paths = self.require(name)
+        info = self.driver_info(name)
+        if info is None or "control_port" not in info:
+            raise StreamStateError(f"stream {name!r} has no running driver; start it with `reconf stream start`")
+        return _client_of(info, paths)
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every stream under the home with its entrypoint, master and whether its driver runs."""
+        rows = []
+        for paths in StreamPaths.all(self.home):
+            spec = json.loads(paths.spec.read_text()) if paths.spec.is_file() else {}  # attached, no query seen yet
+            info = self.driver_info(paths.name)
+            rows.append(
+                {
+                    "name": paths.name,
+                    "entrypoint": spec.get("entrypoint") or f"attached: {paths.event_log}",
+                    "master": spec.get("master"),
+                    "driver": "running" if info else ("attached" if paths.attached.is_file() else "not running"),
+                    "status": info.get("status") if info else None,
+                    "pid": info.get("pid") if info else None,
+                    "control_port": info.get("control_port") if info else None,
+                    "app_id": info.get("app_id") if info else None,
+                }
+            )
+        return rows
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, spec: StreamSpec, *, timeout_s: float = DEFAULT_START_TIMEOUT_S, paused: bool = False) -> dict[str, Any]:
+        """Start a driver for ``spec`` and wait until its query runs (until the driver is up, if ``paused``).
+
+        Raises:
+            StreamStateError: a driver for this stream already runs.
+            SpecError: the spec conflicts with the stream's existing data, or a directory is not writable.
+            StreamStartError: the driver failed to start (its error and log tail are in the message).
+        """
+        paths = self.paths(spec.name)
+        if self.driver_info(spec.name) is not None:
+            raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
+        definition = validate_spec(spec)  # imports the user's module: a missing one fails here, before any process
+        if paths.spec.is_file() and checkpoint_facts(paths.checkpoint).last_offset_batch is not None:
+            old = StreamSpec.parse(json.loads(paths.spec.read_text()))  # a stream with data: refuse changes to its identity
+            restart_scope(old, spec, stateful=checkpoint_facts(paths.checkpoint).stateful,
+                          frozen_options=definition.frozen_options)
+        _check_master_reachable(spec.master)
+        _check_writable(self.home, "runtime home")
+        paths.create()
+        data_root = paths.data_root_for(spec.storage)  # the new spec is not written yet: it must pass first
+        for directory, what in ((data_root / paths.checkpoint.name, "checkpoint"), (paths.work, "work"),
+                                (data_root / paths.event_log.name, "event log")):
+            _check_writable(directory, what)
+        new_token(paths.token)
+        paths.write_spec(spec.model_dump_json(indent=2))
+        paths.driver.unlink(missing_ok=True)
+        return self._spawn(paths, spec, paths.driver, ["--paused"] if paused else [], "running", timeout_s)
+
+    def _spawn(self, paths: StreamPaths, spec: StreamSpec, record: Path, flags: list[str], ready: str,
+               timeout_s: float) -> dict[str, Any]:
+        """Start a driver process in its own session and wait until its ``record`` says ``ready``; on failure, kill it."""
+        remove_dead_drivers_temp(paths)  # a killed driver's, before a new one adds its own
+        with open(paths.driver_log, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", DRIVER_MODULE, str(paths.root), *flags],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=driver_environment(spec),
+            )
+        what = "standby driver" if record == paths.standby else "driver"
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                info = self._read_record(record)
+                if info.get("pid") == proc.pid and info.get("status") == ready:
+                    return info
+                if info.get("pid") == proc.pid and info.get("status") == "failed":
+                    raise StreamStartError(f"{what} of stream {spec.name!r} failed to start: {info.get('error')}")
+                if proc.poll() is not None:
+                    raise StreamStartError(
+                        f"{what} of stream {spec.name!r} exited with code {proc.returncode} before it ran; "
+                        f"log tail:\n{self.log_tail(spec.name)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise StreamStartError(
+                        f"{what} of stream {spec.name!r} did not start within {timeout_s:g} s; "
+                        f"log tail:\n{self.log_tail(spec.name)}"
+                    )
+                time.sleep(0.2)
+        except BaseException:
+            terminate_process_tree(proc.pid)
+            proc.wait(timeout=KILL_GRACE_S)
+            remove_dead_drivers_temp(paths)
+            raise
+
+    # -- handover to a warm standby driver --------------------------------------------------------
+
+    def start_standby(self, name: str, changes: dict[str, Any], timeout_s: float = DEFAULT_START_TIMEOUT_S) -> dict[str, Any]:
+        """Start a warm standby driver with the stream's spec plus ``changes`` (the new settings, a new SparkContext among them).
+
+        It starts its SparkContext, warms its Python workers and analyses the query while the
+        stream keeps running in its driver, then waits to be promoted (:meth:`hand_over`).
+        Idempotent: a live standby with the same settings is kept; one with other settings is
+        replaced.
+
+        Raises:
+            SpecError: the changes are invalid for the stream.
+            StreamStartError: the standby failed to start (its error and log tail are in the message).
+        """
+        paths = self.require(name)
+        spec = StreamSpec.parse(json.loads(paths.spec.read_text())).with_changes(changes)
+        validate_spec(spec)
+        existing = self.standby_info(name)
+        if existing is not None and existing.get("status") == "warm" and existing.get("spec") == spec.model_dump(mode="json"):
+            return {**existing, "reused": True}
+        self.clean_up_drivers(name)
+        _check_master_reachable(spec.master)
+        replace_text(paths.standby_spec, spec.model_dump_json(indent=2))
+        return self._spawn(paths, spec, paths.standby, ["--standby"], "warm", timeout_s)
+
+    def hand_over(self, name: str, standby_pid: int, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Make the warm standby ``standby_pid`` the stream's driver: the old driver stops (at a batch boundary) and
+        exits first.
+
+        Call it with the stream paused; the standby then runs the rest of the reconfiguration.
+        Idempotent: a standby already promoted is reported as such.
+
+        Raises:
+            StreamStateError: that standby is not alive (it died, or was replaced).
+        """
+        paths = self.require(name)
+        current = self.driver_info(name)
+        if current is not None and current.get("pid") == standby_pid:
+            return {"driver_pid": standby_pid, "already_promoted": True}
+        standby = self.standby_info(name)
+        if standby is None or standby.get("pid") != standby_pid:
+            raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} is gone; resume in the "
+                                   "current driver, which restarts its SparkContext")
+        started = time.monotonic()
+        retired, workers_stopped = None, None
+        if current is not None:  # it is paused; it exits on its own, without writing driver.json again
+            retired = current["pid"]
+            try:
+                workers_stopped = _client_of(current, paths).request("POST", "retire", {}).get("python_workers_stopped")
+            except ControlRequestError:  # hung or refused: it must not run beside the standby
+                self.stop(name, timeout_s)
+        try:
+            info = _client_of(standby, paths).request("POST", "promote", {})
+        except ControlRequestError as exc:  # the old driver waits for a commit that will not come: it goes now
+            if retired is not None:
+                ask_to_leave(retired)
+                if not wait_for_exit(retired, timeout_s):
+                    terminate_process_tree(retired)
+            raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} refused to take over "
+                                   f"({exc}); the old driver {retired} has exited: start a driver of the old settings") from None
+        return {"driver_pid": info["pid"], "retired_pid": retired, "retired_python_workers_stopped": workers_stopped,
+                "seconds": round(time.monotonic() - started, 3), "warm_up": standby.get("warm_up")}
+
+    def clean_up_drivers(self, name: str) -> list[int]:
+        """Stop every driver process of the stream but the one ``driver.json`` names: a standby that was not promoted,
+        an old driver still waiting or exiting after a handover. Returns their pids."""
+        paths = self.paths(name)
+        current = self.driver_info(name)
+        standby = self.standby_info(name)
+        keep = current.get("pid") if current else None
+        strays = sorted(driver_pids(paths) - {keep})
+        for pid in strays:
+            if standby is not None and standby.get("pid") == pid:
+                try:
+                    _client_of(standby, paths).shutdown(30)
+                except (ControlRequestError, StreamStateError):
+                    pass  # hung or gone: the kill below
+            else:  # a retired driver, perhaps still waiting for its successor's first commit
+                ask_to_leave(pid)
+            wait_for_exit(pid, KILL_GRACE_S)
+            terminate_process_tree(pid)
+        if standby is None or standby.get("pid") != keep:
+            for path in (paths.standby, paths.standby_spec):
+                path.unlink(missing_ok=True)
+        remove_dead_drivers_temp(paths)
+        return strays
+
+    @staticmethod
+    def _read_record(record: Path) -> dict[str, Any]:
+        try:
+            return json.loads(record.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    def status(self, name: str) -> dict[str, Any]:
+        """Live status from the driver, or the last recorded figures if it is not running (an attached stream's read
+        from its event logs first)."""
+        paths = self.require(name)
+        if self.driver_info(name) is not None:
+            return self.client(name).status()
+        attached = paths.attached.is_file()
+        if attached:
+            from dagster_reconf.core.traces.attach import AttachedReader
+
+            AttachedReader(paths).refresh()
+        spec = json.loads(paths.spec.read_text())
+        return {
+            "name": name,
+            "entrypoint": spec.get("entrypoint"),
+            "state": "attached" if attached else "not running",
+            "master": spec.get("master"),
+            **status_figures(MetricsStore(paths.metrics).last_progress()),
+            "spec": spec,
+        }
+
+    def restart(self, name: str, settings: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
+        """Apply new settings in the running driver (query or session restart)."""
+        return self.client(name).restart(settings, timeout_s)
+
+    def stop(self, name: str, timeout_s: float = 120.0) -> dict[str, Any]:
+        """Stop the query at a batch boundary and end the driver (forcibly if it hangs).
+
+        Returns ``stopped``, the driver's stop report, and ``forced`` if it had to be killed.
+        """
+        self.require(name)
+        info = self.driver_info(name)
+        if info is None:
+            return {"name": name, "stopped": False, "reason": "not running"}
+        pid = int(info["pid"])
+        report: dict[str, Any] = {"name": name, "stopped": True}
+        try:
+            report["stop"] = self.client(name).shutdown(timeout_s)
+        except (ControlRequestError, StreamStateError) as exc:  # hung, gone or refused: fall through to the kill
+            report["graceful_error"] = str(exc)
+        if not wait_for_exit(pid, KILL_GRACE_S + timeout_s):
+            report["forced"] = True
+        terminate_process_tree(pid)
+        remove_dead_drivers_temp(self.paths(name))
+        return report
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        return log_tail(self.paths(name).driver_log, lines)
