@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO_SECONDS ?= 480
 PYTEST_ARGS ?=
 
-.PHONY: demo ui test setup java postgres browser compat kafka clean
+.PHONY: demo ui test lint setup java postgres browser compat kafka clean
 
 setup: $(STAMP) java
 
@@ -99,7 +99,12 @@ compat: java
 	  print(f"dagster-reconf {__version__} loads with dagster {dagster.__version__}, pyspark {pyspark.__version__}")'
 	$(COMPAT)/bin/python -m pytest -q -p no:cacheprovider tests/unit
 
-test: setup postgres browser kafka
+# ruff: the lint rules and line length of pyproject.toml, and its formatting (`ruff format .` fixes that).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint postgres browser kafka
 	@export RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1 JAVA_TOOL_OPTIONS="$(TEST_JAVA_OPTIONS) $${JAVA_TOOL_OPTIONS:-}"; \
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(SOLO_TESTS); solo=$$?; \
 	slow_log=$$(mktemp); slow_tmp=$$(mktemp -d); \

@@ -6,7 +6,16 @@ selects the resource set (see ``resources/``).
 
 from dagster import Definitions
 
-from assets import SCALING, TRACES, cp_summaries, ds2_plans, stream, stream_configuration, stream_progress, trace_snapshots
+from assets import (
+    SCALING,
+    TRACES,
+    cp_summaries,
+    ds2_plans,
+    stream,
+    stream_configuration,
+    stream_progress,
+    trace_snapshots,
+)
 from dagster_reconf import build_stream_control_job
 from resources import resources_for_env
 from resources.streams import streams_for_env

@@ -4,7 +4,6 @@ Static partitions by stream name: the set of managed streams is part of this cod
 location's definition, and each stream's history is read whole from its metrics store.
 """
 
-
 import pandas as pd
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, StaticPartitionsDefinition, asset
 
@@ -18,8 +17,17 @@ def progress_metadata(frame: pd.DataFrame) -> dict[str, MetadataValue]:
     """The figures a person checks first, plus the last batches as a table."""
     if frame.empty:
         return {"batches": MetadataValue.int(0)}
-    recent = frame[["batch_id", "num_input_rows", "input_rows_per_second", "processed_rows_per_second",
-                    "batch_duration_ms", "backlog_events", "state_rows"]].tail(10)
+    recent = frame[
+        [
+            "batch_id",
+            "num_input_rows",
+            "input_rows_per_second",
+            "processed_rows_per_second",
+            "batch_duration_ms",
+            "backlog_events",
+            "state_rows",
+        ]
+    ].tail(10)
     return {
         "batches": MetadataValue.int(len(frame)),
         "last_batch_id": MetadataValue.int(int(frame["batch_id"].iloc[-1])),

@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 
-def parse_args(description: str, add_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+def parse_args(
+    description: str, add_options: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
     """``--quick`` and whatever ``add_options`` adds."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="a short run (under 5 minutes)")

@@ -31,14 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dagster_reconf.core.traces.attach import AttachSpec, attach
-from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from dagster_reconf.core.scaling.policy import DS2Policy, PolicyConfig
 from dagster_reconf.core.spark.session import build_spark_session
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import Location
+from dagster_reconf.core.traces.attach import AttachSpec, attach
 from dagster_reconf.core.traces.critical_path import CPInvariantError, snapshot
 from dagster_reconf.core.traces.eventlog import decompressed, log_files
 from dagster_reconf.core.traces.store import TraceStore, application_logs
@@ -70,7 +70,9 @@ def _count_task_ends(log: Location, counted: dict[str, int]) -> int:
 
 def run_application(logs: Path, checkpoints: Path, tasks: int, timeout_s: float) -> dict[str, Any]:
     """The team's application: three stateful queries on the rate source until the log holds ``tasks`` task ends."""
-    spark = build_spark_session(StreamSpec(name="shop", entrypoint=None, master="local[2]", state_partitions=STATE_PARTITIONS), logs)
+    spark = build_spark_session(
+        StreamSpec(name="shop", entrypoint=None, master="local[2]", state_partitions=STATE_PARTITIONS), logs
+    )
     started = time.monotonic()
     try:
         queries = []
@@ -80,9 +82,14 @@ def run_application(logs: Path, checkpoints: Path, tasks: int, timeout_s: float)
                 shaped, mode = rows.selectExpr("value % 97 AS key").groupBy("key").count(), "update"
             else:  # stateless, wide: a shuffle into many small tasks (the task events a busy application writes)
                 shaped, mode = rows.repartition(SHUFFLE_PARTITIONS).selectExpr("value * 2 AS doubled"), "append"
-            queries.append(shaped.writeStream.queryName(name).outputMode(mode).format("noop")
-                           .option("checkpointLocation", str(checkpoints / name)).trigger(processingTime="100 milliseconds")
-                           .start())
+            queries.append(
+                shaped.writeStream.queryName(name)
+                .outputMode(mode)
+                .format("noop")
+                .option("checkpointLocation", str(checkpoints / name))
+                .trigger(processingTime="100 milliseconds")
+                .start()
+            )
         while not application_logs(logs):  # Spark creates it as the context starts
             time.sleep(0.2)
         log = application_logs(logs)[0]
@@ -101,9 +108,14 @@ def run_application(logs: Path, checkpoints: Path, tasks: int, timeout_s: float)
         spark.stop()
     (log,) = application_logs(logs)
     files = log_files(log)
-    return {"log": log, "seconds": time.monotonic() - started, "batches": batches, "files": len(files),
-            "task_ends": sum(decompressed(f).count(TASK_END) for f in files),
-            "log_mb": round(sum(f.stat().st_size for f in files) / 1e6, 1)}
+    return {
+        "log": log,
+        "seconds": time.monotonic() - started,
+        "batches": batches,
+        "files": len(files),
+        "task_ends": sum(decompressed(f).count(TASK_END) for f in files),
+        "log_mb": round(sum(f.stat().st_size for f in files) / 1e6, 1),
+    }
 
 
 def _timed_ingest(store_root: Path, event_logs: Location) -> tuple[float, int]:
@@ -117,11 +129,16 @@ def measure_ingestion(home: Path, app_logs: Path, log: Location, task_ends: int,
     """Attach (progress pass + trace ingest) and managed (trace ingest) on the same log, alternating, medians."""
     managed = StreamPaths(home, "managed")
     managed.create()
-    managed.spec.write_text(StreamSpec(name="managed", entrypoint=None, master="local[2]",
-                                       state_partitions=STATE_PARTITIONS).model_dump_json())
+    managed.spec.write_text(
+        StreamSpec(
+            name="managed", entrypoint=None, master="local[2]", state_partitions=STATE_PARTITIONS
+        ).model_dump_json()
+    )
     managed.event_log.mkdir(parents=True, exist_ok=True)
     shutil.copytree(str(log), managed.event_log / log.name)  # a rolling log is a directory
-    _timed_ingest(managed.traces, managed.event_log)  # warm-up: compiles the normalizer's numba code, fills the page cache
+    _timed_ingest(
+        managed.traces, managed.event_log
+    )  # warm-up: compiles the normalizer's numba code, fills the page cache
     attach_s, progress_s, managed_s = [], [], []
     for repeat in range(repeats):
         name = f"probe-{repeat}"
@@ -138,7 +155,9 @@ def measure_ingestion(home: Path, app_logs: Path, log: Location, task_ends: int,
     managed_rate = task_ends / median(managed_s)
     return {
         "attach_ingest_events_per_s": round(attach_rate),
-        "attach_end_to_end_events_per_s": round(task_ends / median(a + p for a, p in zip(attach_s, progress_s, strict=True))),
+        "attach_end_to_end_events_per_s": round(
+            task_ends / median(a + p for a, p in zip(attach_s, progress_s, strict=True))
+        ),
         "managed_ingest_events_per_s": round(managed_rate),
         "attach_vs_managed": round(attach_rate / managed_rate, 3),
         "attach_progress_pass_s": round(median(progress_s), 3),
@@ -163,8 +182,11 @@ def per_query(home: Path, app_logs: Path) -> dict[str, Any]:
             window = store.activities(start, start + WINDOW_S * 1000, query_ids=paths.query_ids)
             if len(window):
                 try:
-                    _, result = snapshot(window, max(start, float(window["start_ms"].min())),
-                                         min(start + WINDOW_S * 1000, float(window["end_ms"].max())))
+                    _, result = snapshot(
+                        window,
+                        max(start, float(window["start_ms"].min())),
+                        min(start + WINDOW_S * 1000, float(window["end_ms"].max())),
+                    )
                     sums.append(float(result.cp_sum))
                 except CPInvariantError as exc:  # reported, never hidden: the target counts it
                     failures.append(str(exc)[:200])
@@ -198,20 +220,38 @@ def main() -> None:
         app_logs = base / "spark-events"
         app_logs.mkdir()
         app = run_application(app_logs, base / "checkpoints", tasks, timeout_s=200.0 if args.quick else 1500.0)
-        print(f"application: {app['task_ends']} task ends, {app['log_mb']} MB, batches {app['batches']} in "
-              f"{app['seconds']:.0f} s", flush=True)
+        print(
+            f"application: {app['task_ends']} task ends, {app['log_mb']} MB, batches {app['batches']} in "
+            f"{app['seconds']:.0f} s",
+            flush=True,
+        )
         home = base / "home"
         ingestion = measure_ingestion(home, app_logs, app["log"], app["task_ends"], repeats)
         print(f"ingestion: {ingestion}", flush=True)
         queries = per_query(home, app_logs)
         for name, figures in queries.items():
             print(f"{name}: {figures}", flush=True)
-    sums_ok = all(q["snapshots"] > 0 and not q["cp_failures"] and abs(q["cp_sum_min"] - 1) <= 1e-9
-                  and abs(q["cp_sum_max"] - 1) <= 1e-9 for q in queries.values())
-    emit({"benchmark": "attach", "quick": args.quick, "task_events": app["task_ends"], "log_mb": app["log_mb"],
-          "queries": len(QUERIES), "repeats": repeats, **ingestion,
-          "meets_target": ingestion["attach_vs_managed"] >= 0.9, "cp_sums_to_one": sums_ok,
-          "per_query": queries})
+    sums_ok = all(
+        q["snapshots"] > 0
+        and not q["cp_failures"]
+        and abs(q["cp_sum_min"] - 1) <= 1e-9
+        and abs(q["cp_sum_max"] - 1) <= 1e-9
+        for q in queries.values()
+    )
+    emit(
+        {
+            "benchmark": "attach",
+            "quick": args.quick,
+            "task_events": app["task_ends"],
+            "log_mb": app["log_mb"],
+            "queries": len(QUERIES),
+            "repeats": repeats,
+            **ingestion,
+            "meets_target": ingestion["attach_vs_managed"] >= 0.9,
+            "cp_sums_to_one": sums_ok,
+            "per_query": queries,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -56,14 +56,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
 from dagster_reconf.core.scaling.profile import StreamProfile
+from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec
@@ -79,8 +79,15 @@ MAX_STEPS = 3
 RUN_TIMEOUT_S = 120.0  # per run (quick: 110 s)
 RIGHT_SIZE_SLACK = 1.25  # a converged run ends within this factor of the minimum cores
 # A new SparkContext starts its Python workers in its first batches: those of the first 10 s are left out.
-POLICY = PolicyConfig(window_batches=3, warmup_batches=1, stabilization_s=10, scale_down_delay_s=0,
-                      allow_state_migration=False, max_cores=12, utilization_low=0.4)
+POLICY = PolicyConfig(
+    window_batches=3,
+    warmup_batches=1,
+    stabilization_s=10,
+    scale_down_delay_s=0,
+    allow_state_migration=False,
+    max_cores=12,
+    utilization_low=0.4,
+)
 # Starting cores per scenario; "step" starts right-sized (on the minimum) and its rate doubles, then halves.
 SCENARIOS = {"under1": 1, "under2": 2, "over8": 8, "over12": 12, "step": 0}
 STEP_UP_S, STEP_DOWN_S = 40.0, 140.0  # seconds after the stream began: RATE -> 2 x RATE -> RATE
@@ -101,7 +108,9 @@ class Run:
     seconds: float = 0.0
     core_seconds: float = 0.0  # cores held x wall-clock time, until converged or the run ended
     minimum: int = 1  # the fewest cores that sustain the rate (minimum_configuration)
-    kinds: list[str] = field(default_factory=list)  # each applied step's kind (scale_up, scale_down, interval_change, ...)
+    kinds: list[str] = field(
+        default_factory=list
+    )  # each applied step's kind (scale_up, scale_down, interval_change, ...)
 
 
 @dataclass(frozen=True)
@@ -120,8 +129,10 @@ class Minimum:
         except ValueError:
             minimum = None
         if minimum is None or minimum.cores < 1 or not minimum.trigger_s > 0:
-            raise SystemExit(f"--minimum: {text!r} is not CORES or CORES@TRIGGER_SECONDS (at least 1 core, a positive "
-                             "interval), e.g. 4 or 4@4")
+            raise SystemExit(
+                f"--minimum: {text!r} is not CORES or CORES@TRIGGER_SECONDS (at least 1 core, a positive "
+                "interval), e.g. 4 or 4@4"
+            )
         return minimum
 
     def __str__(self) -> str:
@@ -129,9 +140,18 @@ class Minimum:
 
 
 def spec_for(query: str, cores: int, rate_steps: str | None = None, trigger_s: float = TRIGGER_S) -> StreamSpec:
-    return bundled_spec(f"conv-{query}", query, master=f"local[{cores}]", rate=RATE, rate_steps=rate_steps,
-                        source_partitions=cores, state_partitions=STATE_PARTITIONS, trigger_interval_s=trigger_s,
-                        max_per_trigger=int(1.5 * RATE * trigger_s), cost={"mode": "sleep", "micros_per_record": COST_MICROS})
+    return bundled_spec(
+        f"conv-{query}",
+        query,
+        master=f"local[{cores}]",
+        rate=RATE,
+        rate_steps=rate_steps,
+        source_partitions=cores,
+        state_partitions=STATE_PARTITIONS,
+        trigger_interval_s=trigger_s,
+        max_per_trigger=int(1.5 * RATE * trigger_s),
+        cost={"mode": "sleep", "micros_per_record": COST_MICROS},
+    )
 
 
 def load_phase(scenario: str, elapsed_s: float) -> int:
@@ -157,7 +177,11 @@ def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.
         records, offset = store.read(offset)
         window.update(records)
         obs = decide(probe, window, time.time(), plan=False).observation
-        if obs.batches < POLICY.window_batches or not window.started_at or time.time() - window.started_at < POLICY.stabilization_s:
+        if (
+            obs.batches < POLICY.window_batches
+            or not window.started_at
+            or time.time() - window.started_at < POLICY.stabilization_s
+        ):
             continue
         shown = f"utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} ({obs.backlog_growth:+.0f}/s)"
         if not obs.has_backlog(interval) and obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE:
@@ -183,7 +207,10 @@ def probe(query: str, home: Path, cores: int, trigger_s: float) -> str:
         verdict, shown = sustains(runtime, MetricsStore(paths.metrics))
     finally:
         runtime.shutdown(timeout_s=60)
-    print(f"    {query}: minimum sweep: {cores} cores at {trigger_s:g} s: {verdict} at {RATE:g} events/s ({shown})", flush=True)
+    print(
+        f"    {query}: minimum sweep: {cores} cores at {trigger_s:g} s: {verdict} at {RATE:g} events/s ({shown})",
+        flush=True,
+    )
     return verdict
 
 
@@ -224,8 +251,14 @@ def score(profile: StreamProfile, knobs: Knobs, batches: pd.DataFrame) -> tuple[
     i = int(np.argsort(events)[len(events) // 2])
     low, high = bands[i]
     band = f" (band {low:.0f}-{high:.0f} ms)" if low < high else ""
-    return error, outside, (f"{len(events)} batches; {events[i]:.0f} events predicted {predicted[i]:.0f} ms{band}, "
-                            f"measured {measured[i]:.0f} ms")
+    return (
+        error,
+        outside,
+        (
+            f"{len(events)} batches; {events[i]:.0f} events predicted {predicted[i]:.0f} ms{band}, "
+            f"measured {measured[i]:.0f} ms"
+        ),
+    )
 
 
 def right_sized_bound(minimum: int) -> int:
@@ -233,8 +266,14 @@ def right_sized_bound(minimum: int) -> int:
     return math.ceil(RIGHT_SIZE_SLACK * minimum)
 
 
-def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: float = RUN_TIMEOUT_S,
-        minimum: Minimum = Minimum(1)) -> Run:
+def run(
+    query: str,
+    scenario: str,
+    policy_name: str,
+    home: Path,
+    timeout_s: float = RUN_TIMEOUT_S,
+    minimum: Minimum = Minimum(1),
+) -> Run:
     """One stream, one policy: decide every second, apply plans, stop when converged (right-sized: within
     RIGHT_SIZE_SLACK of the minimum's cores) or out of steps/time. The load step starts on the minimum."""
     cores = SCENARIOS[scenario] or minimum.cores
@@ -255,6 +294,7 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
         nonlocal held_since
         result.core_seconds += cores * (now - held_since)
         held_since = now
+
     try:
         runtime.start()
         while time.monotonic() - started < timeout_s:
@@ -272,26 +312,33 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
                 continue
             if pending is not None:
                 before, knobs = pending
-                batches = window.settled(POLICY.stabilization_s).sort_values("batch_id").iloc[POLICY.warmup_batches:]
+                batches = window.settled(POLICY.stabilization_s).sort_values("batch_id").iloc[POLICY.warmup_batches :]
                 error, outside, shown = score(before, knobs, batches)
                 result.errors.append(error)
                 result.band_errors.append(outside)
-                print(f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: {shown} "
-                      f"(error {error:.0%}, outside the band {outside:.0%})", flush=True)
+                print(
+                    f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: {shown} "
+                    f"(error {error:.0%}, outside the band {outside:.0%})",
+                    flush=True,
+                )
                 pending = None
             keeps_up = obs.backlog_growth <= POLICY.backlog_growth_tolerance * RATE  # no backlog growth
             phase = load_phase(scenario, time.monotonic() - started)
             final_load = phase == (2 if scenario == "step" else 0) and obs.source_rate < 1.5 * RATE  # a window at RATE
             if decision.action == "hold" and keeps_up and final_load and cores <= right_sized_bound(minimum.cores):
                 result.converged = True
-                print(f"    {query}/{scenario}/{policy_name}: holds at {decision.step.describe()}: {decision.reason[:160]}",
-                      flush=True)
+                print(
+                    f"    {query}/{scenario}/{policy_name}: holds at {decision.step.describe()}: {decision.reason[:160]}",
+                    flush=True,
+                )
                 break
             if decision.action == "hold" and keeps_up and final_load and not said_oversized:  # on more than it needs
                 said_oversized = True
-                print(f"    {query}/{scenario}/{policy_name}: holds on {cores} cores, more than "
-                      f"{right_sized_bound(minimum.cores)} ({RIGHT_SIZE_SLACK:g}x the minimum {minimum.cores}): {decision.reason[:140]}",
-                      flush=True)
+                print(
+                    f"    {query}/{scenario}/{policy_name}: holds on {cores} cores, more than "
+                    f"{right_sized_bound(minimum.cores)} ({RIGHT_SIZE_SLACK:g}x the minimum {minimum.cores}): {decision.reason[:140]}",
+                    flush=True,
+                )
             if not decision.requests_run:
                 print(f"    {query}/{scenario}/{policy_name}: {decision.reason[:120]}", flush=True)
                 continue
@@ -304,8 +351,11 @@ def run(query: str, scenario: str, policy_name: str, home: Path, timeout_s: floa
             last_direction, last_phase = direction, phase
             # Scored against the very profile the plan was made from (settled batches, the machine's CPUs).
             pending = (decision.profile, plan.target) if policy_name == "ds2" and decision.profile is not None else None
-            print(f"  {query}/{scenario}/{policy_name}: step {result.steps + 1}: {plan.step.describe()} "
-                  f"({decision.reason[:110]})", flush=True)
+            print(
+                f"  {query}/{scenario}/{policy_name}: step {result.steps + 1}: {plan.step.describe()} "
+                f"({decision.reason[:110]})",
+                flush=True,
+            )
             hold_until(time.monotonic())
             runtime.restart(plan.target.changes_for(runtime.spec))
             cores = plan.target.cores
@@ -339,25 +389,48 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
 def _case(text: str) -> tuple[str, str]:
     query, _, scenario = text.strip().partition("/")
     if query not in QUERIES or scenario not in SCENARIOS:
-        raise SystemExit(f"--cases: {text!r} is not QUERY/SCENARIO with QUERY in {sorted(QUERIES)} and SCENARIO in {sorted(SCENARIOS)}")
+        raise SystemExit(
+            f"--cases: {text!r} is not QUERY/SCENARIO with QUERY in {sorted(QUERIES)} and SCENARIO in {sorted(SCENARIOS)}"
+        )
     return query, scenario
 
 
 def main() -> None:
     def add_options(parser):
-        parser.add_argument("--cases", default="", help="QUERY/SCENARIO,... instead of the default set, e.g. "
-                                                        f"q2/under1,q11/under1 (scenarios: {', '.join(SCENARIOS)})")
-        parser.add_argument("--policies", default=None, help="POLICY,... to run (default: all; quick: ds2 alone, beside the "
-                                                             "minimum's sweep in 5 minutes; the comparisons need ds2 "
-                                                             "and both baselines)")
-        parser.add_argument("--minimum", default="", help="QUERY=CORES[@TRIGGER_S],... minima measured before (skips "
-                                                          "their sweep; the JSON says which were given)")
-        parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
-                            help="run under DIR and keep it (each run's metrics, event logs and traces, to replay a "
-                                 "decision) instead of a temporary folder")
-        parser.add_argument("--run-timeout-s", type=float, default=None,
-                            help=f"wall-clock limit per run (default {RUN_TIMEOUT_S:g} s, quick 110 s); the joins (q3, q8) "
-                                 "at 1 core take 14 s per batch, so their first window alone takes a minute: give them 300")
+        parser.add_argument(
+            "--cases",
+            default="",
+            help="QUERY/SCENARIO,... instead of the default set, e.g. "
+            f"q2/under1,q11/under1 (scenarios: {', '.join(SCENARIOS)})",
+        )
+        parser.add_argument(
+            "--policies",
+            default=None,
+            help="POLICY,... to run (default: all; quick: ds2 alone, beside the "
+            "minimum's sweep in 5 minutes; the comparisons need ds2 "
+            "and both baselines)",
+        )
+        parser.add_argument(
+            "--minimum",
+            default="",
+            help="QUERY=CORES[@TRIGGER_S],... minima measured before (skips "
+            "their sweep; the JSON says which were given)",
+        )
+        parser.add_argument(
+            "--keep",
+            type=Path,
+            default=None,
+            metavar="DIR",
+            help="run under DIR and keep it (each run's metrics, event logs and traces, to replay a "
+            "decision) instead of a temporary folder",
+        )
+        parser.add_argument(
+            "--run-timeout-s",
+            type=float,
+            default=None,
+            help=f"wall-clock limit per run (default {RUN_TIMEOUT_S:g} s, quick 110 s); the joins (q3, q8) "
+            "at 1 core take 14 s per batch, so their first window alone takes a minute: give them 300",
+        )
 
     args = parse_args(__doc__.splitlines()[0], add_options)
     chosen = args.policies or ("ds2" if args.quick and not args.cases else ",".join(POLICIES))
@@ -386,21 +459,38 @@ def main() -> None:
     runs: list[Run] = []
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    with contextlib.nullcontext(str(args.keep)) if args.keep is not None else tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp:
-        given = {q: Minimum.parse(n) for q, _, n in (item.partition("=") for item in args.minimum.split(",") if item.strip())}
-        minima = {query: given.get(query) or minimum_configuration(query, Path(tmp), sweep_max, longer_trigger=not args.quick)
-                  for query in dict.fromkeys(q for q, _ in cases)}
-        print(f"minimum that sustains {RATE:g} events/s: " + ", ".join(f"{q} {m}" for q, m in minima.items()), flush=True)
+    with (
+        contextlib.nullcontext(str(args.keep))
+        if args.keep is not None
+        else tempfile.TemporaryDirectory(prefix="reconf-conv-") as tmp
+    ):
+        given = {
+            q: Minimum.parse(n) for q, _, n in (item.partition("=") for item in args.minimum.split(",") if item.strip())
+        }
+        minima = {
+            query: given.get(query) or minimum_configuration(query, Path(tmp), sweep_max, longer_trigger=not args.quick)
+            for query in dict.fromkeys(q for q, _ in cases)
+        }
+        print(
+            f"minimum that sustains {RATE:g} events/s: " + ", ".join(f"{q} {m}" for q, m in minima.items()), flush=True
+        )
         for query, scenario in cases:
             for policy_name in policies:
                 limit = max(timeout_s, STEP_RUN_TIMEOUT_S) if scenario == "step" else timeout_s
                 r = run(query, scenario, policy_name, Path(tmp), limit, minima[query])
                 runs.append(r)
-                print(f"{query}/{scenario}/{policy_name}: {'converged' if r.converged else 'NOT converged'} in {r.steps} "
-                      f"steps, cores {r.cores}, {r.seconds:.0f} s", flush=True)
+                print(
+                    f"{query}/{scenario}/{policy_name}: {'converged' if r.converged else 'NOT converged'} in {r.steps} "
+                    f"steps, cores {r.cores}, {r.seconds:.0f} s",
+                    flush=True,
+                )
     errors = [e for r in runs if r.policy == "ds2" for e in r.errors]
-    result: dict[str, Any] = {"benchmark": "convergence", "mode": "cases" if args.cases else "quick" if args.quick else "full",
-                              "rate": RATE, "cost_micros_per_event": COST_MICROS}
+    result: dict[str, Any] = {
+        "benchmark": "convergence",
+        "mode": "cases" if args.cases else "quick" if args.quick else "full",
+        "rate": RATE,
+        "cost_micros_per_event": COST_MICROS,
+    }
     for name in policies:
         result[name] = summarize([r for r in runs if r.policy == name])
     band_errors = [e for r in runs if r.policy == "ds2" for e in r.band_errors]
@@ -412,16 +502,27 @@ def main() -> None:
     # Per case DS2 can at best tie a baseline that happens to need one step; over the cases it must need fewer.
     if {"ds2", "dhalion", "dynalloc"} <= set(policies):
         result["ds2_fewer_steps_than_both"] = all(
-            result["ds2"]["mean_steps"] < result[name]["mean_steps"] for name in ("dhalion", "dynalloc"))
+            result["ds2"]["mean_steps"] < result[name]["mean_steps"] for name in ("dhalion", "dynalloc")
+        )
         result["ds2_never_more_steps"] = all(
-            ds2.steps <= min(o.steps for o in runs if o.query == ds2.query and o.scenario == ds2.scenario and o.policy != "ds2")
-            for ds2 in runs if ds2.policy == "ds2"
+            ds2.steps
+            <= min(o.steps for o in runs if o.query == ds2.query and o.scenario == ds2.scenario and o.policy != "ds2")
+            for ds2 in runs
+            if ds2.policy == "ds2"
         )
     result["minimum_cores"] = {q: m.cores for q, m in minima.items()}
     result["minimum_trigger_s"] = {q: m.trigger_s for q, m in minima.items()}
     result["minimum_given"] = sorted(set(given) & set(minima))
-    result["runs"] = [{"case": f"{r.query}/{r.scenario}/{r.policy}", "steps": r.steps, "cores": r.cores, "kinds": r.kinds,
-                       "core_seconds": round(r.core_seconds, 1)} for r in runs]
+    result["runs"] = [
+        {
+            "case": f"{r.query}/{r.scenario}/{r.policy}",
+            "steps": r.steps,
+            "cores": r.cores,
+            "kinds": r.kinds,
+            "core_seconds": round(r.core_seconds, 1),
+        }
+        for r in runs
+    ]
     result["wall_s"] = round(time.monotonic() - started, 1)
     emit(result)
 

@@ -44,27 +44,75 @@ SLOTS = 8
 
 def task_end(task_id: int, stage_id: int, launch: int, executor: str, index: int) -> dict:
     accumulables = [
-        {"ID": 400 + k, "Name": name, "Update": str(100 + k), "Value": str(1000 + k), "Internal": True,
-         "Count Failed Values": True, "Metadata": "sql"}
-        for k, name in enumerate(["data size", "shuffle bytes written", "shuffle records written", "shuffle write time",
-                                  "duration", "number of output rows", "peak memory", "time in aggregation build"])
+        {
+            "ID": 400 + k,
+            "Name": name,
+            "Update": str(100 + k),
+            "Value": str(1000 + k),
+            "Internal": True,
+            "Count Failed Values": True,
+            "Metadata": "sql",
+        }
+        for k, name in enumerate(
+            [
+                "data size",
+                "shuffle bytes written",
+                "shuffle records written",
+                "shuffle write time",
+                "duration",
+                "number of output rows",
+                "peak memory",
+                "time in aggregation build",
+            ]
+        )
     ]
     return {
-        "Event": "SparkListenerTaskEnd", "Stage ID": stage_id, "Stage Attempt ID": 0, "Task Type": "ShuffleMapTask",
+        "Event": "SparkListenerTaskEnd",
+        "Stage ID": stage_id,
+        "Stage Attempt ID": 0,
+        "Task Type": "ShuffleMapTask",
         "Task End Reason": {"Reason": "Success"},
-        "Task Info": {"Task ID": task_id, "Index": index, "Attempt": 0, "Partition ID": index, "Launch Time": launch,
-                      "Executor ID": executor, "Host": "localhost", "Locality": "PROCESS_LOCAL", "Speculative": False,
-                      "Getting Result Time": 0, "Finish Time": launch + 40, "Failed": False, "Killed": False,
-                      "Accumulables": accumulables},
+        "Task Info": {
+            "Task ID": task_id,
+            "Index": index,
+            "Attempt": 0,
+            "Partition ID": index,
+            "Launch Time": launch,
+            "Executor ID": executor,
+            "Host": "localhost",
+            "Locality": "PROCESS_LOCAL",
+            "Speculative": False,
+            "Getting Result Time": 0,
+            "Finish Time": launch + 40,
+            "Failed": False,
+            "Killed": False,
+            "Accumulables": accumulables,
+        },
         "Task Executor Metrics": {"JVMHeapMemory": 0, "JVMOffHeapMemory": 0},
         "Task Metrics": {
-            "Executor Deserialize Time": 2, "Executor Deserialize CPU Time": 1_500_000, "Executor Run Time": 30,
-            "Executor CPU Time": 25_000_000, "Peak Execution Memory": 8_650_736, "Result Size": 3799, "JVM GC Time": 1,
-            "Result Serialization Time": 1, "Memory Bytes Spilled": 0, "Disk Bytes Spilled": 0,
-            "Shuffle Read Metrics": {"Remote Blocks Fetched": 0, "Local Blocks Fetched": 4, "Fetch Wait Time": 3,
-                                     "Remote Bytes Read": 0, "Local Bytes Read": 51_618, "Total Records Read": 5129},
-            "Shuffle Write Metrics": {"Shuffle Bytes Written": 51_618, "Shuffle Write Time": 902_740,
-                                      "Shuffle Records Written": 5129},
+            "Executor Deserialize Time": 2,
+            "Executor Deserialize CPU Time": 1_500_000,
+            "Executor Run Time": 30,
+            "Executor CPU Time": 25_000_000,
+            "Peak Execution Memory": 8_650_736,
+            "Result Size": 3799,
+            "JVM GC Time": 1,
+            "Result Serialization Time": 1,
+            "Memory Bytes Spilled": 0,
+            "Disk Bytes Spilled": 0,
+            "Shuffle Read Metrics": {
+                "Remote Blocks Fetched": 0,
+                "Local Blocks Fetched": 4,
+                "Fetch Wait Time": 3,
+                "Remote Bytes Read": 0,
+                "Local Bytes Read": 51_618,
+                "Total Records Read": 5129,
+            },
+            "Shuffle Write Metrics": {
+                "Shuffle Bytes Written": 51_618,
+                "Shuffle Write Time": 902_740,
+                "Shuffle Records Written": 5129,
+            },
             "Input Metrics": {"Bytes Read": 0, "Records Read": 13_675},
             "Output Metrics": {"Bytes Written": 0, "Records Written": 0},
             "Updated Blocks": [],
@@ -74,17 +122,37 @@ def task_end(task_id: int, stage_id: int, launch: int, executor: str, index: int
 
 def write_log(path: Path, tasks: int) -> int:
     """A zstd event log with ``tasks`` task end events; returns the number of task events."""
-    lines = [{"Event": "SparkListenerLogStart", "Spark Version": "4.3.0"},
-             {"Event": "SparkListenerApplicationStart", "App ID": "app-bench", "Timestamp": 0},
-             {"Event": "SparkListenerExecutorAdded", "Executor ID": "0", "Executor Info": {"Total Cores": SLOTS}}]
+    lines = [
+        {"Event": "SparkListenerLogStart", "Spark Version": "4.3.0"},
+        {"Event": "SparkListenerApplicationStart", "App ID": "app-bench", "Timestamp": 0},
+        {"Event": "SparkListenerExecutorAdded", "Executor ID": "0", "Executor Info": {"Total Cores": SLOTS}},
+    ]
     task_id, t, job = 0, 1_000_000, 0
     while task_id < tasks:
         stages = [2 * job, 2 * job + 1]
-        infos = [{"Stage ID": s, "Parent IDs": [stages[0]] if s == stages[1] else [], "RDD Info": [
-            {"Name": "MapPartitionsRDD", "Scope": json.dumps({"id": "1", "name": "Exchange" if s == stages[0] else "StateStoreSave"}), "Parent IDs": []}]}
-            for s in stages]
-        lines.append({"Event": "SparkListenerJobStart", "Job ID": job, "Stage IDs": stages, "Stage Infos": infos,
-                      "Properties": {"sql.streaming.queryId": "q-bench", "streaming.sql.batchId": str(job)}})
+        infos = [
+            {
+                "Stage ID": s,
+                "Parent IDs": [stages[0]] if s == stages[1] else [],
+                "RDD Info": [
+                    {
+                        "Name": "MapPartitionsRDD",
+                        "Scope": json.dumps({"id": "1", "name": "Exchange" if s == stages[0] else "StateStoreSave"}),
+                        "Parent IDs": [],
+                    }
+                ],
+            }
+            for s in stages
+        ]
+        lines.append(
+            {
+                "Event": "SparkListenerJobStart",
+                "Job ID": job,
+                "Stage IDs": stages,
+                "Stage Infos": infos,
+                "Properties": {"sql.streaming.queryId": "q-bench", "streaming.sql.batchId": str(job)},
+            }
+        )
         for stage in stages:
             for index in range(SLOTS):
                 lines.append({"Event": "SparkListenerTaskStart", "Stage ID": stage, "Task Info": {"Task ID": task_id}})
@@ -112,7 +180,9 @@ def spark_shaped_activities(n_activities: int, workers: int = SLOTS, seed: int =
         for w in range(workers):
             worker = f"0/{w}"
             edges = np.r_[starts[w], starts[w] + np.cumsum(durations[w])]
-            for k, activity in enumerate(("scheduling", "deserialization", "buffer", "processing", "serialization", "data")):
+            for k, activity in enumerate(
+                ("scheduling", "deserialization", "buffer", "processing", "serialization", "data")
+            ):
                 rows.append((worker, None, None, activity, edges[k], edges[k + 1], stage, w))
             rows.append(("driver", "driver", worker, "control", t, starts[w] + durations[w, 0], stage, w))
             rows.append((worker, worker, "driver", "data", ends[w] - durations[w, 5], ends[w], stage, w))
@@ -120,7 +190,9 @@ def spark_shaped_activities(n_activities: int, workers: int = SLOTS, seed: int =
                 for v in range(workers):
                     rows.append((f"0/{v}", f"0/{v}", worker, "data", edges[2], edges[3], stage, w))
         t = barrier
-    frame = pd.DataFrame(rows, columns=["worker", "src_worker", "dst_worker", "activity", "start_ms", "end_ms", "stage_id", "index"])
+    frame = pd.DataFrame(
+        rows, columns=["worker", "src_worker", "dst_worker", "activity", "start_ms", "end_ms", "stage_id", "index"]
+    )
     frame["task_id"] = frame["stage_id"] * workers + frame["index"]
     for column in ACTIVITY_COLUMNS:
         if column not in frame:
@@ -181,19 +253,26 @@ def main() -> None:
                 times.append(time.perf_counter() - t0)
                 rows[log] = len(table)
         if rows[path] != rows[running]:
-            raise SystemExit(f"the two read paths disagree: {rows[path]:,} activities from DuckDB, {rows[running]:,} from Arrow")
+            raise SystemExit(
+                f"the two read paths disagree: {rows[path]:,} activities from DuckDB, {rows[running]:,} from Arrow"
+            )
         activities = rows[path]
         seconds, running_seconds = median(ingest_times[path]), median(ingest_times[running])
     result["ingest_events_per_s"] = round(n_tasks / seconds, 1)
     result["ingest_running_log_events_per_s"] = round(n_tasks / running_seconds, 1)
     result["ingest_speedup_vs_arrow"] = round(running_seconds / seconds, 2)
     result["ingest_activities"] = activities
-    print(f"ingest: {n_tasks:,} task events in {seconds:.2f} s ({n_tasks / seconds:,.0f}/s); as a running log "
-          f"{running_seconds:.2f} s ({n_tasks / running_seconds:,.0f}/s)", flush=True)
+    print(
+        f"ingest: {n_tasks:,} task events in {seconds:.2f} s ({n_tasks / seconds:,.0f}/s); as a running log "
+        f"{running_seconds:.2f} s ({n_tasks / running_seconds:,.0f}/s)",
+        flush=True,
+    )
 
     cp_seconds, errors, passes = {}, [], {}
     warm = spark_shaped_activities(2_000)
-    critical_participation(build_graph(warm, float(warm["start_ms"].min()), float(warm["end_ms"].max())))  # compile once
+    critical_participation(
+        build_graph(warm, float(warm["start_ms"].min()), float(warm["end_ms"].max()))
+    )  # compile once
     for size in sizes:
         activities = spark_shaped_activities(size)
         window = (float(activities["start_ms"].min()), float(activities["end_ms"].max()))
@@ -209,8 +288,11 @@ def main() -> None:
             errors.append(abs(snap.cp_sum - 1.0))
         cp_seconds[str(size)] = round(median(times), 4)
         passes[size] = (graph, median(pass_times), median(times))
-        print(f"cp: {len(activities):,} activities, {len(graph.src):,} edges: {median(times):.3f} s "
-              f"(CP passes {median(pass_times):.3f} s)", flush=True)
+        print(
+            f"cp: {len(activities):,} activities, {len(graph.src):,} edges: {median(times):.3f} s "
+            f"(CP passes {median(pass_times):.3f} s)",
+            flush=True,
+        )
     result["cp_seconds"] = cp_seconds
 
     baseline_size = 100_000

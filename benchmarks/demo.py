@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dagster_reconf.harness.closed_loop import LoopReport
-from dagster_reconf.workloads.demo import demo_spec, run_demo
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.harness.closed_loop import LoopReport
 from dagster_reconf.harness.timeline import timeline_frame
+from dagster_reconf.workloads.demo import demo_spec, run_demo
 
 from ._common import emit, parse_args
 
@@ -67,12 +67,30 @@ def one_loop(timeout_s: float, handover: bool = True) -> dict[str, Any]:
         before, after = growth_before_and_after(home, report)
     return {
         "handover": handover,
-        "converged": report.converged, "steps": report.steps,
-        "seconds_to_converge": report.seconds_to_converge, "lost": report.lost, "duplicated": report.duplicated,
-        "rate": demo_spec().options["rate"], "backlog_growth_unmanaged_per_s": before, "backlog_growth_converged_per_s": after,
-        "reconfigurations": [{k: r.get(k) for k in ("outcome", "cores", "state_partitions", "downtime_s", "catch_up_s", "verified",
-                                                     "handed_over", "step_seconds")}
-                             for r in report.reconfigurations],
+        "converged": report.converged,
+        "steps": report.steps,
+        "seconds_to_converge": report.seconds_to_converge,
+        "lost": report.lost,
+        "duplicated": report.duplicated,
+        "rate": demo_spec().options["rate"],
+        "backlog_growth_unmanaged_per_s": before,
+        "backlog_growth_converged_per_s": after,
+        "reconfigurations": [
+            {
+                k: r.get(k)
+                for k in (
+                    "outcome",
+                    "cores",
+                    "state_partitions",
+                    "downtime_s",
+                    "catch_up_s",
+                    "verified",
+                    "handed_over",
+                    "step_seconds",
+                )
+            }
+            for r in report.reconfigurations
+        ],
         "runs": [f"{r['job']}:{r['status']}" for r in report.runs],
         "wall_s": round(time.monotonic() - started, 1),
     }
@@ -96,11 +114,19 @@ def summarize(loops: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main() -> None:
     def add_options(parser):
-        parser.add_argument("--repeat", type=int, default=1, help="run the loop N times (each on a fresh home) and "
-                                                                   "report the share that converged")
-        parser.add_argument("--handover", choices=("on", "off", "both"), default="on",
-                            help="hand the stream to a warm standby driver (on), restart the SparkContext in the paused "
-                                 "driver (off), or alternate and compare (both)")
+        parser.add_argument(
+            "--repeat",
+            type=int,
+            default=1,
+            help="run the loop N times (each on a fresh home) and report the share that converged",
+        )
+        parser.add_argument(
+            "--handover",
+            choices=("on", "off", "both"),
+            default="on",
+            help="hand the stream to a warm standby driver (on), restart the SparkContext in the paused "
+            "driver (off), or alternate and compare (both)",
+        )
 
     args = parse_args(__doc__.splitlines()[0], add_options)
     if args.repeat < 1:
@@ -113,17 +139,31 @@ def main() -> None:
         handover = args.handover == "on" or (args.handover == "both" and n % 2 == 0)
         loops.append(one_loop(timeout_s, handover))
         if runs > 1:
-            print(f"loop {n + 1}/{runs} (handover {'on' if handover else 'off'}): "
-                  f"{'converged' if loops[-1]['converged'] else 'NOT converged'} in {loops[-1]['steps']} steps; "
-                  f"downtime {[r['downtime_s'] for r in loops[-1]['reconfigurations']]}", flush=True)
+            print(
+                f"loop {n + 1}/{runs} (handover {'on' if handover else 'off'}): "
+                f"{'converged' if loops[-1]['converged'] else 'NOT converged'} in {loops[-1]['steps']} steps; "
+                f"downtime {[r['downtime_s'] for r in loops[-1]['reconfigurations']]}",
+                flush=True,
+            )
     mode = {"benchmark": "demo", "mode": "quick" if args.quick else "full", "handover": args.handover}
     if args.handover == "both":
         with_handover = summarize([loop for loop in loops if loop["handover"]])
         restarting = summarize([loop for loop in loops if not loop["handover"]])
-        ratio = (round(with_handover["downtime_s_p50"] / restarting["downtime_s_p50"], 3)
-                 if restarting["downtime_s_p50"] else 0.0)
-        emit({**mode, "downtime_p50_ratio_handover_vs_restart": ratio, "handover_on": with_handover,
-              "handover_off": restarting, "loops": loops, "wall_s": round(time.monotonic() - started, 1)})
+        ratio = (
+            round(with_handover["downtime_s_p50"] / restarting["downtime_s_p50"], 3)
+            if restarting["downtime_s_p50"]
+            else 0.0
+        )
+        emit(
+            {
+                **mode,
+                "downtime_p50_ratio_handover_vs_restart": ratio,
+                "handover_on": with_handover,
+                "handover_off": restarting,
+                "loops": loops,
+                "wall_s": round(time.monotonic() - started, 1),
+            }
+        )
     elif runs == 1:
         emit({**mode, **loops[0]})
     else:

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
-from dagster_reconf.core.process.local_cluster import start_cluster, stop_cluster
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.process.local_cluster import start_cluster, stop_cluster
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.spark.session import helper_session
-from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.workloads.oracle import check_stream_output
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -46,8 +46,17 @@ def one_run(master_url: str, home: Path, way: str, spark) -> dict[str, Any]:
     """One stream, one reconfiguration 1 -> 3 cores; its figures and the oracle's verdict."""
     supervisor = StreamSupervisor(home)
     resources = {"executor_cores": 1, "max_cores": 1, **({"cores_ceiling": 3} if way == "in_place" else {})}
-    spec = bundled_spec(NAME, "wordcount", master=master_url, rate=300, source_partitions=1, state_partitions=2,
-                        trigger_interval_s=0.5, vocabulary=300, executor_memory="512m").with_changes(resources)
+    spec = bundled_spec(
+        NAME,
+        "wordcount",
+        master=master_url,
+        rate=300,
+        source_partitions=1,
+        state_partitions=2,
+        trigger_interval_s=0.5,
+        vocabulary=300,
+        executor_memory="512m",
+    ).with_changes(resources)
     supervisor.start(spec)
     try:
         deadline = time.monotonic() + 180
@@ -68,10 +77,17 @@ def one_run(master_url: str, home: Path, way: str, spark) -> dict[str, Any]:
             supervisor.stop(NAME, timeout_s=60)
         supervisor.clean_up_drivers(NAME)
     observed = result.results["observe"]
-    return {"downtime_s": observed["downtime_s"], "pause_s": observed["pause_s"], "catch_up_s": observed["catch_up_s"],
-            "prepare_s": round(result.timings.get("prepare", 0.0), 3), "resume_scope": result.results["resume"]["scope"],
-            "handed_over": result.handed_over, "lost": comparison.lost, "duplicated": comparison.duplicated,
-            "steps_s": {step: round(result.timings.get(step, 0.0), 3) for step in PAUSED_STEPS}}
+    return {
+        "downtime_s": observed["downtime_s"],
+        "pause_s": observed["pause_s"],
+        "catch_up_s": observed["catch_up_s"],
+        "prepare_s": round(result.timings.get("prepare", 0.0), 3),
+        "resume_scope": result.results["resume"]["scope"],
+        "handed_over": result.handed_over,
+        "lost": comparison.lost,
+        "duplicated": comparison.duplicated,
+        "steps_s": {step: round(result.timings.get(step, 0.0), 3) for step in PAUSED_STEPS},
+    }
 
 
 def main() -> None:
@@ -91,18 +107,31 @@ def main() -> None:
         finally:
             spark.stop()
             stop_cluster(cluster_home)
-    summary = {way: {"downtime_s_p50": round(median(r["downtime_s"] for r in rs), 3),
-                     "pause_s_p50": round(median(r["pause_s"] for r in rs), 3),
-                     "prepare_s_p50": round(median(r["prepare_s"] for r in rs), 3),
-                     "catch_up_s_p50": round(median(r["catch_up_s"] for r in rs if r["catch_up_s"] is not None), 3),
-                     "caught_up": sum(r["catch_up_s"] is not None for r in rs),
-                     "steps_s_p50": {step: round(median(r["steps_s"][step] for r in rs), 3) for step in PAUSED_STEPS},
-                     "lost": sum(r["lost"] for r in rs), "duplicated": sum(r["duplicated"] for r in rs)}
-               for way, rs in runs.items()}
+    summary = {
+        way: {
+            "downtime_s_p50": round(median(r["downtime_s"] for r in rs), 3),
+            "pause_s_p50": round(median(r["pause_s"] for r in rs), 3),
+            "prepare_s_p50": round(median(r["prepare_s"] for r in rs), 3),
+            "catch_up_s_p50": round(median(r["catch_up_s"] for r in rs if r["catch_up_s"] is not None), 3),
+            "caught_up": sum(r["catch_up_s"] is not None for r in rs),
+            "steps_s_p50": {step: round(median(r["steps_s"][step] for r in rs), 3) for step in PAUSED_STEPS},
+            "lost": sum(r["lost"] for r in rs),
+            "duplicated": sum(r["duplicated"] for r in rs),
+        }
+        for way, rs in runs.items()
+    }
     baseline = summary["new_context"]["downtime_s_p50"]
-    emit({"benchmark": "executors", "mode": "quick" if args.quick else "full", "runs_per_way": repeat, **summary,
-          "downtime_p50_ratio_in_place_vs_new_context": round(summary["in_place"]["downtime_s_p50"] / baseline, 3)
-          if baseline else 0.0})
+    emit(
+        {
+            "benchmark": "executors",
+            "mode": "quick" if args.quick else "full",
+            "runs_per_way": repeat,
+            **summary,
+            "downtime_p50_ratio_in_place_vs_new_context": round(summary["in_place"]["downtime_s_p50"] / baseline, 3)
+            if baseline
+            else 0.0,
+        }
+    )
 
 
 if __name__ == "__main__":

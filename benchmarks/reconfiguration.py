@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.metrics import progress_row
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfigurer
 from dagster_reconf.core.spark.runtime import StreamRuntime
+from dagster_reconf.core.store.metrics import progress_row
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.workloads.oracle import check_stream_output
 from dagster_reconf.workloads.pacing import pacing_anchor
 from dagster_reconf.workloads.streams import bundled_spec
@@ -65,7 +65,9 @@ def wait_caught_up(runtime: StreamRuntime, history: int) -> None:
         progress = runtime.query.lastProgress if runtime.query is not None else None
         if progress:
             row = progress_row(dict(progress))
-            if (row["end_offset"] or 0) >= history and (row["backlog_events"] or 0) <= 5 * STEADY_SENTENCES_PER_S:  # None: a first batch
+            if (row["end_offset"] or 0) >= history and (
+                row["backlog_events"] or 0
+            ) <= 5 * STEADY_SENTENCES_PER_S:  # None: a first batch
                 return
         time.sleep(1.0)
     raise RuntimeError(f"stream did not load its history of {history:,} sentences in {CAUGHT_UP_TIMEOUT_S:g} s")
@@ -75,7 +77,8 @@ def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, part
     plan = ExecutionPlan.of(runtime.spec).model_dump()
     plan["partitioning"]["state_partitions"] = partitions
     result = Reconfigurer(LocalStream(runtime), ledger, strategy=strategy, observe_timeout_s=OBSERVE_TIMEOUT_S).run(
-        plan, trigger={"kind": "benchmark"})
+        plan, trigger={"kind": "benchmark"}
+    )
     if result.outcome != "succeeded":
         raise RuntimeError(f"{strategy} reconfiguration ended {result.outcome}: {result.results}")
     observed = result.results["observe"]
@@ -100,31 +103,50 @@ def _precopy_figures(results: dict[str, Any]) -> dict[str, Any]:
     fell_back = prepared.get("failed") or migrated.get("fell_back")
     if fell_back:  # the native migration ran in the pause instead: its figures are what the change cost
         return {"fell_back": fell_back, "prepare_s": prepared.get("seconds", 0.0), "replayed_in_pause": 0}
-    return {"prepare_s": prepared["seconds"], "copy_s": prepared["copy_s"], "rounds": prepared["rounds"],
-            "verified_before_pause": prepared["verified"] is not None, "replayed_in_pause": migrated["replayed_batches"],
-            "replay_s": [[r["seconds"], r["batch_s"]] for r in migrated.get("replays", [])]}
+    return {
+        "prepare_s": prepared["seconds"],
+        "copy_s": prepared["copy_s"],
+        "rounds": prepared["rounds"],
+        "verified_before_pause": prepared["verified"] is not None,
+        "replayed_in_pause": migrated["replayed_batches"],
+        "replay_s": [[r["seconds"], r["batch_s"]] for r in migrated.get("replays", [])],
+    }
 
 
-def run_size(keys: int, home: Path, steps: list[tuple[str, int]],
-             trigger_s: float = TRIGGER_S) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+def run_size(
+    keys: int, home: Path, steps: list[tuple[str, int]], trigger_s: float = TRIGGER_S
+) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
     """Load a stream with ``keys`` state keys; ``steps`` (native 4 -> 8, precopy 8 -> 6, replay 6 -> 4); oracle check."""
     history = math.ceil(keys * HISTORY_WORDS_PER_KEY / WORDS_PER_SENTENCE)
     # The replay rebuilds state from every batch: the offset log must keep them all (Spark keeps 100 by default).
-    spec = bundled_spec(f"bench-{keys}", "wordcount", master="local[2]", rate=STEADY_SENTENCES_PER_S,
-                        vocabulary=keys, words_per_sentence=WORDS_PER_SENTENCE, source_partitions=2, state_partitions=4,
-                        trigger_interval_s=trigger_s, max_per_trigger=LOAD_BATCH_SENTENCES,
-                        spark_conf={"spark.sql.streaming.minBatchesToRetain": "100000"})
+    spec = bundled_spec(
+        f"bench-{keys}",
+        "wordcount",
+        master="local[2]",
+        rate=STEADY_SENTENCES_PER_S,
+        vocabulary=keys,
+        words_per_sentence=WORDS_PER_SENTENCE,
+        source_partitions=2,
+        state_partitions=4,
+        trigger_interval_s=trigger_s,
+        max_per_trigger=LOAD_BATCH_SENTENCES,
+        spark_conf={"spark.sql.streaming.minBatchesToRetain": "100000"},
+    )
     paths = StreamPaths(home, spec.name)
     paths.create()
     anchor = pacing_anchor(paths.work, STEADY_SENTENCES_PER_S)
-    (paths.work / "pacing.json").write_text(json.dumps({**anchor.__dict__, "start_index": history}))  # the history is there now
+    (paths.work / "pacing.json").write_text(
+        json.dumps({**anchor.__dict__, "start_index": history})
+    )  # the history is there now
     runtime = StreamRuntime(spec, paths)
     ledger = AuditLedger(default_ledger_url(home))
     try:
         runtime.start()
         started = time.monotonic()
         wait_caught_up(runtime, history)
-        print(f"{keys:,} keys: history of {history:,} sentences loaded in {time.monotonic() - started:.0f} s", flush=True)
+        print(
+            f"{keys:,} keys: history of {history:,} sentences loaded in {time.monotonic() - started:.0f} s", flush=True
+        )
         figures = {}
         for strategy, partitions in steps:
             figures[strategy] = reconfigure(runtime, ledger, strategy, partitions)
@@ -140,13 +162,24 @@ def run_size(keys: int, home: Path, steps: list[tuple[str, int]],
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", type=lambda s: [int(k) for k in s.split(",")],
-                        help="state sizes in keys, comma-separated (default: 10k, 100k and 1M; --quick: 10k and 100k)")
-    parser.add_argument("--strategies", type=lambda s: s.split(","), default=[strategy for strategy, _ in STEPS],
-                        help="which reconfigurations to run, in their order (default: native,precopy,replay)")
-    parser.add_argument("--trigger-s", type=float, default=TRIGGER_S,
-                        help=f"the stream's trigger interval (default {TRIGGER_S:g} s; a precopy pays where its replays "
-                             "outrun the stream)")
+    parser.add_argument(
+        "--sizes",
+        type=lambda s: [int(k) for k in s.split(",")],
+        help="state sizes in keys, comma-separated (default: 10k, 100k and 1M; --quick: 10k and 100k)",
+    )
+    parser.add_argument(
+        "--strategies",
+        type=lambda s: s.split(","),
+        default=[strategy for strategy, _ in STEPS],
+        help="which reconfigurations to run, in their order (default: native,precopy,replay)",
+    )
+    parser.add_argument(
+        "--trigger-s",
+        type=float,
+        default=TRIGGER_S,
+        help=f"the stream's trigger interval (default {TRIGGER_S:g} s; a precopy pays where its replays "
+        "outrun the stream)",
+    )
 
 
 def main() -> None:
@@ -158,9 +191,14 @@ def main() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     started = time.monotonic()
     sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
-    result: dict[str, Any] = {"benchmark": "reconfiguration", "mode": "quick" if args.quick else "full",
-                              "trigger_s": args.trigger_s,
-                              **{strategy: {} for strategy, _ in steps}, "lost": 0, "duplicated": 0}
+    result: dict[str, Any] = {
+        "benchmark": "reconfiguration",
+        "mode": "quick" if args.quick else "full",
+        "trigger_s": args.trigger_s,
+        **{strategy: {} for strategy, _ in steps},
+        "lost": 0,
+        "duplicated": 0,
+    }
     with tempfile.TemporaryDirectory(prefix="reconf-bench-") as tmp:
         for keys in sizes:
             figures, correctness = run_size(keys, Path(tmp), steps, args.trigger_s)
@@ -179,7 +217,8 @@ def main() -> None:
         result["precopy_fell_back"] = sum("fell_back" in row for row in result["precopy"].values())
         smallest, largest = str(sizes[0]), str(sizes[-1])
         result["precopy_downtime_ratio_largest_over_smallest"] = round(
-            result["precopy"][largest]["downtime_s"] / max(result["precopy"][smallest]["downtime_s"], 1e-9), 2)
+            result["precopy"][largest]["downtime_s"] / max(result["precopy"][smallest]["downtime_s"], 1e-9), 2
+        )
     result["wall_s"] = round(time.monotonic() - started, 1)
     emit(result)
 

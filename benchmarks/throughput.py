@@ -24,10 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from dagster_reconf.core.store.metrics import progress_frame
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.metrics import progress_frame
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -52,7 +52,9 @@ def measure(spec: StreamSpec, home: Path, seconds: float) -> dict[str, Any]:
             time.sleep(0.2)
         first_measured = query.recentProgress[-1]["batchId"] + 1
         time.sleep(seconds)
-        progress = [{"kind": "progress", "progress": dict(p)} for p in query.recentProgress if p["batchId"] >= first_measured]
+        progress = [
+            {"kind": "progress", "progress": dict(p)} for p in query.recentProgress if p["batchId"] >= first_measured
+        ]
     finally:
         runtime.shutdown(timeout_s=120)
     frame = progress_frame(progress)
@@ -72,8 +74,17 @@ def measure(spec: StreamSpec, home: Path, seconds: float) -> dict[str, Any]:
 
 def spec_for(query: str, name: str, instrumentation: bool = True) -> StreamSpec:
     extra = {"vocabulary": 100_000} if query == "wordcount" else {}
-    return bundled_spec(name, query, rate=SATURATED_RATE, trigger_interval_s=0, source_partitions=2, state_partitions=4,
-                        max_per_trigger=BATCH_EVENTS.get(query, DEFAULT_BATCH_EVENTS), instrumentation=instrumentation, **extra)
+    return bundled_spec(
+        name,
+        query,
+        rate=SATURATED_RATE,
+        trigger_interval_s=0,
+        source_partitions=2,
+        state_partitions=4,
+        max_per_trigger=BATCH_EVENTS.get(query, DEFAULT_BATCH_EVENTS),
+        instrumentation=instrumentation,
+        **extra,
+    )
 
 
 def main() -> None:
@@ -82,7 +93,12 @@ def main() -> None:
     started = time.monotonic()
     seconds = 8.0 if args.quick else 40.0
     overhead_pairs = 2 if args.quick else 4
-    result: dict[str, Any] = {"benchmark": "throughput", "mode": "quick" if args.quick else "full", "master": "local[2]", "queries": {}}
+    result: dict[str, Any] = {
+        "benchmark": "throughput",
+        "mode": "quick" if args.quick else "full",
+        "master": "local[2]",
+        "queries": {},
+    }
     with tempfile.TemporaryDirectory(prefix="reconf-bench-") as tmp:
         home = Path(tmp)
         for query in QUERIES:

@@ -22,37 +22,63 @@ from dagster_reconf.version import __version__
 # workers import dagster_reconf.workloads.sources for the bundled sources, and must not pay
 # for Dagster (~2 s per worker process, much of a restarted stream's first batch).
 _EXPORTS = {
-    "ReconfError": "dagster_reconf.core.errors", "SpecError": "dagster_reconf.core.errors", "StreamNotFoundError": "dagster_reconf.core.errors",
-    "StreamStartError": "dagster_reconf.core.errors", "StreamStateError": "dagster_reconf.core.errors",
+    "ReconfError": "dagster_reconf.core.errors",
+    "SpecError": "dagster_reconf.core.errors",
+    "StreamNotFoundError": "dagster_reconf.core.errors",
+    "StreamStartError": "dagster_reconf.core.errors",
+    "StreamStateError": "dagster_reconf.core.errors",
     "AuditLedger": "dagster_reconf.core.ledger",
-    "ExecutionPlan": "dagster_reconf.core.reconfig", "ReconfigurationInterrupted": "dagster_reconf.core.reconfig",
-    "ReconfigurationRefused": "dagster_reconf.core.reconfig", "Reconfigurer": "dagster_reconf.core.reconfig",
+    "ExecutionPlan": "dagster_reconf.core.reconfig",
+    "ReconfigurationInterrupted": "dagster_reconf.core.reconfig",
+    "ReconfigurationRefused": "dagster_reconf.core.reconfig",
+    "Reconfigurer": "dagster_reconf.core.reconfig",
     "StreamSpec": "dagster_reconf.core.spec",
-    "StreamContext": "dagster_reconf.core.definition", "StreamDefinition": "dagster_reconf.core.definition", "StreamOutput": "dagster_reconf.core.definition",
+    "StreamContext": "dagster_reconf.core.definition",
+    "StreamDefinition": "dagster_reconf.core.definition",
+    "StreamOutput": "dagster_reconf.core.definition",
     "stream_definition": "dagster_reconf.core.definition",
     "StreamSupervisor": "dagster_reconf.core.process.supervisor",
     "build_reconfiguration_failure_sensor": "dagster_reconf.dagster.reconfiguration_assets",
     "build_stream_configuration": "dagster_reconf.dagster.reconfiguration_assets",
-    "AuditLedgerResource": "dagster_reconf.dagster.resources", "StreamRuntimeResource": "dagster_reconf.dagster.resources",
-    "ExecutionPlanConfig": "dagster_reconf.dagster.run_config", "ReconfigureConfig": "dagster_reconf.dagster.run_config",
-    "ScalingPlanConfig": "dagster_reconf.dagster.run_config", "Strategy": "dagster_reconf.dagster.run_config",
-    "ScalingAssets": "dagster_reconf.dagster.scaling_assets", "build_scaling_assets": "dagster_reconf.dagster.scaling_assets",
+    "AuditLedgerResource": "dagster_reconf.dagster.resources",
+    "StreamRuntimeResource": "dagster_reconf.dagster.resources",
+    "ExecutionPlanConfig": "dagster_reconf.dagster.run_config",
+    "ReconfigureConfig": "dagster_reconf.dagster.run_config",
+    "ScalingPlanConfig": "dagster_reconf.dagster.run_config",
+    "Strategy": "dagster_reconf.dagster.run_config",
+    "ScalingAssets": "dagster_reconf.dagster.scaling_assets",
+    "build_scaling_assets": "dagster_reconf.dagster.scaling_assets",
     "build_scaling_sensor": "dagster_reconf.dagster.scaling_sensor",
     "build_streams_sensor": "dagster_reconf.dagster.streams_sensor",
     "ReconfTranslator": "dagster_reconf.dagster.translator",
     "build_stream_progress_sensor": "dagster_reconf.dagster.sensor_builder",
     "build_stream_control_job": "dagster_reconf.dagster.stream_jobs",
-    "TraceAssets": "dagster_reconf.dagster.trace_assets", "build_trace_assets": "dagster_reconf.dagster.trace_assets",
+    "TraceAssets": "dagster_reconf.dagster.trace_assets",
+    "build_trace_assets": "dagster_reconf.dagster.trace_assets",
 }
 
 if TYPE_CHECKING:
     from dagster_reconf.core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
-    from dagster_reconf.core.errors import ReconfError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
+    from dagster_reconf.core.errors import (
+        ReconfError,
+        SpecError,
+        StreamNotFoundError,
+        StreamStartError,
+        StreamStateError,
+    )
     from dagster_reconf.core.ledger import AuditLedger
-    from dagster_reconf.core.reconfig import ExecutionPlan, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
-    from dagster_reconf.core.spec import StreamSpec
     from dagster_reconf.core.process.supervisor import StreamSupervisor
-    from dagster_reconf.dagster.reconfiguration_assets import build_reconfiguration_failure_sensor, build_stream_configuration
+    from dagster_reconf.core.reconfig import (
+        ExecutionPlan,
+        ReconfigurationInterrupted,
+        ReconfigurationRefused,
+        Reconfigurer,
+    )
+    from dagster_reconf.core.spec import StreamSpec
+    from dagster_reconf.dagster.reconfiguration_assets import (
+        build_reconfiguration_failure_sensor,
+        build_stream_configuration,
+    )
     from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
     from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
     from dagster_reconf.dagster.scaling_assets import ScalingAssets, build_scaling_assets

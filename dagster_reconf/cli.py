@@ -35,9 +35,9 @@ from rich.live import Live
 from rich.table import Table
 
 from dagster_reconf.core.errors import ReconfError, SpecError
+from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore, record_row
 from dagster_reconf.core.store.paths import default_home
-from dagster_reconf.core.spec import StreamSpec
 
 __all__ = ["main"]
 
@@ -62,8 +62,15 @@ def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
         raise SpecError(f"spec file {args.spec_file} not found")
     data: dict[str, Any] = json.loads(Path(args.spec_file).read_text()) if args.spec_file else {}
     data["name"] = args.name
-    for field in ("entrypoint", "master", "source_partitions", "state_partitions", "trigger_interval_s", "max_per_trigger",
-                  "storage"):
+    for field in (
+        "entrypoint",
+        "master",
+        "source_partitions",
+        "state_partitions",
+        "trigger_interval_s",
+        "max_per_trigger",
+        "storage",
+    ):
         value = getattr(args, field)
         if value is not None:
             data[field] = value
@@ -75,8 +82,10 @@ def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
         else:
             data[key] = value
     if "entrypoint" not in data:
-        raise SpecError("stream start needs --entrypoint package.module:function (the stream definition), or a "
-                        "--spec-file that names one")
+        raise SpecError(
+            "stream start needs --entrypoint package.module:function (the stream definition), or a "
+            "--spec-file that names one"
+        )
     return StreamSpec.parse(data)
 
 
@@ -90,14 +99,22 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 def status_table(status: dict[str, Any]) -> Table:
     """One stream's status as a two-column table."""
-    table = Table(title=f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}", show_header=False)
+    table = Table(
+        title=f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}", show_header=False
+    )
     rows = [
         ("batch id", _fmt(status.get("batch_id"))),
         ("input rate", _fmt(status.get("input_rows_per_second"), " rows/s")),
         ("processed rate", _fmt(status.get("processed_rows_per_second"), " rows/s")),
         ("batch duration", _fmt(status.get("batch_duration_ms"), " ms")),
-        ("backlog", _fmt(status.get("backlog_events"), " events") if status.get("backlog_events") is not None
-         else f"unknown ({status.get('backlog_unknown')})" if status.get("backlog_unknown") else "-"),
+        (
+            "backlog",
+            _fmt(status.get("backlog_events"), " events")
+            if status.get("backlog_events") is not None
+            else f"unknown ({status.get('backlog_unknown')})"
+            if status.get("backlog_unknown")
+            else "-",
+        ),
         ("sources", _fmt(status.get("source_kinds"))),
         ("watermark", _fmt(status.get("watermark"))),
         ("master", _fmt(status.get("master"))),
@@ -116,8 +133,12 @@ def progress_table(name: str, rows: list[dict[str, Any]], limit: int = 12) -> Ta
         table.add_column(column, justify="right")
     for row in rows[-limit:]:
         table.add_row(
-            str(row["batch_id"]), _fmt(row["num_input_rows"]), _fmt(row["input_rows_per_second"]),
-            _fmt(row["processed_rows_per_second"]), _fmt(row["batch_duration_ms"]), _fmt(row["backlog_events"]),
+            str(row["batch_id"]),
+            _fmt(row["num_input_rows"]),
+            _fmt(row["input_rows_per_second"]),
+            _fmt(row["processed_rows_per_second"]),
+            _fmt(row["batch_duration_ms"]),
+            _fmt(row["backlog_events"]),
             _fmt(row["state_rows"]),
         )
     return table
@@ -128,7 +149,9 @@ def watch(store: MetricsStore, name: str, seconds: float) -> list[dict[str, Any]
     rows: list[dict[str, Any]] = []
     cursor = store.path.stat().st_size if store.path.exists() else 0
     deadline = time.monotonic() + seconds
-    with Live(progress_table(name, rows), console=console, refresh_per_second=2, transient=not console.is_terminal) as live:
+    with Live(
+        progress_table(name, rows), console=console, refresh_per_second=2, transient=not console.is_terminal
+    ) as live:
         while time.monotonic() < deadline:
             records, cursor = store.read(cursor)
             rows += [record_row(r) for r in records if r.get("kind") == "progress"]
@@ -147,22 +170,38 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
         spec = _spec_from_args(args)
         with console.status(f"starting stream {spec.name} ({spec.entrypoint} on {spec.master})..."):
             info = supervisor.start(spec)
-        console.print(f"stream [bold]{spec.name}[/] running: pid {info['pid']}, control port {info['control_port']}, "
-                      f"Spark app {info.get('app_id')}, UI {info.get('spark_ui')}")
+        console.print(
+            f"stream [bold]{spec.name}[/] running: pid {info['pid']}, control port {info['control_port']}, "
+            f"Spark app {info.get('app_id')}, UI {info.get('spark_ui')}"
+        )
         if args.watch:
             watch(MetricsStore(supervisor.paths(spec.name).metrics), spec.name, args.watch)
     elif args.action == "attach":
         from dagster_reconf.core.traces.attach import AttachSpec, attach
 
-        spec = AttachSpec.parse({"name": args.name, "event_logs": args.event_logs, "application": args.application,
-                                 "query": args.query, "checkpoint": args.checkpoint, "trigger_interval_s": args.trigger_interval_s})
+        spec = AttachSpec.parse(
+            {
+                "name": args.name,
+                "event_logs": args.event_logs,
+                "application": args.application,
+                "query": args.query,
+                "checkpoint": args.checkpoint,
+                "trigger_interval_s": args.trigger_interval_s,
+            }
+        )
         with console.status(f"reading the event logs at {spec.event_logs}..."):
             found = attach(home, spec)
-        console.print(f"stream [bold]{spec.name}[/] attached (observed only): query {found['query_name']!r}, "
-                      f"{found['progress']} batches in {len(found['applications'])} application(s)", highlight=False)
+        console.print(
+            f"stream [bold]{spec.name}[/] attached (observed only): query {found['query_name']!r}, "
+            f"{found['progress']} batches in {len(found['applications'])} application(s)",
+            highlight=False,
+        )
         if found["ignored_queries"]:
-            console.print(f"other queries in these logs, not this stream: {', '.join(found['ignored_queries'])} "
-                          "(attach each under its own name with --query)", highlight=False)
+            console.print(
+                f"other queries in these logs, not this stream: {', '.join(found['ignored_queries'])} "
+                "(attach each under its own name with --query)",
+                highlight=False,
+            )
     elif args.action == "status":
         status = supervisor.status(args.name)
         if args.json:
@@ -185,8 +224,15 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
         for column in ("name", "entrypoint", "master", "driver", "pid", "control port", "app id"):
             table.add_column(column)
         for row in supervisor.list():
-            table.add_row(row["name"], row["entrypoint"], row["master"], row["driver"], _fmt(row["pid"]),
-                          _fmt(row["control_port"]), _fmt(row["app_id"]))
+            table.add_row(
+                row["name"],
+                row["entrypoint"],
+                row["master"],
+                row["driver"],
+                _fmt(row["pid"]),
+                _fmt(row["control_port"]),
+                _fmt(row["app_id"]),
+            )
         console.print(table)
     return 0
 
@@ -219,24 +265,35 @@ def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
     import getpass
     import socket
 
-    from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, Reconfigurer
     from dagster_reconf.core.process.supervisor import StreamSupervisor
+    from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, Reconfigurer
 
     stream = DriverStream(StreamSupervisor(home), args.name)
     if args.action == "plan":
         print(ExecutionPlan.of(stream.spec()).model_dump_json(indent=2))
         return 0
     holder = f"cli:{getpass.getuser()}@{socket.gethostname()}"
-    reconfigurer = Reconfigurer(stream, _ledger(args, home), holder=holder, strategy=getattr(args, "strategy", "native"),
-                                observe_timeout_s=getattr(args, "observe_s", 60.0))
+    reconfigurer = Reconfigurer(
+        stream,
+        _ledger(args, home),
+        holder=holder,
+        strategy=getattr(args, "strategy", "native"),
+        observe_timeout_s=getattr(args, "observe_s", 60.0),
+    )
     if args.action == "abort":
         aborted = reconfigurer.abort()
-        console.print(f"rolled back reconfiguration {aborted.id}" if aborted else f"stream {args.name} has no unfinished reconfiguration")
+        console.print(
+            f"rolled back reconfiguration {aborted.id}"
+            if aborted
+            else f"stream {args.name} has no unfinished reconfiguration"
+        )
         return 0
     if args.plan:
         if not Path(args.plan).is_file():
-            raise SpecError(f"plan file {args.plan} not found; start from the plan in force: "
-                            f"reconf reconfigure plan {args.name} > plan.json")
+            raise SpecError(
+                f"plan file {args.plan} not found; start from the plan in force: "
+                f"reconf reconfigure plan {args.name} > plan.json"
+            )
         target = ExecutionPlan.parse(Path(args.plan).read_text())
     else:
         settings = dict(_parse_setting(s) for s in args.set or [])
@@ -278,10 +335,19 @@ def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
         table.add_column(column)
     kinds = ["reconfiguration.started", "reconfiguration.finished", "reconfiguration.refused", "reconfiguration.noop"]
     for record in reversed(ledger.records(stream=args.stream, kinds=kinds, limit=args.limit, newest_first=True)):
-        detail = record.payload.get("outcome") or "; ".join(record.payload.get("problems", []))[:80] or \
-            record.payload.get("plan_hash", "")
-        table.add_row(str(record.seq), _when(record.recorded_at), record.stream, record.reconfiguration_id or "-",
-                      record.kind.removeprefix("reconfiguration."), detail)
+        detail = (
+            record.payload.get("outcome")
+            or "; ".join(record.payload.get("problems", []))[:80]
+            or record.payload.get("plan_hash", "")
+        )
+        table.add_row(
+            str(record.seq),
+            _when(record.recorded_at),
+            record.stream,
+            record.reconfiguration_id or "-",
+            record.kind.removeprefix("reconfiguration."),
+            detail,
+        )
     console.print(table)
     return 0
 
@@ -293,31 +359,51 @@ def _when(timestamp: float) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reconf", description="Control plane for Spark Structured Streaming jobs.")
     parser.add_argument("--home", type=Path, default=None, help="runtime home (default: $RECONF_HOME or ./.reconf)")
-    parser.add_argument("--ledger", default=None, help="audit ledger URL (default: $RECONF_LEDGER_URL or HOME/ledger.db)")
+    parser.add_argument(
+        "--ledger", default=None, help="audit ledger URL (default: $RECONF_LEDGER_URL or HOME/ledger.db)"
+    )
     groups = parser.add_subparsers(dest="group", required=True)
 
     stream = groups.add_parser("stream", help="managed streams").add_subparsers(dest="action", required=True)
     start = stream.add_parser("start", help="start a stream's driver")
     start.add_argument("name")
-    start.add_argument("--entrypoint", help="the stream definition, package.module:function "
-                                            "(the bundled ones: dagster_reconf.workloads.streams:q5, ...)")
-    start.add_argument("--option", action="append", metavar="KEY=VALUE", help="an option of the workload (its definition "
-                                                                             "validates them), e.g. --option rate=3000")
+    start.add_argument(
+        "--entrypoint",
+        help="the stream definition, package.module:function "
+        "(the bundled ones: dagster_reconf.workloads.streams:q5, ...)",
+    )
+    start.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an option of the workload (its definition validates them), e.g. --option rate=3000",
+    )
     start.add_argument("--spec-file", help="JSON stream spec; flags override its fields")
     start.add_argument("--master", help="Spark master URL (default local[2])")
-    start.add_argument("--storage", help="URL for checkpoints and event logs: file:///..., hdfs://..., s3a://... "
-                                         "(default: under the home)")
-    start.add_argument("--source-partitions", type=int, help="the source-partitions knob (where the definition maps it)")
+    start.add_argument(
+        "--storage",
+        help="URL for checkpoints and event logs: file:///..., hdfs://..., s3a://... (default: under the home)",
+    )
+    start.add_argument(
+        "--source-partitions", type=int, help="the source-partitions knob (where the definition maps it)"
+    )
     start.add_argument("--state-partitions", type=int)
     start.add_argument("--trigger-interval-s", type=float)
     start.add_argument("--max-per-trigger", type=int, help="the batch-size knob, in the source's unit")
-    start.add_argument("--set", action="append", metavar="KEY=VALUE", help="any other spec field (options.KEY, "
-                                                                          "knob_options.KNOB, spark_conf.KEY too)")
+    start.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any other spec field (options.KEY, knob_options.KNOB, spark_conf.KEY too)",
+    )
     start.add_argument("--watch", type=float, default=0, metavar="SECONDS", help="show live progress after starting")
     attach_cmd = stream.add_parser("attach", help="observe a stream from its event logs (recommend-only)")
     attach_cmd.add_argument("name")
-    attach_cmd.add_argument("--event-logs", required=True, help="the application's spark.eventLog.dir: a local path or "
-                                                                 "a URL (s3://, gs://, abfs://, hdfs://, file://)")
+    attach_cmd.add_argument(
+        "--event-logs",
+        required=True,
+        help="the application's spark.eventLog.dir: a local path or a URL (s3://, gs://, abfs://, hdfs://, file://)",
+    )
     attach_cmd.add_argument("--query", help="the query's name or id (where the applications run several)")
     attach_cmd.add_argument("--application", help="only applications with this name or id")
     attach_cmd.add_argument("--checkpoint", help="the query's checkpoint location (for its state partitions)")
@@ -330,25 +416,36 @@ def build_parser() -> argparse.ArgumentParser:
         if action == "watch":
             sub.add_argument("--seconds", type=float, default=30.0)
         if action == "restart":
-            sub.add_argument("--set", action="append", metavar="KEY=VALUE", help="spec field to change (options.KEY for "
-                                                                              "an option of the workload)")
+            sub.add_argument(
+                "--set",
+                action="append",
+                metavar="KEY=VALUE",
+                help="spec field to change (options.KEY for an option of the workload)",
+            )
         if action in ("restart", "stop"):
             sub.add_argument("--timeout-s", type=float, default=120.0)
     stream.add_parser("list", help="list streams")
 
-    cluster = groups.add_parser("cluster", help="a standalone Spark cluster on 127.0.0.1").add_subparsers(dest="action", required=True)
+    cluster = groups.add_parser("cluster", help="a standalone Spark cluster on 127.0.0.1").add_subparsers(
+        dest="action", required=True
+    )
     cstart = cluster.add_parser("start")
     cstart.add_argument("--workers", type=int, default=1)
     cstart.add_argument("--cores", type=int, default=2)
-    cstart.add_argument("--memory", default=None, help="memory per worker (default: 1g per core, so every core "
-                        "takes an executor of Spark's default 1g)")
+    cstart.add_argument(
+        "--memory",
+        default=None,
+        help="memory per worker (default: 1g per core, so every core takes an executor of Spark's default 1g)",
+    )
     cluster.add_parser("stop")
     cluster.add_parser("status")
 
     reconfigure = groups.add_parser("reconfigure", help="carry out an execution plan on a running stream")
     reconfigure_actions = reconfigure.add_subparsers(dest="action", required=True)
     reconfigure_actions.add_parser("plan", help="print the execution plan in force as JSON").add_argument("name")
-    apply = reconfigure_actions.add_parser("apply", help="apply a plan (re-run the same plan to finish an interrupted one)")
+    apply = reconfigure_actions.add_parser(
+        "apply", help="apply a plan (re-run the same plan to finish an interrupted one)"
+    )
     apply.add_argument("name")
     apply.add_argument("--plan", help="execution plan JSON file")
     apply.add_argument("--set", action="append", metavar="KEY=VALUE", help="change a setting of the plan in force")
@@ -362,7 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit_list.add_argument("--stream")
     audit_list.add_argument("--limit", type=int, default=50)
     audit.add_parser("show", help="every record of one reconfiguration").add_argument("id")
-    audit.add_parser("verify", help="check the hash chain").add_argument("--expect-head", help="a head hash kept elsewhere")
+    audit.add_parser("verify", help="check the hash chain").add_argument(
+        "--expect-head", help="a head hash kept elsewhere"
+    )
 
     return parser
 

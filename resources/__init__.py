@@ -19,7 +19,9 @@ _LOCAL_HOME = os.environ.get("RECONF_HOME", ".reconf")
 RESOURCES_LOCAL: dict[str, Any] = {
     # RECONF_HANDOVER=0: restart the SparkContext in the paused driver (the benchmarks' baseline)
     "streams": StreamRuntimeResource(home=_LOCAL_HOME, handover=os.environ.get("RECONF_HANDOVER", "1") != "0"),
-    "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=_LOCAL_HOME),  # default: SQLite in the home
+    "audit_ledger": AuditLedgerResource(
+        url=os.environ.get("RECONF_LEDGER_URL", ""), home=_LOCAL_HOME
+    ),  # default: SQLite in the home
 }
 
 RESOURCES_PRODUCTION: dict[str, Any] = {

@@ -21,7 +21,10 @@ BUNDLED_STREAMS: list[StreamSpec] = [
 
 STREAM_NAMES: list[str] = [spec.name for spec in BUNDLED_STREAMS]
 
-PRODUCTION_SETTINGS = {"master": "RECONF_SPARK_MASTER", "storage": "RECONF_STORAGE"}  # spec field -> environment variable
+PRODUCTION_SETTINGS = {
+    "master": "RECONF_SPARK_MASTER",
+    "storage": "RECONF_STORAGE",
+}  # spec field -> environment variable
 
 
 def streams_for_env(env: str | None = None) -> list[StreamSpec]:
@@ -33,8 +36,10 @@ def streams_for_env(env: str | None = None) -> list[StreamSpec]:
         raise ValueError(f"DAGSTER_RECONF_ENV={name!r} is not a known environment; use local or production")
     missing = [var for var in PRODUCTION_SETTINGS.values() if not os.environ.get(var)]
     if missing:
-        raise ValueError(f"production streams need {', '.join(missing)}: e.g. RECONF_SPARK_MASTER=spark://host:7077 "
-                         "RECONF_STORAGE=hdfs://namenode:8020/reconf")
+        raise ValueError(
+            f"production streams need {', '.join(missing)}: e.g. RECONF_SPARK_MASTER=spark://host:7077 "
+            "RECONF_STORAGE=hdfs://namenode:8020/reconf"
+        )
     changes = {field: os.environ[var] for field, var in PRODUCTION_SETTINGS.items()}
     return [spec.with_changes(changes) for spec in BUNDLED_STREAMS]
 

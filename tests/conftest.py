@@ -10,7 +10,9 @@ def postgres_url_fixture():
     """A real PostgreSQL server on 127.0.0.1 for the test session (skipped only where none is installed)."""
     if postgres_bin() is None:
         if os.environ.get("RECONF_REQUIRE_POSTGRES") == "1":
-            pytest.fail("PostgreSQL is required (RECONF_REQUIRE_POSTGRES=1) but not installed: apt-get install postgresql")
+            pytest.fail(
+                "PostgreSQL is required (RECONF_REQUIRE_POSTGRES=1) but not installed: apt-get install postgresql"
+            )
         pytest.skip("PostgreSQL server not installed (apt-get install postgresql); `make test` installs it")
     with postgres_server() as url:
         yield url

@@ -37,7 +37,9 @@ def postgres_server() -> Iterator[str]:
     """Start a fresh cluster in a temporary directory; yield its SQLAlchemy URL; stop and remove it."""
     binaries = postgres_bin()
     if binaries is None:
-        raise FileNotFoundError("PostgreSQL server binaries not found under /usr/lib/postgresql: apt-get install postgresql")
+        raise FileNotFoundError(
+            "PostgreSQL server binaries not found under /usr/lib/postgresql: apt-get install postgresql"
+        )
     run_as: list[str] = []
     data = Path(tempfile.mkdtemp(prefix="reconf-pg-"))
     if os.geteuid() == 0:  # initdb refuses to run as root: run the server as Debian's postgres user
@@ -47,20 +49,50 @@ def postgres_server() -> Iterator[str]:
     port = _free_port()
     pgdata = data / "pgdata"
     env = {**os.environ, "LC_ALL": "C"}
-    subprocess.run([*run_as, str(binaries / "initdb"), "-D", str(pgdata), "-U", "reconf", "--auth=trust", "-E", "UTF8"],
-                   check=True, capture_output=True, env=env)
+    subprocess.run(
+        [*run_as, str(binaries / "initdb"), "-D", str(pgdata), "-U", "reconf", "--auth=trust", "-E", "UTF8"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={data} -c fsync=off"
-    subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(pgdata), "-o", options, "-l", str(data / "server.log"),
-                    "-w", "-t", str(START_TIMEOUT_S), "start"], check=True, capture_output=True, env=env)
+    subprocess.run(
+        [
+            *run_as,
+            str(binaries / "pg_ctl"),
+            "-D",
+            str(pgdata),
+            "-o",
+            options,
+            "-l",
+            str(data / "server.log"),
+            "-w",
+            "-t",
+            str(START_TIMEOUT_S),
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while subprocess.run([str(binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True).returncode:
+        while subprocess.run(
+            [str(binaries / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True
+        ).returncode:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"PostgreSQL on 127.0.0.1:{port} did not accept connections; see {data / 'server.log'}")
+                raise TimeoutError(
+                    f"PostgreSQL on 127.0.0.1:{port} did not accept connections; see {data / 'server.log'}"
+                )
             time.sleep(0.2)
-        subprocess.run([str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "reconf", "ledger"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "reconf", "ledger"],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql://reconf@127.0.0.1:{port}/ledger"
     finally:
-        subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(pgdata), "-m", "immediate", "stop"], capture_output=True)
+        subprocess.run(
+            [*run_as, str(binaries / "pg_ctl"), "-D", str(pgdata), "-m", "immediate", "stop"], capture_output=True
+        )
         shutil.rmtree(data, ignore_errors=True)

@@ -125,7 +125,9 @@ class StreamOutput:
         """The ``DataStreamWriter`` this output describes."""
         if (self.format is None) == (self.foreach_batch is None):
             raise SpecError("StreamOutput needs exactly one of format (e.g. 'parquet') or foreach_batch")
-        writer = self.frame.writeStream.outputMode(self.output_mode).options(**{k: str(v) for k, v in self.options.items()})
+        writer = self.frame.writeStream.outputMode(self.output_mode).options(
+            **{k: str(v) for k, v in self.options.items()}
+        )
         return writer.foreachBatch(self.foreach_batch) if self.foreach_batch is not None else writer.format(self.format)
 
 
@@ -160,7 +162,9 @@ class StreamDefinition:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.knob_options) - set(KNOBS))
         if unknown:
-            raise SpecError(f"stream definition {self.name}: knob_options names unknown knob(s) {unknown}; knobs: {list(KNOBS)}")
+            raise SpecError(
+                f"stream definition {self.name}: knob_options names unknown knob(s) {unknown}; knobs: {list(KNOBS)}"
+            )
 
     def __call__(self, spark: SparkSession, context: StreamContext) -> Any:
         return self.build(spark, context)
@@ -176,23 +180,31 @@ class StreamDefinition:
         known = set(self.options_model.model_fields)
         unknown = sorted(set(options) - known)
         if unknown and self.options_model.model_config.get("extra") != "allow":  # a misspelt option is not ignored
-            raise SpecError(f"unknown option(s) {unknown} for stream definition {self.name}; its options: "
-                            f"{', '.join(sorted(known)) or 'none'}")
+            raise SpecError(
+                f"unknown option(s) {unknown} for stream definition {self.name}; its options: "
+                f"{', '.join(sorted(known)) or 'none'}"
+            )
         try:
             return self.options_model.model_validate(dict(options))
         except ValidationError as exc:
             problems = []
             for err in exc.errors():
                 loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-                given = "missing" if err["type"] == "missing" else f"got {options.get(str(err['loc'][0])) if err['loc'] else options!r}"
+                given = (
+                    "missing"
+                    if err["type"] == "missing"
+                    else f"got {options.get(str(err['loc'][0])) if err['loc'] else options!r}"
+                )
                 problems.append(f"options.{loc}: {err['msg'].removeprefix('Value error, ')} ({given})")
             raise SpecError(f"invalid options for stream definition {self.name}: " + "; ".join(problems)) from None
 
     def check_code_version(self, version: str) -> None:
         """Raise :class:`SpecError` if the definition does not build ``version``."""
         if self.code_versions is not None and version not in self.code_versions:
-            raise SpecError(f"stream definition {self.name} has no code version {version!r}; versions: "
-                            f"{', '.join(self.code_versions)}")
+            raise SpecError(
+                f"stream definition {self.name} has no code version {version!r}; versions: "
+                f"{', '.join(self.code_versions)}"
+            )
 
 
 def stream_definition(
@@ -240,15 +252,19 @@ def _check_signature(function: Callable[..., Any]) -> None:
     try:
         inspect.signature(function).bind(None, None)
     except TypeError:
-        raise SpecError(f"a stream definition takes (spark, context); {getattr(function, '__qualname__', function)!r} "
-                        f"has signature {inspect.signature(function)}") from None
+        raise SpecError(
+            f"a stream definition takes (spark, context); {getattr(function, '__qualname__', function)!r} "
+            f"has signature {inspect.signature(function)}"
+        ) from None
 
 
 def _split(entrypoint: str) -> tuple[str, str]:
     match = _ENTRYPOINT.match(entrypoint)
     if match is None:
-        raise SpecError(f"entrypoint {entrypoint!r} is not an import path; use 'package.module:function', "
-                        "e.g. 'my_pkg.streams:orders'")
+        raise SpecError(
+            f"entrypoint {entrypoint!r} is not an import path; use 'package.module:function', "
+            "e.g. 'my_pkg.streams:orders'"
+        )
     return match["module"], match["attr"]
 
 
@@ -266,8 +282,10 @@ def check_entrypoint(entrypoint: str) -> None:
     else:
         detail = ""
     if found is None:
-        raise SpecError(f"entrypoint {entrypoint!r}: no module {module!r} on the import path{detail}; install the package "
-                        f"that holds the stream, or run from the directory that contains {module.split('.')[0]!r}")
+        raise SpecError(
+            f"entrypoint {entrypoint!r}: no module {module!r} on the import path{detail}; install the package "
+            f"that holds the stream, or run from the directory that contains {module.split('.')[0]!r}"
+        )
 
 
 def entrypoint_root(entrypoint: str) -> Path | None:
@@ -298,8 +316,9 @@ def load_definition(entrypoint: str) -> StreamDefinition:
     except ModuleNotFoundError as exc:
         raise SpecError(f"entrypoint {entrypoint!r}: importing {module_name!r} failed: {exc}") from None
     except Exception as exc:
-        raise StreamStartError(f"entrypoint {entrypoint!r}: importing {module_name!r} raised "
-                               f"{type(exc).__name__}: {exc}") from exc
+        raise StreamStartError(
+            f"entrypoint {entrypoint!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
     target = getattr(module, attr, None)
     if target is None:
         public = sorted(n for n, v in vars(module).items() if isinstance(v, StreamDefinition))
@@ -309,5 +328,7 @@ def load_definition(entrypoint: str) -> StreamDefinition:
         return target
     if callable(target) and not isinstance(target, type):
         return stream_definition(target)
-    raise SpecError(f"entrypoint {entrypoint!r} is a {type(target).__name__}, not a stream definition; point it at a "
-                    "function (spark, context) -> DataStreamWriter")
+    raise SpecError(
+        f"entrypoint {entrypoint!r} is a {type(target).__name__}, not a stream definition; point it at a "
+        "function (spark, context) -> DataStreamWriter"
+    )

@@ -25,7 +25,16 @@ from dagster_reconf.core.definition import KNOBS, StreamDefinition, load_definit
 from dagster_reconf.core.errors import SpecError, validated
 from dagster_reconf.core.store.storage import validate_storage_url
 
-__all__ = ["STRATEGIES", "RestartScope", "Strategy", "StreamSpec", "context_scope", "restart_scope", "validate_master", "validate_spec"]
+__all__ = [
+    "STRATEGIES",
+    "RestartScope",
+    "Strategy",
+    "StreamSpec",
+    "context_scope",
+    "restart_scope",
+    "validate_master",
+    "validate_spec",
+]
 
 _MASTER_PATTERNS = [
     re.compile(r"^local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?$"),
@@ -57,36 +66,79 @@ class StreamSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(..., pattern=_NAME_PATTERN, description="Stream name: lowercase letters, digits, - and _.")
-    entrypoint: str | None = Field(..., description="The stream definition's import path, 'package.module:function'; None for "
-                                   "an attached stream (observed from its event logs, never started here).")
-    code_version: str = Field("1", min_length=1, max_length=64, description="Version of the logic the definition builds.")
-    options: dict[str, Any] = Field(default_factory=dict, description="The workload's own options (validated by its definition).")
+    entrypoint: str | None = Field(
+        ...,
+        description="The stream definition's import path, 'package.module:function'; None for "
+        "an attached stream (observed from its event logs, never started here).",
+    )
+    code_version: str = Field(
+        "1", min_length=1, max_length=64, description="Version of the logic the definition builds."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="The workload's own options (validated by its definition)."
+    )
     master: str = Field("local[2]", description="Spark master URL.")
     executor_cores: int | None = Field(None, ge=1, description="Cores per executor (cluster masters).")
-    max_cores: int | None = Field(None, ge=1, description="spark.cores.max: total cores of the application (cluster masters).")
-    cores_ceiling: int | None = Field(None, ge=1, description="On a standalone master (spark://): the most cores the "
-                                      "application may grow to in its SparkContext. spark.cores.max is set to it, and "
-                                      "max_cores is reached by adding and removing executors, so a cores change up to "
-                                      "it needs no new SparkContext. None: every max_cores change starts a new one.")
+    max_cores: int | None = Field(
+        None, ge=1, description="spark.cores.max: total cores of the application (cluster masters)."
+    )
+    cores_ceiling: int | None = Field(
+        None,
+        ge=1,
+        description="On a standalone master (spark://): the most cores the "
+        "application may grow to in its SparkContext. spark.cores.max is set to it, and "
+        "max_cores is reached by adding and removing executors, so a cores change up to "
+        "it needs no new SparkContext. None: every max_cores change starts a new one.",
+    )
     executor_memory: str | None = Field(None, pattern=r"^\d+[kmgt]?$", description="Executor memory, e.g. 1g.")
-    driver_host: str = Field(LOOPBACK, pattern=_HOST_PATTERN, description="Address executors use to reach the driver "
-                             "(spark.driver.host): loopback for local masters, a routable address on a cluster.")
-    driver_bind_address: str = Field(LOOPBACK, pattern=_HOST_PATTERN, description="Address the driver listens on "
-                                     "(spark.driver.bindAddress), e.g. 0.0.0.0 on a cluster.")
-    control_bind_address: str = Field(LOOPBACK, pattern=_HOST_PATTERN, description="Address the control endpoint listens "
-                                      "on (token-authenticated); another host's Dagster run workers need a routable one.")
-    source_partitions: int | None = Field(None, ge=1, le=10_000, description="Source partitions per micro-batch, where the "
-                                          "definition maps this knob onto a source option (knob_options).")
-    state_partitions: int = Field(4, ge=1, le=10_000, description="spark.sql.shuffle.partitions (fixed by the checkpoint for stateful queries).")
+    driver_host: str = Field(
+        LOOPBACK,
+        pattern=_HOST_PATTERN,
+        description="Address executors use to reach the driver "
+        "(spark.driver.host): loopback for local masters, a routable address on a cluster.",
+    )
+    driver_bind_address: str = Field(
+        LOOPBACK,
+        pattern=_HOST_PATTERN,
+        description="Address the driver listens on (spark.driver.bindAddress), e.g. 0.0.0.0 on a cluster.",
+    )
+    control_bind_address: str = Field(
+        LOOPBACK,
+        pattern=_HOST_PATTERN,
+        description="Address the control endpoint listens "
+        "on (token-authenticated); another host's Dagster run workers need a routable one.",
+    )
+    source_partitions: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Source partitions per micro-batch, where the "
+        "definition maps this knob onto a source option (knob_options).",
+    )
+    state_partitions: int = Field(
+        4, ge=1, le=10_000, description="spark.sql.shuffle.partitions (fixed by the checkpoint for stateful queries)."
+    )
     trigger_interval_s: float = Field(1.0, ge=0, le=3600, description="Processing-time trigger interval in seconds.")
-    max_per_trigger: int | None = Field(None, ge=1, description="Cap per micro-batch in the source's own unit (records, "
-                                        "offsets, files), where the definition maps this knob (knob_options).")
-    knob_options: dict[str, str] = Field(default_factory=dict, description="Knob -> source option name, overriding the "
-                                         "definition's (e.g. {'source_partitions': 'minPartitions'}).")
-    instrumentation: bool = Field(True, description="Event log and progress listener on (off only for overhead benchmarks).")
+    max_per_trigger: int | None = Field(
+        None,
+        ge=1,
+        description="Cap per micro-batch in the source's own unit (records, "
+        "offsets, files), where the definition maps this knob (knob_options).",
+    )
+    knob_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Knob -> source option name, overriding the "
+        "definition's (e.g. {'source_partitions': 'minPartitions'}).",
+    )
+    instrumentation: bool = Field(
+        True, description="Event log and progress listener on (off only for overhead benchmarks)."
+    )
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings.")
-    storage: str | None = Field(None, description="URL where checkpoints and event logs live (any Hadoop-compatible "
-                                "filesystem: file:///, hdfs://, s3a://, ...); None keeps them under the runtime home.")
+    storage: str | None = Field(
+        None,
+        description="URL where checkpoints and event logs live (any Hadoop-compatible "
+        "filesystem: file:///, hdfs://, s3a://, ...); None keeps them under the runtime home.",
+    )
 
     @field_validator("storage")
     @classmethod
@@ -118,12 +170,20 @@ class StreamSpec(BaseModel):
 
     @model_validator(mode="after")
     def _conf_not_shadowing(self) -> "StreamSpec":
-        owned = {"spark.master", "spark.sql.shuffle.partitions", "spark.eventLog.enabled", "spark.eventLog.dir",
-                 "spark.driver.host", "spark.driver.bindAddress"}
+        owned = {
+            "spark.master",
+            "spark.sql.shuffle.partitions",
+            "spark.eventLog.enabled",
+            "spark.eventLog.dir",
+            "spark.driver.host",
+            "spark.driver.bindAddress",
+        }
         clash = sorted(owned & set(self.spark_conf))
         if clash:
-            raise ValueError(f"spark_conf must not set {clash}: use the spec fields master, state_partitions, "
-                             "driver_host and driver_bind_address instead")
+            raise ValueError(
+                f"spark_conf must not set {clash}: use the spec fields master, state_partitions, "
+                "driver_host and driver_bind_address instead"
+            )
         return self
 
     @model_validator(mode="after")
@@ -131,17 +191,25 @@ class StreamSpec(BaseModel):
         if self.cores_ceiling is None:
             return self
         if not self.master.startswith("spark://"):
-            raise ValueError(f"cores_ceiling is for standalone masters (spark://HOST:PORT), not {self.master!r}: "
-                             "elsewhere a cores change starts a new SparkContext; remove cores_ceiling")
+            raise ValueError(
+                f"cores_ceiling is for standalone masters (spark://HOST:PORT), not {self.master!r}: "
+                "elsewhere a cores change starts a new SparkContext; remove cores_ceiling"
+            )
         if self.executor_cores is None or self.max_cores is None:
-            raise ValueError("cores_ceiling needs executor_cores and max_cores: the cores are counted in executors of "
-                             "executor_cores each")
+            raise ValueError(
+                "cores_ceiling needs executor_cores and max_cores: the cores are counted in executors of "
+                "executor_cores each"
+            )
         if self.max_cores > self.cores_ceiling:
-            raise ValueError(f"max_cores {self.max_cores} is above cores_ceiling {self.cores_ceiling}: raise "
-                             "cores_ceiling (a new SparkContext) or ask for fewer cores")
+            raise ValueError(
+                f"max_cores {self.max_cores} is above cores_ceiling {self.cores_ceiling}: raise "
+                "cores_ceiling (a new SparkContext) or ask for fewer cores"
+            )
         if self.max_cores % self.executor_cores:
-            raise ValueError(f"max_cores {self.max_cores} is not a whole number of executors of executor_cores "
-                             f"{self.executor_cores}: use a multiple of {self.executor_cores}")
+            raise ValueError(
+                f"max_cores {self.max_cores} is not a whole number of executors of executor_cores "
+                f"{self.executor_cores}: use a multiple of {self.executor_cores}"
+            )
         return self
 
     @property
@@ -179,8 +247,6 @@ class StreamSpec(BaseModel):
         return StreamSpec.parse(merged)
 
 
-
-
 class RestartScope(str, Enum):
     """What applying a settings change costs, cheapest first."""
 
@@ -192,17 +258,32 @@ class RestartScope(str, Enum):
 
 
 QUERY_FIELDS = {"source_partitions", "trigger_interval_s", "max_per_trigger", "code_version", "options", "knob_options"}
-SESSION_FIELDS = {"master", "executor_cores", "max_cores", "cores_ceiling", "executor_memory", "spark_conf", "instrumentation",
-                  "driver_host", "driver_bind_address"}
+SESSION_FIELDS = {
+    "master",
+    "executor_cores",
+    "max_cores",
+    "cores_ceiling",
+    "executor_memory",
+    "spark_conf",
+    "instrumentation",
+    "driver_host",
+    "driver_bind_address",
+}
 IDENTITY_FIELDS = {"name", "entrypoint", "storage", "control_bind_address"}
 # Read when the driver's JVM launches: a new SparkContext in a running driver ignores them (Spark's configuration docs:
 # "must not be set through the SparkConf directly in your application ... the driver JVM has already started").
-DRIVER_LAUNCH_SETTINGS = ("spark.driver.memory", "spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions",
-                          "spark.driver.extraClassPath", "spark.driver.extraLibraryPath")
+DRIVER_LAUNCH_SETTINGS = (
+    "spark.driver.memory",
+    "spark.driver.extraJavaOptions",
+    "spark.driver.defaultJavaOptions",
+    "spark.driver.extraClassPath",
+    "spark.driver.extraLibraryPath",
+)
 
 
-def restart_scope(old: StreamSpec, new: StreamSpec, *, stateful: bool = True,
-                  frozen_options: frozenset[str] | set[str] = frozenset()) -> RestartScope:
+def restart_scope(
+    old: StreamSpec, new: StreamSpec, *, stateful: bool = True, frozen_options: frozenset[str] | set[str] = frozenset()
+) -> RestartScope:
     """Classify the change from ``old`` to ``new``; refuse changes that alter the stream's identity or data, and
     driver settings that only a new driver process reads (:data:`DRIVER_LAUNCH_SETTINGS`), which a restart in place
     would ignore without a word.
@@ -215,18 +296,25 @@ def restart_scope(old: StreamSpec, new: StreamSpec, *, stateful: bool = True,
     changed = {k for k in StreamSpec.model_fields if getattr(old, k) != getattr(new, k)}
     identity = sorted(changed & IDENTITY_FIELDS)
     if identity:
-        fix = ("stop the stream and start it again with the new address" if identity == ["control_bind_address"]
-               else "start a new stream with another name")
+        fix = (
+            "stop the stream and start it again with the new address"
+            if identity == ["control_bind_address"]
+            else "start a new stream with another name"
+        )
         raise SpecError(f"{identity} cannot change in place: they define the stream's identity, code or storage; {fix}")
     launch = [k for k in DRIVER_LAUNCH_SETTINGS if old.spark_conf.get(k) != new.spark_conf.get(k)]
     if launch:
-        raise SpecError(f"spark_conf {launch} take effect only when the driver's JVM launches, and a restart in place keeps "
-                        f"the running driver; stop the stream (`reconf stream stop {old.name}`) and start it again with "
-                        "them in its spec")
+        raise SpecError(
+            f"spark_conf {launch} take effect only when the driver's JVM launches, and a restart in place keeps "
+            f"the running driver; stop the stream (`reconf stream stop {old.name}`) and start it again with "
+            "them in its spec"
+        )
     frozen = sorted(k for k in frozen_options if old.options.get(k) != new.options.get(k))
     if frozen:
-        raise SpecError(f"options {frozen} define the stream's data and cannot change in place; start a new stream "
-                        "with another name")
+        raise SpecError(
+            f"options {frozen} define the stream's data and cannot change in place; start a new stream "
+            "with another name"
+        )
     if not changed:
         return RestartScope.NONE
     if "state_partitions" in changed and stateful:
@@ -243,7 +331,9 @@ def context_scope(old: StreamSpec, new: StreamSpec) -> RestartScope:
     session = changed & SESSION_FIELDS
     if not session:
         return RestartScope.QUERY
-    if session == {"max_cores"} and old.cores_ceiling is not None:  # the new spec was validated against the same ceiling
+    if (
+        session == {"max_cores"} and old.cores_ceiling is not None
+    ):  # the new spec was validated against the same ceiling
         return RestartScope.EXECUTORS
     return RestartScope.SESSION
 
@@ -258,15 +348,19 @@ def validate_spec(spec: StreamSpec, definition: StreamDefinition | None = None) 
         StreamStartError: the user's module raised while it was imported.
     """
     if spec.entrypoint is None:
-        raise SpecError(f"stream {spec.name!r} is attached: dagster-reconf observes it from its event logs and recommends "
-                        "plans for it, but has no definition to run; start and change it where it runs")
+        raise SpecError(
+            f"stream {spec.name!r} is attached: dagster-reconf observes it from its event logs and recommends "
+            "plans for it, but has no definition to run; start and change it where it runs"
+        )
     definition = definition or load_definition(spec.entrypoint)
     definition.parse_options(spec.options)
     definition.check_code_version(spec.code_version)
     mapping = {**definition.knob_options, **spec.knob_options}
     for knob in ("source_partitions", "max_per_trigger"):
         if getattr(spec, knob) is not None and knob not in mapping:
-            raise SpecError(f"{knob}={getattr(spec, knob)} is set, but stream definition {definition.name} maps no source "
-                            f"option to it; set knob_options={{'{knob}': '<the source option>'}} in the spec (e.g. "
-                            f"{'minPartitions' if knob == 'source_partitions' else 'maxOffsetsPerTrigger'}), or leave {knob} unset")
+            raise SpecError(
+                f"{knob}={getattr(spec, knob)} is set, but stream definition {definition.name} maps no source "
+                f"option to it; set knob_options={{'{knob}': '<the source option>'}} in the spec (e.g. "
+                f"{'minPartitions' if knob == 'source_partitions' else 'maxOffsetsPerTrigger'}), or leave {knob} unset"
+            )
     return definition

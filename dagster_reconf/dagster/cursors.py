@@ -19,8 +19,14 @@ __all__ = ["parse_cursor"]
 T = TypeVar("T")
 
 
-def parse_cursor(raw: str | None, version: int, build: Callable[[dict[str, Any]], T], fresh: Callable[[], T],
-                 context: SensorEvaluationContext | None, instead: str) -> T:
+def parse_cursor(
+    raw: str | None,
+    version: int,
+    build: Callable[[dict[str, Any]], T],
+    fresh: Callable[[], T],
+    context: SensorEvaluationContext | None,
+    instead: str,
+) -> T:
     """``build(data)`` from the cursor ``raw`` of ``version``, else ``fresh()`` (logged with ``instead``).
 
     ``build`` raises ValueError, TypeError, KeyError or AttributeError for data it refuses.

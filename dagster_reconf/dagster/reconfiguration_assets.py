@@ -23,7 +23,6 @@ ledger record (reconfiguration id, head hash, and the command that shows it).
 ledger too, with the run's error.
 """
 
-
 from typing import Any
 
 import pandas as pd
@@ -77,20 +76,36 @@ def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPla
     return ExecutionPlan.of(spec.with_changes(scaling.target.changes_for(spec)))
 
 
-def _reconfigurer(context: OpExecutionContext, streams: StreamRuntimeResource, ledger: AuditLedger, strategy: str,
-                  observe_timeout_s: float) -> Reconfigurer:
-    return Reconfigurer(DriverStream(streams.supervisor(), context.partition_key), ledger, strategy=strategy,
-                        holder=f"dagster run {context.run_id}", observe_timeout_s=observe_timeout_s,
-                        handover=streams.handover)
+def _reconfigurer(
+    context: OpExecutionContext,
+    streams: StreamRuntimeResource,
+    ledger: AuditLedger,
+    strategy: str,
+    observe_timeout_s: float,
+) -> Reconfigurer:
+    return Reconfigurer(
+        DriverStream(streams.supervisor(), context.partition_key),
+        ledger,
+        strategy=strategy,
+        holder=f"dagster run {context.run_id}",
+        observe_timeout_s=observe_timeout_s,
+        handover=streams.handover,
+    )
 
 
-def _run_step(context: OpExecutionContext, reconfigurer: Reconfigurer, reconfiguration: Reconfiguration, step: str) -> dict[str, Any]:
+def _run_step(
+    context: OpExecutionContext, reconfigurer: Reconfigurer, reconfiguration: Reconfiguration, step: str
+) -> dict[str, Any]:
     done = step in reconfiguration.results  # by an earlier op of this run (the pause op's), or before a re-execution
-    context.log.info(f"{reconfiguration.stream}: {step}{' already done' if done else ''} (reconfiguration {reconfiguration.id})")
+    context.log.info(
+        f"{reconfiguration.stream}: {step}{' already done' if done else ''} (reconfiguration {reconfiguration.id})"
+    )
     try:
         result = reconfigurer.step(reconfiguration, step)
     except ReconfigurationRefused as exc:
-        raise Failure(description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False) from None
+        raise Failure(
+            description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False
+        ) from None
     except ReconfigurationInterrupted as exc:
         raise Failure(
             description=f"{exc} In Dagster: re-execute this run from failure; the journal in the ledger says what is done.",
@@ -109,12 +124,19 @@ def _run_step(context: OpExecutionContext, reconfigurer: Reconfigurer, reconfigu
 
 def _step_op(step: str, default_strategy: str, default_observe_s: float, translator: ReconfTranslator):
     steps = PAUSED_STEPS if step == PAUSED_STEPS[0] else (step,)
-    description = (f"Reconfiguration steps {', '.join(steps)}, back to back while the stream is stopped" if len(steps) > 1
-                   else f"Reconfiguration step '{step}'")
+    description = (
+        f"Reconfiguration steps {', '.join(steps)}, back to back while the stream is stopped"
+        if len(steps) > 1
+        else f"Reconfiguration step '{step}'"
+    )
 
     @op(name=translator.name(step), pool=POOL, description=f"{description} (journaled in the audit ledger).")
-    def _op(context: OpExecutionContext, reconfiguration_id: str, streams: StreamRuntimeResource,
-            audit_ledger: AuditLedgerResource) -> str:
+    def _op(
+        context: OpExecutionContext,
+        reconfiguration_id: str,
+        streams: StreamRuntimeResource,
+        audit_ledger: AuditLedgerResource,
+    ) -> str:
         if not reconfiguration_id:
             return ""
         ledger = audit_ledger.ledger()
@@ -156,9 +178,18 @@ def build_stream_configuration(
     strategy = Strategy(strategy).value
     translator = translator or ReconfTranslator()
 
-    @op(name=translator.name("preflight"), pool=POOL, description="Decide what to apply; check everything before anything is touched.")
-    def preflight(context: OpExecutionContext, config: ReconfigureConfig, ds2_plans: dict, streams: StreamRuntimeResource,
-                  audit_ledger: AuditLedgerResource) -> str:
+    @op(
+        name=translator.name("preflight"),
+        pool=POOL,
+        description="Decide what to apply; check everything before anything is touched.",
+    )
+    def preflight(
+        context: OpExecutionContext,
+        config: ReconfigureConfig,
+        ds2_plans: dict,
+        streams: StreamRuntimeResource,
+        audit_ledger: AuditLedgerResource,
+    ) -> str:
         stream = context.partition_key
         spec = DriverStream(streams.supervisor(), stream).spec()
         try:
@@ -167,24 +198,38 @@ def build_stream_configuration(
             raise Failure(description=str(exc), allow_retries=False) from None
         recommend_only = config.recommend_only or bool(ds2_plans.get("recommend_only"))
         if target is None or recommend_only:
-            why = "recommend-only: the plan is recorded, not applied" if target else f"no plan: {ds2_plans.get('reason', '')}"
+            why = (
+                "recommend-only: the plan is recorded, not applied"
+                if target
+                else f"no plan: {ds2_plans.get('reason', '')}"
+            )
             context.log.info(f"{stream}: {why}")
             context.add_output_metadata({"note": why})
             return ""
         ledger = audit_ledger.ledger()
-        reconfigurer = _reconfigurer(context, streams, ledger, config.strategy.value if config.strategy else strategy,
-                                    observe_timeout_s)
+        reconfigurer = _reconfigurer(
+            context, streams, ledger, config.strategy.value if config.strategy else strategy, observe_timeout_s
+        )
         tags = context.run.tags
-        trigger = {"kind": "sensor" if "dagster/sensor_name" in tags else "manual", "run_id": context.run_id,
-                   "sensor": tags.get("dagster/sensor_name"), "user": tags.get("dagster/user")}
+        trigger = {
+            "kind": "sensor" if "dagster/sensor_name" in tags else "manual",
+            "run_id": context.run_id,
+            "sensor": tags.get("dagster/sensor_name"),
+            "user": tags.get("dagster/user"),
+        }
         evidence = {k: ds2_plans.get(k) for k in ("reason",)}
         if ds2_plans.get("plan") and config.plan is None:
-            evidence.update(scaling_plan=ds2_plans["plan"].get("reason"), predicted=ds2_plans["plan"].get("predicted"),
-                            report=ds2_plans["plan"].get("report"))
+            evidence.update(
+                scaling_plan=ds2_plans["plan"].get("reason"),
+                predicted=ds2_plans["plan"].get("predicted"),
+                report=ds2_plans["plan"].get("report"),
+            )
         try:
             reconfiguration = reconfigurer.begin(target, trigger=trigger, evidence=evidence)
         except ReconfigurationRefused as exc:
-            raise Failure(description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False) from None
+            raise Failure(
+                description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False
+            ) from None
         context.instance.add_run_tags(context.run_id, {RECONFIGURATION_TAG: reconfiguration.id})
         if reconfiguration.outcome == "noop":
             context.log.info(f"{stream}: the plan is already in force")
@@ -193,22 +238,39 @@ def build_stream_configuration(
         return reconfiguration.id
 
     prepare, pause, migrate, verify, resume, observe = (
-        _step_op(step, strategy, observe_timeout_s, translator) for step in ("prepare", "pause", "migrate", "verify", "resume", "observe")
+        _step_op(step, strategy, observe_timeout_s, translator)
+        for step in ("prepare", "pause", "migrate", "verify", "resume", "observe")
     )
 
-    @op(name=translator.name("record"), pool=POOL, description="Write the reconfiguration's record; output the configuration in force.")
-    def record(context: OpExecutionContext, reconfiguration_id: str, streams: StreamRuntimeResource,
-               audit_ledger: AuditLedgerResource):
+    @op(
+        name=translator.name("record"),
+        pool=POOL,
+        description="Write the reconfiguration's record; output the configuration in force.",
+    )
+    def record(
+        context: OpExecutionContext,
+        reconfiguration_id: str,
+        streams: StreamRuntimeResource,
+        audit_ledger: AuditLedgerResource,
+    ):
         stream = context.partition_key
         handle = DriverStream(streams.supervisor(), stream)
         if not reconfiguration_id:
             spec = handle.spec()
-            return Output(ExecutionPlan.of(spec).settings(), metadata={"applied": False, "note": "nothing applied",
-                                                                         "plan": MetadataValue.json(ExecutionPlan.of(spec).model_dump())})
+            return Output(
+                ExecutionPlan.of(spec).settings(),
+                metadata={
+                    "applied": False,
+                    "note": "nothing applied",
+                    "plan": MetadataValue.json(ExecutionPlan.of(spec).model_dump()),
+                },
+            )
         ledger = audit_ledger.ledger()
         reconfiguration = Reconfiguration.from_ledger(ledger, reconfiguration_id)
         if not reconfiguration.finished:
-            _run_step(context, _reconfigurer(context, streams, ledger, strategy, observe_timeout_s), reconfiguration, "record")
+            _run_step(
+                context, _reconfigurer(context, streams, ledger, strategy, observe_timeout_s), reconfiguration, "record"
+            )
         in_force = ExecutionPlan.of(handle.spec())
         return Output(in_force.settings(), metadata=_record_metadata(reconfiguration, in_force, ledger))
 
@@ -271,15 +333,25 @@ def build_reconfiguration_failure_sensor(
     if name == job.name:
         name = f"{job.name}_failure_sensor"
 
-    @run_failure_sensor(name=name, monitored_jobs=[job], default_status=default_status,
-                        description="Records failed reconfiguration runs in the audit ledger.")
+    @run_failure_sensor(
+        name=name,
+        monitored_jobs=[job],
+        default_status=default_status,
+        description="Records failed reconfiguration runs in the audit ledger.",
+    )
     def _sensor(context: RunFailureSensorContext, audit_ledger: AuditLedgerResource) -> None:
         run = context.dagster_run
         stream = run.tags.get("dagster/partition") or run.tags.get("dagster-reconf/stream") or "unknown"
         audit_ledger.ledger().append(
-            stream=stream, kind="run.failed", reconfiguration_id=run.tags.get(RECONFIGURATION_TAG),
-            payload={"run_id": run.run_id, "job": run.job_name, "error": context.failure_event.message,
-                     "tags": {k: v for k, v in run.tags.items() if k.startswith(("dagster-reconf/", "dagster/"))}},
+            stream=stream,
+            kind="run.failed",
+            reconfiguration_id=run.tags.get(RECONFIGURATION_TAG),
+            payload={
+                "run_id": run.run_id,
+                "job": run.job_name,
+                "error": context.failure_event.message,
+                "tags": {k: v for k, v in run.tags.items() if k.startswith(("dagster-reconf/", "dagster/"))},
+            },
         )
 
     return _sensor

@@ -17,10 +17,10 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
 from dagster_reconf.core.store.paths import StreamPaths, default_home
 from dagster_reconf.core.store.storage import Location
-from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.traces.store import TraceStore
 
 __all__ = ["AuditLedgerResource", "StreamRuntimeResource"]

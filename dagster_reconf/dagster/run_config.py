@@ -18,22 +18,26 @@ from pydantic import Field
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.reconfig import ExecutionPlan
-from dagster_reconf.core.spec import STRATEGIES
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
+from dagster_reconf.core.spec import STRATEGIES
 from dagster_reconf.dagster.translator import ReconfTranslator
 
 # Optional[...] rather than X | None: Dagster's config schema reads these annotations.
 __all__ = ["ExecutionPlanConfig", "KnobsConfig", "PlanConfig", "ReconfigureConfig", "ScalingPlanConfig", "Strategy"]
 
 Strategy = Enum("Strategy", {name: name for name in STRATEGIES}, type=str)
-Strategy.__doc__ = "How a plan that changes the state partitions moves the state (see dagster_reconf.core.spark.state_migrator)."
+Strategy.__doc__ = (
+    "How a plan that changes the state partitions moves the state (see dagster_reconf.core.spark.state_migrator)."
+)
 
 
 class KnobsConfig(Config):
     """The knobs that decide a stream's capacity (the core's ``Knobs``)."""
 
     cores: int = Field(description="Task slots: local[N] locally, spark.cores.max on a cluster.")
-    source_partitions: Optional[int] = Field(None, description="Partitions the source splits a batch into (null: no such knob).")
+    source_partitions: Optional[int] = Field(
+        None, description="Partitions the source splits a batch into (null: no such knob)."
+    )
     state_partitions: int = Field(description="Shuffle/state partitions.")
     trigger_interval_s: float = Field(description="Processing-time trigger interval in seconds.")
     max_per_trigger: Optional[int] = Field(None, description="Cap per batch in the source's own unit (null: no cap).")
@@ -48,7 +52,9 @@ class ScalingPlanConfig(Config):
     target: KnobsConfig
     reason: str = Field(description="Why, in one line.")
     epoch: str = Field("", description="The configuration the plan starts from (when it was started).")
-    report: list[dict[str, Any]] = Field(default_factory=list, description="Per operator: parallelism, capacity, target rate.")
+    report: list[dict[str, Any]] = Field(
+        default_factory=list, description="Per operator: parallelism, capacity, target rate."
+    )
     predicted: dict[str, float] = Field(default_factory=dict, description="What the model predicts for the target.")
 
     @classmethod
@@ -72,12 +78,14 @@ class ExecutionPlanConfig(Config):
     master: str = Field(description="Spark master URL: local[N], spark://HOST:PORT, k8s://..., yarn.")
     executor_cores: Optional[int] = Field(None, description="Cores per executor (cluster masters).")
     max_cores: Optional[int] = Field(None, description="spark.cores.max (cluster masters).")
-    cores_ceiling: Optional[int] = Field(None, description="Standalone masters: max_cores up to this changes executors "
-                                         "in the same SparkContext.")
+    cores_ceiling: Optional[int] = Field(
+        None, description="Standalone masters: max_cores up to this changes executors in the same SparkContext."
+    )
     executor_memory: Optional[str] = Field(None, description="Executor memory, e.g. 2g.")
     state_partitions: Optional[int] = Field(None, description="State partitions of every stateful operator.")
     state_partitions_by_operator: Optional[dict[str, int]] = Field(
-        None, description="Or per stateful operator id (Spark repartitions them together: one count for all).")
+        None, description="Or per stateful operator id (Spark repartitions them together: one count for all)."
+    )
     source_partitions: Optional[int] = Field(None, description="Partitions the source splits a batch into.")
     trigger_interval_s: float = Field(description="Processing-time trigger interval in seconds.")
     max_per_trigger: Optional[int] = Field(None, description="Cap per batch in the source's own unit.")
@@ -87,37 +95,63 @@ class ExecutionPlanConfig(Config):
     def of(cls, plan: ExecutionPlan) -> "ExecutionPlanConfig":
         partitioning = plan.partitioning
         by_operator = partitioning.state_partitions if isinstance(partitioning.state_partitions, dict) else None
-        return cls(**plan.resources.model_dump(), source_partitions=partitioning.source_partitions,
-                   state_partitions=None if by_operator else partitioning.state_partitions,
-                   state_partitions_by_operator=by_operator, trigger_interval_s=partitioning.trigger_interval_s,
-                   max_per_trigger=partitioning.max_per_trigger, code_version=plan.logic.code_version)
+        return cls(
+            **plan.resources.model_dump(),
+            source_partitions=partitioning.source_partitions,
+            state_partitions=None if by_operator else partitioning.state_partitions,
+            state_partitions_by_operator=by_operator,
+            trigger_interval_s=partitioning.trigger_interval_s,
+            max_per_trigger=partitioning.max_per_trigger,
+            code_version=plan.logic.code_version,
+        )
 
     def to_plan(self, stream: str) -> ExecutionPlan:
         """The core's plan for ``stream`` (raises SpecError naming a bad field)."""
         if (self.state_partitions is None) == (self.state_partitions_by_operator is None):
-            raise SpecError("plan: give exactly one of state_partitions (one count) and state_partitions_by_operator "
-                            f"(per operator id); got {self.state_partitions!r} and {self.state_partitions_by_operator!r}")
-        return ExecutionPlan.parse({
-            "stream": stream,
-            "resources": {k: getattr(self, k) for k in ("master", "executor_cores", "max_cores", "cores_ceiling",
-                                                        "executor_memory")},
-            "partitioning": {"state_partitions": self.state_partitions if self.state_partitions is not None
-                             else self.state_partitions_by_operator, "source_partitions": self.source_partitions,
-                             "trigger_interval_s": self.trigger_interval_s, "max_per_trigger": self.max_per_trigger},
-            "logic": {"code_version": self.code_version},
-        })
+            raise SpecError(
+                "plan: give exactly one of state_partitions (one count) and state_partitions_by_operator "
+                f"(per operator id); got {self.state_partitions!r} and {self.state_partitions_by_operator!r}"
+            )
+        return ExecutionPlan.parse(
+            {
+                "stream": stream,
+                "resources": {
+                    k: getattr(self, k)
+                    for k in ("master", "executor_cores", "max_cores", "cores_ceiling", "executor_memory")
+                },
+                "partitioning": {
+                    "state_partitions": self.state_partitions
+                    if self.state_partitions is not None
+                    else self.state_partitions_by_operator,
+                    "source_partitions": self.source_partitions,
+                    "trigger_interval_s": self.trigger_interval_s,
+                    "max_per_trigger": self.max_per_trigger,
+                },
+                "logic": {"code_version": self.code_version},
+            }
+        )
 
 
 class ReconfigureConfig(Config):
     """Run config of the ``preflight`` op: what to apply, and how."""
 
-    plan: Optional[ExecutionPlanConfig] = Field(None, description="An execution plan to apply instead of the ds2_plans "
-                                                "decision (the stream is the run's partition).")
-    strategy: Optional[Strategy] = Field(None, description="How state moves: native, replay or precopy. Empty: the asset's default.")
+    plan: Optional[ExecutionPlanConfig] = Field(
+        None,
+        description="An execution plan to apply instead of the ds2_plans decision (the stream is the run's partition).",
+    )
+    strategy: Optional[Strategy] = Field(
+        None, description="How state moves: native, replay or precopy. Empty: the asset's default."
+    )
     recommend_only: bool = Field(False, description="Validate and record the plan, but do not apply it.")
 
     def run_config(self, translator: ReconfTranslator | None = None) -> dict[str, Any]:
         """The run config that gives this to ``stream_configuration``'s preflight (scripts, tests, schedules)."""
         translator = translator or ReconfTranslator()
         config = self.model_dump(mode="json", exclude_none=True)
-        return {"ops": {translator.node_name("stream_configuration"): {"ops": {translator.name("preflight"): {"config": config}}}}}
+        return {
+            "ops": {
+                translator.node_name("stream_configuration"): {
+                    "ops": {translator.name("preflight"): {"config": config}}
+                }
+            }
+        }

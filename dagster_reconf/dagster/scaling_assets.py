@@ -41,8 +41,8 @@ from dagster import (
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
+from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
 from dagster_reconf.dagster.reconfiguration_assets import build_stream_configuration
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.run_config import PlanConfig, Strategy
@@ -85,23 +85,32 @@ def current_window(streams: StreamRuntimeResource, stream: str) -> Configuration
     return window
 
 
-def _plan_metadata(plan: ScalingPlan | None, reason: str, observation: dict[str, float],
-                   step: ScalingStep | None) -> dict[str, Any]:
+def _plan_metadata(
+    plan: ScalingPlan | None, reason: str, observation: dict[str, float], step: ScalingStep | None
+) -> dict[str, Any]:
     from dagster_reconf.core.scaling.plots import capacity_plot_png
 
     metadata: dict[str, Any] = {"decision": reason, "observation": MetadataValue.json(observation)}
     if step is not None:  # every decision, a hold too: its kind and the cores it reserves before and after
-        metadata.update({"step": step.kind, "cores_before": step.cores_before, "cores_after": step.cores_after,
-                         "core_seconds_per_hour_saved": step.core_seconds_per_hour_saved})
+        metadata.update(
+            {
+                "step": step.kind,
+                "cores_before": step.cores_before,
+                "cores_after": step.cores_after,
+                "core_seconds_per_hour_saved": step.core_seconds_per_hour_saved,
+            }
+        )
     if plan is None:
         return metadata
     changed = pd.DataFrame([{"knob": k, "now": a, "planned": b} for k, (a, b) in plan.changed().items()])
-    metadata.update({
-        "plan_hash": plan.plan_hash,
-        "policy": plan.policy,
-        "plan": MetadataValue.md(changed.to_markdown(index=False)),
-        "predicted": MetadataValue.json(plan.predicted),
-    })
+    metadata.update(
+        {
+            "plan_hash": plan.plan_hash,
+            "policy": plan.policy,
+            "plan": MetadataValue.md(changed.to_markdown(index=False)),
+            "predicted": MetadataValue.json(plan.predicted),
+        }
+    )
     if plan.report:
         report = pd.DataFrame(plan.report)
         metadata["scaling_report"] = MetadataValue.md(report.to_markdown(index=False, floatfmt=".3g"))
@@ -148,7 +157,10 @@ def build_scaling_assets(
         partitions_def=partitions,
         group_name=group_name,
         kinds={"spark"},
-        deps=[AssetDep(translator.asset_key(name), partition_mapping=per_stream) for name in ("trace_snapshots", "cp_summaries")],
+        deps=[
+            AssetDep(translator.asset_key(name), partition_mapping=per_stream)
+            for name in ("trace_snapshots", "cp_summaries")
+        ],
     )
     def ds2_plans(context: AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):
         """The scaling decision for a stream: a DS2 plan (knobs a -> b, with the evidence) or why not to change."""
@@ -159,28 +171,47 @@ def build_scaling_assets(
             except SpecError as exc:
                 raise Failure(description=f"{stream}: {exc}", allow_retries=False) from None
             if plan.stream != stream:
-                raise Failure(description=f"the plan in the run config is for stream {plan.stream!r} but this run "
-                              f"materializes {stream!r}: run it for partition {plan.stream!r}", allow_retries=False)
+                raise Failure(
+                    description=f"the plan in the run config is for stream {plan.stream!r} but this run "
+                    f"materializes {stream!r}: run it for partition {plan.stream!r}",
+                    allow_retries=False,
+                )
             reason, observation, recommend_only = plan.reason, dict(plan.predicted), settings.recommend_only
             step = plan.step
         else:
-            decision = decide(POLICIES[policy](settings), current_window(streams, stream), time.time(),
-                              ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream),
-                                              query_ids=streams.query_ids(stream)))
+            decision = decide(
+                POLICIES[policy](settings),
+                current_window(streams, stream),
+                time.time(),
+                ingest_and_read(
+                    streams.trace_store(stream), streams.event_log_dir(stream), query_ids=streams.query_ids(stream)
+                ),
+            )
             plan, reason, observation = decision.plan, decision.reason, decision.observation.as_dict()
             step = decision.step
             recommend_only = decision.recommend_only or streams.attached(stream)  # attached: nothing to apply it to
         context.log.info(f"{stream}: {step.describe() + '; ' if step else ''}{reason}")
-        value = {"plan": plan.model_dump() if plan else None, "reason": reason, "recommend_only": recommend_only,
-                 "step": step.as_dict() if step else None}
+        value = {
+            "plan": plan.model_dump() if plan else None,
+            "reason": reason,
+            "recommend_only": recommend_only,
+            "step": step.as_dict() if step else None,
+        }
         return Output(value, metadata=_plan_metadata(plan, reason, observation, step))
 
-    stream_configuration = build_stream_configuration(partitions_def=partitions, strategy=strategy,
-                                                      observe_timeout_s=observe_timeout_s, group_name=group_name,
-                                                      translator=translator)
+    stream_configuration = build_stream_configuration(
+        partitions_def=partitions,
+        strategy=strategy,
+        observe_timeout_s=observe_timeout_s,
+        group_name=group_name,
+        translator=translator,
+    )
 
     # In process: one process per op would put process start-ups between pause and resume, i.e. into the downtime.
-    job = define_asset_job(translator.name("reconfigure_stream_job"), selection=[ds2_plans, stream_configuration],
-                           executor_def=in_process_executor,
-                           description="Decide a scaling plan for a stream and apply it.")
+    job = define_asset_job(
+        translator.name("reconfigure_stream_job"),
+        selection=[ds2_plans, stream_configuration],
+        executor_def=in_process_executor,
+        description="Decide a scaling plan for a stream and apply it.",
+    )
     return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings, translator)

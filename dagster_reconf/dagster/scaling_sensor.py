@@ -61,7 +61,9 @@ class ScalingCursor:
     requested: str = ""  # hash of the last plan requested
 
     def serialize(self) -> str:
-        return json.dumps({"version": CURSOR_VERSION, "offset": self.offset, "window": self.window, "requested": self.requested})
+        return json.dumps(
+            {"version": CURSOR_VERSION, "offset": self.offset, "window": self.window, "requested": self.requested}
+        )
 
     @classmethod
     def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> "ScalingCursor":
@@ -76,15 +78,25 @@ def evidence_request(traces: TraceAssets | None, stream: str, run_key: str, tags
     """The trace snapshot of ``stream``'s window in progress (what a plan run decides from), next to it in the UI."""
     if traces is None:
         return []
-    window = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION).get_partition_key_for_timestamp(time.time())
-    return [RunRequest(run_key=f"{run_key}|traces", job_name=traces.job.name, tags=tags,
-                       partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}))]
+    window = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION).get_partition_key_for_timestamp(
+        time.time()
+    )
+    return [
+        RunRequest(
+            run_key=f"{run_key}|traces",
+            job_name=traces.job.name,
+            tags=tags,
+            partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}),
+        )
+    ]
 
 
 def held_by(lock: StreamLock) -> str:
     """Why no run is requested while an unfinished reconfiguration holds the stream's lock, and the way out."""
-    return (f"reconfiguration {lock.reconfiguration_id} (plan {lock.plan_hash}) holds the stream with no run in flight: "
-            f"re-execute its failed run to finish it, or `reconf reconfigure abort {lock.stream}`")
+    return (
+        f"reconfiguration {lock.reconfiguration_id} (plan {lock.plan_hash}) holds the stream with no run in flight: "
+        f"re-execute its failed run to finish it, or `reconf reconfigure abort {lock.stream}`"
+    )
 
 
 def build_scaling_sensor(
@@ -109,7 +121,9 @@ def build_scaling_sensor(
     """
     for what, partitions in (("scaling", scaling.partitions_def), ("trace", traces.streams_def if traces else None)):
         if isinstance(partitions, StaticPartitionsDefinition) and stream not in partitions.get_partition_keys():
-            raise ValueError(f"stream {stream!r} is not one of the {what} assets' streams {partitions.get_partition_keys()}")
+            raise ValueError(
+                f"stream {stream!r} is not one of the {what} assets' streams {partitions.get_partition_keys()}"
+            )
     policy = POLICIES[scaling.policy_name](scaling.policy_config)
     key = scaling.plans.key
 
@@ -120,33 +134,54 @@ def build_scaling_sensor(
         default_status=default_status,
         description=f"Requests a reconfiguration of {stream!r} when the {policy.name} policy decides to scale.",
     )
-    def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource) -> SensorResult:
+    def _sensor(
+        context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource
+    ) -> SensorResult:
         cursor = ScalingCursor.parse(context.cursor, context)
         attached = streams.attached(stream)
         if attached:
             streams.refresh(stream)  # its progress comes from its event logs: only what is new is read
         store = streams.metrics(stream)
-        offset = cursor.offset if cursor.offset is not None and cursor.offset <= store.size() else store.tail_offset(RECENT_METRICS_BYTES)
+        offset = (
+            cursor.offset
+            if cursor.offset is not None and cursor.offset <= store.size()
+            else store.tail_offset(RECENT_METRICS_BYTES)
+        )
         records, offset = store.read(offset)
         window = ConfigurationWindow.from_json(cursor.window).update(records)
         nxt = ScalingCursor(offset=offset, window=window.to_json(), requested=cursor.requested)
 
         def skip(reason: str, events: list[AssetObservation] | None = None) -> SensorResult:
-            return SensorResult(skip_reason=SkipReason(f"{stream}: {reason}"), asset_events=events or [], cursor=nxt.serialize())
+            return SensorResult(
+                skip_reason=SkipReason(f"{stream}: {reason}"), asset_events=events or [], cursor=nxt.serialize()
+            )
 
         if not attached and streams.supervisor().driver_info(stream) is None:
             return skip("not running (no driver)")
-        busy = context.instance.get_runs(RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1)
+        busy = context.instance.get_runs(
+            RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1
+        )
         if busy:
             return skip(f"reconfiguration run {busy[0].run_id} is in flight")
         lock = audit_ledger.ledger().lock(stream)
         if lock is not None:  # its run failed or was killed: a new plan would only be refused
             return skip(held_by(lock))
-        activities = ingest_and_read(streams.trace_store(stream), streams.event_log_dir(stream), max_events=MAX_EVENTS_PER_TICK,
-                                     query_ids=streams.query_ids(stream))
+        activities = ingest_and_read(
+            streams.trace_store(stream),
+            streams.event_log_dir(stream),
+            max_events=MAX_EVENTS_PER_TICK,
+            query_ids=streams.query_ids(stream),
+        )
         decision = decide(policy, window, time.time(), activities)
-        observation = AssetObservation(asset_key=key, partition=stream, metadata={
-            **{k: round(v, 3) for k, v in decision.observation.as_dict().items()}, "decision": decision.action, "reason": decision.reason})
+        observation = AssetObservation(
+            asset_key=key,
+            partition=stream,
+            metadata={
+                **{k: round(v, 3) for k, v in decision.observation.as_dict().items()},
+                "decision": decision.action,
+                "reason": decision.reason,
+            },
+        )
         plan = decision.plan
         if attached and plan is not None:
             return skip(decision.reason + " (attached: recommended on ds2_plans, never applied here)", [observation])
@@ -158,14 +193,22 @@ def build_scaling_sensor(
         nxt.requested = plan.plan_hash
         context.log.info(f"{stream}: requesting plan {plan.plan_hash}: {plan.reason}")
         return SensorResult(
-            run_requests=[*evidence_request(traces, stream, plan.plan_hash, {PLAN_TAG: plan.plan_hash}), RunRequest(
-                run_key=plan.plan_hash,
-                job_name=scaling.job.name,
-                partition_key=stream,
-                run_config={"ops": {scaling.translator.node_name("ds2_plans"): {"config": {
-                    "plan": ScalingPlanConfig.of(plan).model_dump(mode="json")}}}},
-                tags={STREAM_TAG: stream, PLAN_TAG: plan.plan_hash},
-            )],
+            run_requests=[
+                *evidence_request(traces, stream, plan.plan_hash, {PLAN_TAG: plan.plan_hash}),
+                RunRequest(
+                    run_key=plan.plan_hash,
+                    job_name=scaling.job.name,
+                    partition_key=stream,
+                    run_config={
+                        "ops": {
+                            scaling.translator.node_name("ds2_plans"): {
+                                "config": {"plan": ScalingPlanConfig.of(plan).model_dump(mode="json")}
+                            }
+                        }
+                    },
+                    tags={STREAM_TAG: stream, PLAN_TAG: plan.plan_hash},
+                ),
+            ],
             asset_events=[observation],
             cursor=nxt.serialize(),
         )

@@ -10,7 +10,6 @@ Contract: one read per tick (bounded work), a JSON cursor ``{"version": 1, "offs
 reason on every tick.
 """
 
-
 import json
 from dataclasses import dataclass
 
@@ -92,7 +91,9 @@ def build_stream_progress_sensor(
         next_cursor = ProgressCursor(offset=offset).serialize()
         if frame.empty:
             return SensorResult(
-                skip_reason=SkipReason(f"stream {stream!r}: no new progress since byte {cursor.offset} of its metrics store"),
+                skip_reason=SkipReason(
+                    f"stream {stream!r}: no new progress since byte {cursor.offset} of its metrics store"
+                ),
                 cursor=next_cursor,
             )
         last = frame.iloc[-1]

@@ -45,24 +45,37 @@ def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream
         raise ValueError(f"stream names must be unique, got {[s.name for s in specs]}")
 
     @op(description="Start or stop a managed stream's driver.")
-    def control_stream(context: OpExecutionContext, config: StreamControlConfig, streams: StreamRuntimeResource) -> dict:
+    def control_stream(
+        context: OpExecutionContext, config: StreamControlConfig, streams: StreamRuntimeResource
+    ) -> dict:
         spec = by_name.get(config.stream)
         if spec is None:
-            raise Failure(description=f"stream {config.stream!r} is not declared in this code location; declared: "
-                                      f"{', '.join(sorted(by_name)) or 'none'}")
+            raise Failure(
+                description=f"stream {config.stream!r} is not declared in this code location; declared: "
+                f"{', '.join(sorted(by_name)) or 'none'}"
+            )
         supervisor = streams.supervisor()
         try:
             if config.action is StreamAction.start:
                 result = supervisor.start(spec)
-                context.add_output_metadata({"pid": result["pid"], "control_port": result.get("control_port"),
-                                             "app_id": str(result.get("app_id")), "entrypoint": spec.entrypoint})
+                context.add_output_metadata(
+                    {
+                        "pid": result["pid"],
+                        "control_port": result.get("control_port"),
+                        "app_id": str(result.get("app_id")),
+                        "entrypoint": spec.entrypoint,
+                    }
+                )
             else:
                 result = supervisor.stop(spec.name)
-                context.add_output_metadata({"stopped": bool(result.get("stopped")),
-                                             "report": MetadataValue.json(result)})
+                context.add_output_metadata(
+                    {"stopped": bool(result.get("stopped")), "report": MetadataValue.json(result)}
+                )
         except ReconfError as exc:
-            raise Failure(description=f"{config.action.value} of stream {spec.name!r} failed: {exc}",
-                          metadata={"stream": spec.name, "entrypoint": spec.entrypoint}) from None
+            raise Failure(
+                description=f"{config.action.value} of stream {spec.name!r} failed: {exc}",
+                metadata={"stream": spec.name, "entrypoint": spec.entrypoint},
+            ) from None
         context.log.info(f"stream {spec.name}: {config.action.value} done")
         return result
 

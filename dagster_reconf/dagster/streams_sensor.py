@@ -116,7 +116,9 @@ def build_streams_sensor(
         description=f"Every stream: registers it, records its lag and throughput, and requests {scaling.job.name} when the "
         f"{policy.name} policy's guards say it left its band (the run plans from its traces).",
     )
-    def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource) -> SensorResult:
+    def _sensor(
+        context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource
+    ) -> SensorResult:
         started = time.monotonic()
         cursor = StreamsCursor.parse(context.cursor, context)
         rows = {row["name"]: row for row in streams.supervisor().list()}
@@ -125,7 +127,9 @@ def build_streams_sensor(
             known = set(context.instance.get_dynamic_partitions(partitions.name))
             new = sorted(set(rows) - known)
             if new:
-                registration.append(AddDynamicPartitionsRequest(partitions_def_name=partitions.name, partition_keys=new))
+                registration.append(
+                    AddDynamicPartitionsRequest(partitions_def_name=partitions.name, partition_keys=new)
+                )
                 context.log.info(f"registering streams {new} as partitions of {partitions.name!r}")
             names = sorted(rows)
         else:
@@ -133,8 +137,10 @@ def build_streams_sensor(
         if cursor.resume_at in names:  # the streams the last tick's budget left out go first
             at = names.index(cursor.resume_at)
             names = names[at:] + names[:at]
-        busy = {run.tags.get(STREAM_TAG) for run in context.instance.get_runs(
-            RunsFilter(job_name=scaling.job.name, statuses=IN_FLIGHT), limit=1000)}
+        busy = {
+            run.tags.get(STREAM_TAG)
+            for run in context.instance.get_runs(RunsFilter(job_name=scaling.job.name, statuses=IN_FLIGHT), limit=1000)
+        }
         ledger = audit_ledger.ledger()
         requests: list[RunRequest] = []
         events: list[AssetObservation] = []
@@ -143,15 +149,18 @@ def build_streams_sensor(
         for index, stream in enumerate(names):
             if time.monotonic() - started > tick_budget_s:
                 next_cursor.resume_at = stream
-                reasons.append(f"{', '.join(names[index:])}: not reached within the tick's {tick_budget_s:g} s; first next tick")
+                reasons.append(
+                    f"{', '.join(names[index:])}: not reached within the tick's {tick_budget_s:g} s; first next tick"
+                )
                 break
             row = rows.get(stream)
             if row is None:
                 reasons.append(f"{stream}: not in the runtime home {streams.home_path}")
                 continue
             state = next_cursor.streams.setdefault(stream, {})
-            reason, request, observation = _tick_stream(streams, stream, row, state, policy=policy, keep=keep,
-                                                        stream_key=traces.stream.key if traces else None)
+            reason, request, observation = _tick_stream(
+                streams, stream, row, state, policy=policy, keep=keep, stream_key=traces.stream.key if traces else None
+            )
             events.extend(observation)
             if request is None:
                 reasons.append(f"{stream}: {reason}")
@@ -168,12 +177,19 @@ def build_streams_sensor(
                 state["requested"] = run_key
                 context.log.info(f"{stream}: {reason}: requesting {scaling.job.name} ({run_key})")
                 tags = {STREAM_TAG: stream, DIRECTION_TAG: direction}
-                requests.extend([*evidence_request(traces, stream, run_key, tags),
-                                 RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags)])
+                requests.extend(
+                    [
+                        *evidence_request(traces, stream, run_key, tags),
+                        RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags),
+                    ]
+                )
         for line in reasons:
             context.log.info(line)
-        result: dict[str, Any] = {"asset_events": events, "cursor": next_cursor.serialize(),
-                                  "dynamic_partitions_requests": registration}
+        result: dict[str, Any] = {
+            "asset_events": events,
+            "cursor": next_cursor.serialize(),
+            "dynamic_partitions_requests": registration,
+        }
         if requests:
             return SensorResult(run_requests=requests, **result)
         return SensorResult(skip_reason=SkipReason("; ".join(reasons) or "no streams in the runtime home"), **result)
@@ -181,8 +197,16 @@ def build_streams_sensor(
     return _sensor
 
 
-def _tick_stream(streams: StreamRuntimeResource, stream: str, row: dict[str, Any], state: dict[str, Any], *,
-                 policy: ScalingPolicy, keep: int, stream_key: AssetKey | None) -> tuple[str, tuple[str, str] | None, list[AssetObservation]]:
+def _tick_stream(
+    streams: StreamRuntimeResource,
+    stream: str,
+    row: dict[str, Any],
+    state: dict[str, Any],
+    *,
+    policy: ScalingPolicy,
+    keep: int,
+    stream_key: AssetKey | None,
+) -> tuple[str, tuple[str, str] | None, list[AssetObservation]]:
     """Read one stream's new records and ask the policy for a direction: (reason, (direction, epoch) or None, events)."""
     attached = row["driver"] == "attached"
     if not attached and row["driver"] != "running":
@@ -198,18 +222,30 @@ def _tick_stream(streams: StreamRuntimeResource, stream: str, row: dict[str, Any
     records, state["offset"] = store.read(offset)
     window = ConfigurationWindow.from_json(state.get("window")).update(records, keep=keep)
     if window.spec is None and not attached:  # started longer ago than the first read reaches
-        window = ConfigurationWindow(spec=streams.status(stream).get("spec"), epoch="before-recent-metrics").update([], keep=keep)
+        window = ConfigurationWindow(spec=streams.status(stream).get("spec"), epoch="before-recent-metrics").update(
+            [], keep=keep
+        )
     window.previous = None  # only the run's DS2 fit reads it: the cursor stays small with many streams
     state["window"] = window.to_json()
     decision = decide(policy, window, time.time(), plan=False)
     events = []
     if any(r.get("kind") == "progress" for r in records) and stream_key is not None:
         figures = {k: round(v, 3) for k, v in decision.observation.as_dict().items()}
-        events.append(AssetObservation(asset_key=stream_key, partition=stream, metadata={
-            "lag_events": figures.pop("backlog"), "throughput_events_per_s": figures.pop("processed_rate"),
-            "offered_events_per_s": figures.pop("source_rate"), **figures,
-            "last_batch_id": int(window.rows[-1]["batch_id"]) if window.rows else -1,
-            "decision": decision.action, "reason": decision.reason}))
+        events.append(
+            AssetObservation(
+                asset_key=stream_key,
+                partition=stream,
+                metadata={
+                    "lag_events": figures.pop("backlog"),
+                    "throughput_events_per_s": figures.pop("processed_rate"),
+                    "offered_events_per_s": figures.pop("source_rate"),
+                    **figures,
+                    "last_batch_id": int(window.rows[-1]["batch_id"]) if window.rows else -1,
+                    "decision": decision.action,
+                    "reason": decision.reason,
+                },
+            )
+        )
     if decision.action not in ("scale_up", "scale_down"):
         return decision.reason, None, events
     return decision.reason, (decision.action, window.epoch), events

@@ -149,9 +149,13 @@ def build_trace_assets(
     if window_minutes < 1 or window_minutes > 60 or 60 % window_minutes:
         raise ValueError(f"window_minutes must divide 60 (1, 2, 3, 5, ..., 60), got {window_minutes}")
     start = _window_start(start)
-    cron = "* * * * *" if window_minutes == 1 else ("0 * * * *" if window_minutes == 60 else f"*/{window_minutes} * * * *")
+    cron = (
+        "* * * * *" if window_minutes == 1 else ("0 * * * *" if window_minutes == 60 else f"*/{window_minutes} * * * *")
+    )
     # end_offset=1: the window in progress is a partition too (a partial snapshot of a live stream).
-    windows = TimeWindowPartitionsDefinition(cron_schedule=cron, start=start, fmt=WINDOW_FORMAT, timezone="UTC", end_offset=1)
+    windows = TimeWindowPartitionsDefinition(
+        cron_schedule=cron, start=start, fmt=WINDOW_FORMAT, timezone="UTC", end_offset=1
+    )
     first_window = datetime.strptime(start, WINDOW_FORMAT).replace(tzinfo=timezone.utc)
     partitions = MultiPartitionsDefinition({STREAM_DIMENSION: stream_partitions, WINDOW_DIMENSION: windows})
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
@@ -173,7 +177,13 @@ def build_trace_assets(
         group_name=group_name,
         kinds={"spark", "pandas"},
         deps=[AssetDep(stream_asset, partition_mapping=per_stream)],
-        check_specs=[AssetCheckSpec(SNAPSHOT_CHECK, asset=snapshots_key, description="GX: schema, end >= start, known activity types, counts >= 0")],
+        check_specs=[
+            AssetCheckSpec(
+                SNAPSHOT_CHECK,
+                asset=snapshots_key,
+                description="GX: schema, end >= start, known activity types, counts >= 0",
+            )
+        ],
     )
     def trace_snapshots(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
@@ -183,7 +193,9 @@ def build_trace_assets(
         store = streams.trace_store(stream)
         report = store.ingest(streams.event_log_dir(stream))
         activities = store.activities(lo, hi, query_ids=streams.query_ids(stream))  # only this stream's query
-        context.log.info(f"{stream}: ingested {report.events} events ({report.activities} activities); window has {len(activities)}")
+        context.log.info(
+            f"{stream}: ingested {report.events} events ({report.activities} activities); window has {len(activities)}"
+        )
         timeline = activities[activities["src_worker"].isna()] if len(activities) else activities
         yield MaterializeResult(
             metadata={
@@ -198,13 +210,19 @@ def build_trace_assets(
             },
         )
         outcome = validate_activities(activities)
-        corruption = [f"{count} {reason} in {stream}'s event log" for reason, count in report.total_skipped.items() if reason in CORRUPTION]
+        corruption = [
+            f"{count} {reason} in {stream}'s event log"
+            for reason, count in report.total_skipped.items()
+            if reason in CORRUPTION
+        ]
         failures = outcome.failures + corruption
         yield AssetCheckResult(
             check_name=SNAPSHOT_CHECK,
             passed=not failures,
             severity=AssetCheckSeverity.ERROR,
-            description=outcome.describe() if not corruption else "; ".join(corruption) + f" (GX: {outcome.describe()})",
+            description=outcome.describe()
+            if not corruption
+            else "; ".join(corruption) + f" (GX: {outcome.describe()})",
             metadata={"expectations": outcome.evaluated, "failures": MetadataValue.json(failures)},
         )
 
@@ -214,7 +232,11 @@ def build_trace_assets(
         group_name=group_name,
         kinds={"pandas"},
         deps=[AssetDep(trace_snapshots)],  # the same partition: the window's snapshot, read from the trace store
-        check_specs=[AssetCheckSpec(CP_CHECK, asset=summaries_key, description="GX: CP over the snapshot sums to 1, each value in [0, 1]")],
+        check_specs=[
+            AssetCheckSpec(
+                CP_CHECK, asset=summaries_key, description="GX: CP over the snapshot sums to 1, each value in [0, 1]"
+            )
+        ],
     )
     def cp_summaries(context: AssetExecutionContext, streams: StreamRuntimeResource):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
@@ -226,8 +248,12 @@ def build_trace_assets(
         stream, lo, hi = _window_ms(context)
         trace_snapshots = streams.trace_store(stream).activities(lo, hi, query_ids=streams.query_ids(stream))
         if trace_snapshots.empty:
-            yield MaterializeResult(metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"})
-            yield AssetCheckResult(check_name=CP_CHECK, passed=True, description="no activity in the window: nothing to sum")
+            yield MaterializeResult(
+                metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"}
+            )
+            yield AssetCheckResult(
+                check_name=CP_CHECK, passed=True, description="no activity in the window: nothing to sum"
+            )
             return
         # Only the traced part of the window is the stream's: the window in progress ends now, and a
         # stream started (or stopped) inside a window has no driver before (after) that. Counting
@@ -235,7 +261,9 @@ def build_trace_assets(
         lo, hi = max(lo, float(trace_snapshots["start_ms"].min())), min(hi, float(trace_snapshots["end_ms"].max()))
         _, result = snapshot(trace_snapshots, lo, hi)
         summaries = summarize(trace_snapshots, result)
-        png = base64.b64encode(cp_plot_png(summaries, f"{stream} {context.partition_key.keys_by_dimension[WINDOW_DIMENSION]}")).decode()
+        png = base64.b64encode(
+            cp_plot_png(summaries, f"{stream} {context.partition_key.keys_by_dimension[WINDOW_DIMENSION]}")
+        ).decode()
         top_worker = summaries["by_worker"].iloc[0]
         top_operator = summaries["by_operator"].iloc[0]
         yield MaterializeResult(
@@ -254,13 +282,22 @@ def build_trace_assets(
             },
         )
         outcome = validate_cp_sum(summaries["by_activity_type"])
-        yield AssetCheckResult(check_name=CP_CHECK, passed=outcome.success, description=outcome.describe(),
-                               metadata={"cp_sum": float(result.cp_sum)})
+        yield AssetCheckResult(
+            check_name=CP_CHECK,
+            passed=outcome.success,
+            description=outcome.describe(),
+            metadata={"cp_sum": float(result.cp_sum)},
+        )
 
     job = define_asset_job(translator.name("trace_snapshot_job"), selection=[trace_snapshots, cp_summaries])
 
-    @schedule(job=job, cron_schedule=cron, default_status=schedule_status, execution_timezone="UTC",
-              name=translator.name("latest_trace_windows_schedule"))
+    @schedule(
+        job=job,
+        cron_schedule=cron,
+        default_status=schedule_status,
+        execution_timezone="UTC",
+        name=translator.name("latest_trace_windows_schedule"),
+    )
     def latest_windows(context: ScheduleEvaluationContext, streams: StreamRuntimeResource):
         """Materialize the latest closed window of every stream whose driver runs (or that is attached)."""
         live = {row["name"] for row in streams.supervisor().list() if row["driver"] in ("running", "attached")}
@@ -271,12 +308,17 @@ def build_trace_assets(
         # The last *closed* window holds the instant just before the window in progress
         # starts (looked up from the cron backwards, not by listing every window).
         now = context.scheduled_execution_time.timestamp()
-        in_progress = datetime.strptime(windows.get_partition_key_for_timestamp(now), WINDOW_FORMAT).replace(tzinfo=timezone.utc)
+        in_progress = datetime.strptime(windows.get_partition_key_for_timestamp(now), WINDOW_FORMAT).replace(
+            tzinfo=timezone.utc
+        )
         window = windows.get_partition_key_for_timestamp(in_progress.timestamp() - 1)
         if datetime.strptime(window, WINDOW_FORMAT).replace(tzinfo=timezone.utc) < first_window:
             return SkipReason(f"no complete window before {context.scheduled_execution_time} (start {start})")
         return [
-            RunRequest(run_key=f"{name}|{window}", partition_key=MultiPartitionKey({STREAM_DIMENSION: name, WINDOW_DIMENSION: window}))
+            RunRequest(
+                run_key=f"{name}|{window}",
+                partition_key=MultiPartitionKey({STREAM_DIMENSION: name, WINDOW_DIMENSION: window}),
+            )
             for name in targets
         ]
 

@@ -37,8 +37,10 @@ class ReconfTranslator:
 
     def __post_init__(self) -> None:
         if self.prefix and not _PREFIX.match(self.prefix):
-            raise ValueError(f"translator prefix {self.prefix!r} must be lowercase letters, digits and _, starting with a "
-                             "letter (it names assets, jobs and sensors)")
+            raise ValueError(
+                f"translator prefix {self.prefix!r} must be lowercase letters, digits and _, starting with a "
+                "letter (it names assets, jobs and sensors)"
+            )
 
     def asset_key(self, name: str) -> AssetKey:
         """``stream``, ``stream_progress``, ``trace_snapshots``, ``cp_summaries``, ``ds2_plans``, ``stream_configuration``."""
@@ -67,8 +69,10 @@ class ReconfTranslator:
             return DynamicPartitionsDefinition(name=self.name("streams"))
         names = list(streams)
         if not names:
-            raise ValueError("streams must name at least one stream, or be None for dynamic partitions (every stream "
-                             "the streams sensor finds in the runtime home)")
+            raise ValueError(
+                "streams must name at least one stream, or be None for dynamic partitions (every stream "
+                "the streams sensor finds in the runtime home)"
+            )
         bad = [n for n in names if not isinstance(n, str) or not n]
         if bad or len(set(names)) != len(names):
             raise ValueError(f"streams must be distinct non-empty names, got {names!r}")

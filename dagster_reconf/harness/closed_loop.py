@@ -34,12 +34,12 @@ from rich.table import Table
 
 from dagster_reconf.core.definition import load_definition
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
+from dagster_reconf.core.process.process_tree import terminate_process_tree
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import ExecutionPlan
 from dagster_reconf.core.scaling.scaling_plan import known_cores
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.process.process_tree import terminate_process_tree
-from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
 from dagster_reconf.harness.timeline import timeline_frame, timeline_plot_png
 
 __all__ = ["LoopReport", "run_closed_loop"]
@@ -96,8 +96,14 @@ class DagsterDaemon:
     def __enter__(self) -> "DagsterDaemon":
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen([_bin("dagster-daemon"), "run", "-w", str(self.workspace)], env=self.env,
-                                            cwd=self.workspace.parent, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                [_bin("dagster-daemon"), "run", "-w", str(self.workspace)],
+                env=self.env,
+                cwd=self.workspace.parent,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return self
 
     def alive(self) -> bool:
@@ -117,10 +123,18 @@ def _bin(name: str) -> str:
 
 def start_sensor(workspace: Path, sensor: str, env: dict[str, str]) -> None:
     """``dagster sensor start``: sensors are stopped by default; this run turns one on in its instance."""
-    done = subprocess.run([_bin("dagster"), "sensor", "start", "-w", str(workspace), sensor], env=env, cwd=workspace.parent,
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [_bin("dagster"), "sensor", "start", "-w", str(workspace), sensor],
+        env=env,
+        cwd=workspace.parent,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"`dagster sensor start {sensor}` failed (exit {done.returncode}): {done.stderr[-2000:] or done.stdout[-2000:]}")
+        raise RuntimeError(
+            f"`dagster sensor start {sensor}` failed (exit {done.returncode}): {done.stderr[-2000:] or done.stdout[-2000:]}"
+        )
 
 
 def latest_sensor_observation(instance: DagsterInstance, stream: str, after: float) -> dict[str, Any] | None:
@@ -136,8 +150,11 @@ def latest_sensor_observation(instance: DagsterInstance, stream: str, after: flo
 
 def sustains(observation: dict[str, Any]) -> bool:
     """The sensor holds, on enough batches, with the backlog not growing (5 % of the rate)."""
-    return (observation.get("decision") == "hold" and float(observation.get("batches", 0)) >= 3
-            and float(observation.get("backlog_growth", 0.0)) <= 0.05 * max(float(observation.get("source_rate", 0.0)), 1.0))
+    return (
+        observation.get("decision") == "hold"
+        and float(observation.get("batches", 0)) >= 3
+        and float(observation.get("backlog_growth", 0.0)) <= 0.05 * max(float(observation.get("source_rate", 0.0)), 1.0)
+    )
 
 
 def reconfigurations(ledger: AuditLedger, spec: StreamSpec, since: float) -> list[dict[str, Any]]:
@@ -150,21 +167,35 @@ def reconfigurations(ledger: AuditLedger, spec: StreamSpec, since: float) -> lis
         if record.kind == "reconfiguration.refused":
             rows.append({"id": None, "outcome": "refused", "detail": "; ".join(p.get("problems", []))[:200]})
             continue
-        steps = {r.step: r.recorded_at for r in ledger.records(reconfiguration_id=record.reconfiguration_id, kinds=["step.end"])}
+        steps = {
+            r.step: r.recorded_at
+            for r in ledger.records(reconfiguration_id=record.reconfiguration_id, kinds=["step.end"])
+        }
         observed = p.get("observation") or {}
         verification = p.get("verification") or {}
-        (cores_before, state_before), (cores_after, state_after) = _knobs(p.get("current"), spec), _knobs(p.get("target"), spec)
-        rows.append({
-            "id": record.reconfiguration_id, "outcome": p.get("outcome"), "plan_hash": p.get("plan_hash"),
-            "cores": f"{cores_before} -> {cores_after}", "state_partitions": f"{state_before} -> {state_after}",
-            "actions": [a.get("knob", str(a)) if isinstance(a, dict) else str(a) for a in p.get("actions", [])],
-            "downtime_s": observed.get("downtime_s"), "catch_up_s": observed.get("catch_up_s"),
-            "max_event_latency_s": observed.get("max_event_latency_s"),
-            "verified": verification.get("ok", "no state moved" if "skipped" in verification else None),
-            "paused_at": steps.get("pause"), "resumed_at": steps.get("resume"), "run_id": (p.get("trigger") or {}).get("run_id"),
-            "step_seconds": p.get("timings") or {},
-            "handed_over": "driver_pid" in (((p.get("steps") or {}).get("pause") or {}).get("handover") or {}),
-        })
+        (cores_before, state_before), (cores_after, state_after) = (
+            _knobs(p.get("current"), spec),
+            _knobs(p.get("target"), spec),
+        )
+        rows.append(
+            {
+                "id": record.reconfiguration_id,
+                "outcome": p.get("outcome"),
+                "plan_hash": p.get("plan_hash"),
+                "cores": f"{cores_before} -> {cores_after}",
+                "state_partitions": f"{state_before} -> {state_after}",
+                "actions": [a.get("knob", str(a)) if isinstance(a, dict) else str(a) for a in p.get("actions", [])],
+                "downtime_s": observed.get("downtime_s"),
+                "catch_up_s": observed.get("catch_up_s"),
+                "max_event_latency_s": observed.get("max_event_latency_s"),
+                "verified": verification.get("ok", "no state moved" if "skipped" in verification else None),
+                "paused_at": steps.get("pause"),
+                "resumed_at": steps.get("resume"),
+                "run_id": (p.get("trigger") or {}).get("run_id"),
+                "step_seconds": p.get("timings") or {},
+                "handed_over": "driver_pid" in (((p.get("steps") or {}).get("pause") or {}).get("handover") or {}),
+            }
+        )
     return rows
 
 
@@ -176,8 +207,17 @@ def _knobs(plan: dict[str, Any] | None, spec: StreamSpec) -> tuple[Any, Any]:
     return known_cores(applied) or applied.master, applied.state_partitions
 
 
-def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec, sensor: str, timeout_s: float = 480.0,
-                    env: dict[str, str] | None = None, console: Console | None = None) -> LoopReport:
+def run_closed_loop(
+    home: Path,
+    workspace: Path,
+    out: Path,
+    *,
+    spec: StreamSpec,
+    sensor: str,
+    timeout_s: float = 480.0,
+    env: dict[str, str] | None = None,
+    console: Console | None = None,
+) -> LoopReport:
     """Run the loop (see the module docstring); every process it starts is stopped before it returns.
 
     Args:
@@ -198,11 +238,19 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec,
     shutil.rmtree(dagster_home, ignore_errors=True)
     dagster_home.mkdir(parents=True)
     (dagster_home / "dagster.yaml").write_text(DAGSTER_YAML)
-    env = {**os.environ, **(env or {}), "DAGSTER_HOME": str(dagster_home), "RECONF_HOME": str(home), "DAGSTER_RECONF_ENV": "local"}
+    env = {
+        **os.environ,
+        **(env or {}),
+        "DAGSTER_HOME": str(dagster_home),
+        "RECONF_HOME": str(home),
+        "DAGSTER_RECONF_ENV": "local",
+    }
     env.pop("RECONF_LEDGER_URL", None)  # the demo's ledger is the embedded SQLite one
     ledger = AuditLedger(default_ledger_url(home))
     started = time.time()
-    report = LoopReport(stream=spec.name, converged=False, seconds=0.0, seconds_to_converge=None, dagster_home=str(dagster_home))
+    report = LoopReport(
+        stream=spec.name, converged=False, seconds=0.0, seconds_to_converge=None, dagster_home=str(dagster_home)
+    )
 
     console.rule(f"closed loop: {spec.name} ({spec.entrypoint}) on {spec.master}, at most {timeout_s:g} s")
     with console.status("starting the stream's driver..."):
@@ -210,11 +258,16 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec,
     try:
         with console.status(f"turning on {sensor} (loads the code location)..."):
             start_sensor(workspace, sensor, env)
-        with DagsterDaemon(workspace, env, dagster_home / "daemon.log") as daemon, DagsterInstance.from_config(str(dagster_home)) as instance:
+        with (
+            DagsterDaemon(workspace, env, dagster_home / "daemon.log") as daemon,
+            DagsterInstance.from_config(str(dagster_home)) as instance,
+        ):
             console.print(f"dagster-daemon pid {daemon.process.pid}, DAGSTER_HOME {dagster_home}, log {daemon.log}")
             _watch(report, instance, supervisor, ledger, spec, started, timeout_s, daemon, console)
             _drain(instance, timeout_s=180, console=console)  # never stop the daemon under a reconfiguration
-            report.runs = [_run_record(instance, r) for r in reversed(instance.get_runs(RunsFilter(created_after=_utc(started))))]
+            report.runs = [
+                _run_record(instance, r) for r in reversed(instance.get_runs(RunsFilter(created_after=_utc(started))))
+            ]
     finally:
         with console.status("stopping the stream at a batch boundary..."):
             if supervisor.driver_info(spec.name):
@@ -230,8 +283,11 @@ def run_closed_loop(home: Path, workspace: Path, out: Path, *, spec: StreamSpec,
             comparison = check_output(oracle, home, final_spec)
         report.lost, report.duplicated = comparison.lost, comparison.duplicated
     out.mkdir(parents=True, exist_ok=True)
-    changes = [(r["paused_at"], r["paused_at"] + (r["downtime_s"] or 0.0), f"{r['cores']} cores")
-               for r in report.reconfigurations if r.get("paused_at")]
+    changes = [
+        (r["paused_at"], r["paused_at"] + (r["downtime_s"] or 0.0), f"{r['cores']} cores")
+        for r in report.reconfigurations
+        if r.get("paused_at")
+    ]
     png = out / "timeline.png"
     png.write_bytes(timeline_plot_png(timeline_frame(records), changes, f"{spec.name}: closed loop"))
     report.timeline_png = str(png)
@@ -257,8 +313,17 @@ def _utc(seconds: float):
     return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
-def _watch(report: LoopReport, instance: DagsterInstance, supervisor: StreamSupervisor, ledger: AuditLedger, spec: StreamSpec,
-           started: float, timeout_s: float, daemon: DagsterDaemon, console: Console) -> None:
+def _watch(
+    report: LoopReport,
+    instance: DagsterInstance,
+    supervisor: StreamSupervisor,
+    ledger: AuditLedger,
+    spec: StreamSpec,
+    started: float,
+    timeout_s: float,
+    daemon: DagsterDaemon,
+    console: Console,
+) -> None:
     """Print what happens until the sensor holds ``SETTLED_TICKS`` times in a row after the last change, or time is up."""
     store = MetricsStore(supervisor.paths(spec.name).metrics)
     last_line, settled, seen_tick = "", 0, 0.0
@@ -277,10 +342,12 @@ def _watch(report: LoopReport, instance: DagsterInstance, supervisor: StreamSupe
         figures = progress_frame([record]).iloc[0] if record else None
         master = StreamSpec.parse(status["spec"]).master if status.get("spec") else spec.master
         runs = ", ".join(r.job_name for r in in_flight) or "-"
-        line = (f"batch {status.get('batch_id', '-')}  "
-                f"{(figures['processed_rows_per_second'] if figures is not None else 0):4.0f}/s  "
-                f"backlog {int(figures['backlog_events'] or 0) if figures is not None else 0:,}  {master}  "
-                f"changes {len(finished)}  runs: {runs}")
+        line = (
+            f"batch {status.get('batch_id', '-')}  "
+            f"{(figures['processed_rows_per_second'] if figures is not None else 0):4.0f}/s  "
+            f"backlog {int(figures['backlog_events'] or 0) if figures is not None else 0:,}  {master}  "
+            f"changes {len(finished)}  runs: {runs}"
+        )
         if tick is not None and tick["at"] > seen_tick:
             seen_tick = tick["at"]
             line += f"\n      sensor: {tick.get('decision')}: {str(tick.get('reason', ''))[:160]}"
@@ -306,11 +373,18 @@ def _drain(instance: DagsterInstance, timeout_s: float, console: Console) -> Non
 
 def _run_record(instance: DagsterInstance, run: Any) -> dict[str, Any]:
     """One launched run for the report; a failed run carries its first error, so a report explains itself."""
-    record = {"run_id": run.run_id, "job": run.job_name, "status": run.status.value, "partition": run.tags.get("dagster/partition")}
+    record = {
+        "run_id": run.run_id,
+        "job": run.job_name,
+        "status": run.status.value,
+        "partition": run.tags.get("dagster/partition"),
+    }
     if run.status == DagsterRunStatus.FAILURE:
         failures = instance.all_logs(run.run_id, of_type={DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE})
         errors = [getattr(e.dagster_event.event_specific_data, "error", None) for e in failures if e.dagster_event]
-        record["error"] = next((err.to_string() for err in errors if err is not None), failures[0].message if failures else "unknown")
+        record["error"] = next(
+            (err.to_string() for err in errors if err is not None), failures[0].message if failures else "unknown"
+        )
     return record
 
 
@@ -320,8 +394,15 @@ def _print_report(report: LoopReport, console: Console) -> None:
         table.add_column(column)
     for r in report.reconfigurations:
         fmt = lambda v: "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))  # noqa: E731
-        table.add_row(r["outcome"], r.get("cores", "-"), r.get("state_partitions", "-"), fmt(r.get("downtime_s")),
-                      fmt(r.get("catch_up_s")), fmt(r.get("verified")), (r.get("run_id") or "-")[:8])
+        table.add_row(
+            r["outcome"],
+            r.get("cores", "-"),
+            r.get("state_partitions", "-"),
+            fmt(r.get("downtime_s")),
+            fmt(r.get("catch_up_s")),
+            fmt(r.get("verified")),
+            (r.get("run_id") or "-")[:8],
+        )
     console.print(table)
     summary = Table(show_header=False, title="closed loop")
     for label, value in [

@@ -22,9 +22,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dagster_reconf.core.store.metrics import record_row  # noqa: E402
 from dagster_reconf.core.scaling.scaling_plan import known_cores  # noqa: E402
 from dagster_reconf.core.spec import StreamSpec  # noqa: E402
+from dagster_reconf.core.store.metrics import record_row  # noqa: E402
 
 __all__ = ["TIMELINE_COLUMNS", "timeline_frame", "timeline_plot_png"]
 
@@ -41,8 +41,16 @@ def timeline_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         elif record.get("kind") == "progress":
             row = record_row(record)
             # The batch's trigger time: when Spark read the source's latest offset.
-            rows.append({"at": row["timestamp"].timestamp(), "batch_id": row["batch_id"], "events": row["events"],
-                         "end": row["end_offset"], "backlog_events": row["backlog_events"], "cores": cores})
+            rows.append(
+                {
+                    "at": row["timestamp"].timestamp(),
+                    "batch_id": row["batch_id"],
+                    "events": row["events"],
+                    "end": row["end_offset"],
+                    "backlog_events": row["backlog_events"],
+                    "cores": cores,
+                }
+            )
     if not rows:
         return pd.DataFrame(columns=TIMELINE_COLUMNS)
     frame = pd.DataFrame(rows).sort_values("at", ignore_index=True)
@@ -73,8 +81,9 @@ def timeline_plot_png(frame: pd.DataFrame, changes: Sequence[tuple[float, float,
     """
     t0 = float(frame["at"].min()) if len(frame) else 0.0
     x = frame["at"] - t0
-    fig, (rates, backlog, cores) = plt.subplots(3, 1, sharex=True, figsize=(9, 7), dpi=90,
-                                                gridspec_kw={"height_ratios": [3, 2, 1.3]})
+    fig, (rates, backlog, cores) = plt.subplots(
+        3, 1, sharex=True, figsize=(9, 7), dpi=90, gridspec_kw={"height_ratios": [3, 2, 1.3]}
+    )
     rates.plot(x, frame["offered_per_s"], label="offered", color="black", linewidth=1)
     rates.plot(x, frame["processed_per_s"], label="processed", color="#4c72b0", linewidth=1.2)
     rates.set_ylabel("events/s")

@@ -30,8 +30,17 @@ def demo_spec(name: str = DEMO_STREAM) -> StreamSpec:
     """Q5 on one core at 250 events/s, each event paying 8 ms of simulated I/O: about 2
     core-seconds of work a second, so it falls behind, and capacity grows with task slots
     beyond this machine's cores (the work waits rather than computes)."""
-    return bundled_spec(name, "q5", master="local[1]", rate=250, source_partitions=1, state_partitions=2,
-                        trigger_interval_s=2.0, max_per_trigger=750, cost={"mode": "sleep", "micros_per_record": 8000})
+    return bundled_spec(
+        name,
+        "q5",
+        master="local[1]",
+        rate=250,
+        source_partitions=1,
+        state_partitions=2,
+        trigger_interval_s=2.0,
+        max_per_trigger=750,
+        cost={"mode": "sleep", "micros_per_record": 8000},
+    )
 
 
 def run_demo(home: Path, workspace: Path, out: Path, timeout_s: float = 480.0) -> LoopReport:
@@ -40,11 +49,22 @@ def run_demo(home: Path, workspace: Path, out: Path, timeout_s: float = 480.0) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dagster_reconf.workloads.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, default=Path(os.environ.get("RECONF_HOME", ".reconf")), help="runtime home (default .reconf)")
-    parser.add_argument("--workspace", type=Path, default=Path("workspace.yaml"), help="Dagster workspace (default workspace.yaml)")
+    parser = argparse.ArgumentParser(
+        prog="python -m dagster_reconf.workloads.demo", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=Path(os.environ.get("RECONF_HOME", ".reconf")),
+        help="runtime home (default .reconf)",
+    )
+    parser.add_argument(
+        "--workspace", type=Path, default=Path("workspace.yaml"), help="Dagster workspace (default workspace.yaml)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="report and timeline folder (default HOME/closed-loop)")
-    parser.add_argument("--timeout-s", type=float, default=480.0, help="give up converging after this long (default 480)")
+    parser.add_argument(
+        "--timeout-s", type=float, default=480.0, help="give up converging after this long (default 480)"
+    )
     args = parser.parse_args(argv)
     if args.timeout_s <= 0:
         parser.error(f"--timeout-s must be positive, got {args.timeout_s}")

@@ -53,7 +53,18 @@ EVENT_PERSON, EVENT_AUCTION, EVENT_BID = 0, 1, 2
 FIRST_NAMES = ["Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"]
 LAST_NAMES = ["Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"]
 US_STATES = ["AZ", "CA", "ID", "OR", "WA", "WY"]
-US_CITIES = ["Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"]
+US_CITIES = [
+    "Phoenix",
+    "Los Angeles",
+    "San Francisco",
+    "Boise",
+    "Portland",
+    "Bend",
+    "Redmond",
+    "Seattle",
+    "Kent",
+    "Cheyenne",
+]
 CHANNELS = ["Google", "Facebook", "Baidu", "Apple"]
 ITEMS = ["lamp", "chair", "bike", "guitar", "watch", "camera", "kettle", "desk", "phone", "book"]
 

@@ -40,8 +40,10 @@ def jvm_dir() -> Path:
 def _jars(folder: str, what: str) -> list[Path]:
     jars = sorted((jvm_dir() / folder).glob("*.jar"))
     if not jars:
-        raise KafkaSetupError(f"no {what} jars in {jvm_dir() / folder}: run `make kafka` (it resolves them from Maven "
-                              f"Central with mvn), or set RECONF_JVM_DIR to where they are")
+        raise KafkaSetupError(
+            f"no {what} jars in {jvm_dir() / folder}: run `make kafka` (it resolves them from Maven "
+            f"Central with mvn), or set RECONF_JVM_DIR to where they are"
+        )
     return jars
 
 
@@ -96,29 +98,41 @@ class KafkaBroker:
 
     def _java(self, main: str, *args: str) -> list[str]:
         classpath = os.pathsep.join(str(jar) for jar in _jars("kafka-broker", "Kafka broker"))
-        return ["java", f"-Xmx{self.heap_mb}m", f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
-                "-cp", classpath, main, *args]
+        return [
+            "java",
+            f"-Xmx{self.heap_mb}m",
+            f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+            "-cp",
+            classpath,
+            main,
+            *args,
+        ]
 
     def _write_config(self) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
         config = self.directory / "server.properties"
-        config.write_text("\n".join([
-            "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.voters=1@{LOOPBACK}:{self.controller_port}",
-            f"listeners=PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
-            f"advertised.listeners=PLAINTEXT://{LOOPBACK}:{self.port}",
-            "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            f"log.dirs={self.directory / 'data'}",
-            "num.partitions=1",
-            "offsets.topic.replication.factor=1",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=false",
-        ]) + "\n")
+        config.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@{LOOPBACK}:{self.controller_port}",
+                    f"listeners=PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{self.controller_port}",
+                    f"advertised.listeners=PLAINTEXT://{LOOPBACK}:{self.port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    f"log.dirs={self.directory / 'data'}",
+                    "num.partitions=1",
+                    "offsets.topic.replication.factor=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "auto.create.topics.enable=false",
+                ]
+            )
+            + "\n"
+        )
         return config
 
     def start(self, timeout_s: float = 90.0) -> Self:
@@ -127,25 +141,33 @@ class KafkaBroker:
             return self
         config = self._write_config()
         if not (self.directory / "data" / "meta.properties").exists():
-            formatted = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c",
-                                                  str(config)), check=False, capture_output=True, text=True,
-                                       timeout=120)
+            formatted = subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)),
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if formatted.returncode != 0:
                 raise KafkaSetupError(f"formatting {self.directory / 'data'} failed: {formatted.stderr.strip()[-800:]}")
         with open(self.directory / "broker.out", "ab") as out:
-            self._process = subprocess.Popen(self._java("kafka.Kafka", str(config)), stdout=out,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
+            self._process = subprocess.Popen(
+                self._java("kafka.Kafka", str(config)), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise KafkaSetupError(f"the Kafka broker exited with {self._process.returncode} while starting; "
-                                      f"see {self.directory / 'broker.out'} and {self.log_file}")
+                raise KafkaSetupError(
+                    f"the Kafka broker exited with {self._process.returncode} while starting; "
+                    f"see {self.directory / 'broker.out'} and {self.log_file}"
+                )
             if self._answers():
                 return self
             time.sleep(0.5)
         self.stop()
-        raise KafkaSetupError(f"the Kafka broker did not answer on {self.bootstrap_servers} in {timeout_s:.0f} s; "
-                              f"see {self.log_file}")
+        raise KafkaSetupError(
+            f"the Kafka broker did not answer on {self.bootstrap_servers} in {timeout_s:.0f} s; see {self.log_file}"
+        )
 
     def _answers(self) -> bool:
         """The listener accepts connections and the broker serves metadata (checked in that order, so that
@@ -199,7 +221,9 @@ class KafkaBroker:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(self.client_config())  # kept alive until the result is in: its futures die with it
-        admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
+        admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout_s)[name].result(
+            timeout=timeout_s
+        )
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Each partition's next offset (its high watermark): what a consumer that read everything has read."""
@@ -208,7 +232,9 @@ class KafkaBroker:
         consumer = Consumer(self.client_config(**{"group.id": "dagster-reconf-offsets", "enable.auto.commit": False}))
         try:
             partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in sorted(partitions)}
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in sorted(partitions)
+            }
         finally:
             consumer.close()
 

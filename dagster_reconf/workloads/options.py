@@ -50,8 +50,11 @@ class GeneratedOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     rate: float = Field(1000.0, gt=0, description="Events offered per wall-clock second.")
-    rate_steps: RateSteps = Field(None, description="A load step: 'SECONDS:RATE,...', the rate from that many seconds after "
-                                            "pacing began (e.g. '60:500,180:250' doubles 250 events/s, then halves it).")
+    rate_steps: RateSteps = Field(
+        None,
+        description="A load step: 'SECONDS:RATE,...', the rate from that many seconds after "
+        "pacing began (e.g. '60:500,180:250' doubles 250 events/s, then halves it).",
+    )
     seed: int = Field(42, description="Generator seed; same seed, same events.")
     event_time_rate: int = Field(1000, ge=1, description="Events per second of event time.")
     max_events: int | None = Field(None, ge=1, description="Total events (a bounded stream); None is unbounded.")
@@ -67,7 +70,9 @@ class SourceOptions(BaseModel):
 
     seed: int = Field(42, description="Random seed; same seed, same events.")
     rate: float = Field(1000.0, gt=0, description="Target event rate in events per wall-clock second.")
-    rate_steps: RateSteps = Field(None, description="'SECONDS:RATE,...': the rate from that many seconds after start_time.")
+    rate_steps: RateSteps = Field(
+        None, description="'SECONDS:RATE,...': the rate from that many seconds after start_time."
+    )
     partitions: int = Field(2, ge=1, le=10_000, description="Source partitions (Spark tasks) per micro-batch.")
     max_events: int | None = Field(None, ge=1, description="Total events; the stream ends there. None: unbounded.")
     max_events_per_trigger: int | None = Field(None, ge=1, description="Cap on events per micro-batch.")
@@ -76,6 +81,7 @@ class SourceOptions(BaseModel):
     event_time_rate: int = Field(1000, ge=1, description="Events per second of event time.")
     vocabulary: int = Field(10_000, ge=1, description="words only: distinct words.")
     words_per_sentence: int = Field(8, ge=1, le=1000, description="words only: words per sentence.")
+
     @model_validator(mode="after")
     def _start_fits_bound(self) -> "SourceOptions":
         if self.max_events is not None and self.start_index > self.max_events:
@@ -89,9 +95,7 @@ class SourceOptions(BaseModel):
         given = {str(k).lower(): v for k, v in options.items() if str(k).lower() != "path"}
         unknown = sorted(set(given) - known)
         if unknown:
-            raise SpecError(
-                f"unknown option(s) {unknown} for source {source!r}; known options: {sorted(known)}"
-            )
+            raise SpecError(f"unknown option(s) {unknown} for source {source!r}; known options: {sorted(known)}")
         try:
             return cls.model_validate({k: (None if v in ("", "None") else v) for k, v in given.items()})
         except ValidationError as exc:
@@ -127,8 +131,10 @@ def parse_rate_steps(text: str | None) -> list[tuple[float, float]]:
         except ValueError:
             step = None
         if not sep or step is None or step[0] < 0 or step[1] <= 0 or (steps and step[0] <= steps[-1][0]):
-            raise ValueError(f"rate step {item!r} is not SECONDS:RATE with SECONDS >= 0, increasing, and RATE > 0 "
-                             "(e.g. '60:500,180:250')")
+            raise ValueError(
+                f"rate step {item!r} is not SECONDS:RATE with SECONDS >= 0, increasing, and RATE > 0 "
+                "(e.g. '60:500,180:250')"
+            )
         steps.append(step)
     return steps
 

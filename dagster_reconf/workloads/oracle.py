@@ -128,8 +128,9 @@ def _last_watermark(paths: StreamPaths) -> str | None:
     return ((record or {}).get("progress") or {}).get("eventTime", {}).get("watermark")
 
 
-def check_stream_output(spark: SparkSession, home: Path | str, spec: StreamSpec,
-                        watermark: str | None = None) -> OutputComparison:
+def check_stream_output(
+    spark: SparkSession, home: Path | str, spec: StreamSpec, watermark: str | None = None
+) -> OutputComparison:
     """Compare a stopped bundled stream's committed output with the oracle over exactly the events it read.
 
     Args:
@@ -142,9 +143,13 @@ def check_stream_output(spark: SparkSession, home: Path | str, spec: StreamSpec,
     query = query_of(spec)
     options = GeneratedOptions.model_validate(spec.options)
     watermark = watermark if watermark is not None else _last_watermark(paths)
-    source = SourceOptions(seed=options.seed, max_events=max(1, consumed_events(paths.checkpoint)),
-                           event_time_rate=options.event_time_rate, vocabulary=options.vocabulary,
-                           words_per_sentence=options.words_per_sentence)
+    source = SourceOptions(
+        seed=options.seed,
+        max_events=max(1, consumed_events(paths.checkpoint)),
+        event_time_rate=options.event_time_rate,
+        vocabulary=options.vocabulary,
+        words_per_sentence=options.words_per_sentence,
+    )
     actual = stream_result(read_sink(paths.work / "output"), query, watermark=watermark)
     if consumed_events(paths.checkpoint) == 0:
         return compare(actual, actual.iloc[0:0])

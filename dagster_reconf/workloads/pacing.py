@@ -36,8 +36,15 @@ class PacingAnchor:
         return paced if max_events is None else min(max_events, paced)
 
 
-def pacing_anchor(work_dir: Path, rate: float, *, rate_steps: str | None = None, max_events: int | None = None,
-                  update: bool = True, now: float | None = None) -> PacingAnchor:
+def pacing_anchor(
+    work_dir: Path,
+    rate: float,
+    *,
+    rate_steps: str | None = None,
+    max_events: int | None = None,
+    update: bool = True,
+    now: float | None = None,
+) -> PacingAnchor:
     """The stream's anchor at ``rate`` (and ``rate_steps``): created on first use, moved to now when they changed
     (if ``update``)."""
     path = Path(work_dir) / ANCHOR_FILE

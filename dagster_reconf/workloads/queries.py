@@ -123,7 +123,9 @@ class QueryDefinition:
         try:
             return self.code_versions[version]
         except KeyError:
-            raise SpecError(f"query {self.name!r} has no code version {version!r}; versions: {', '.join(self.versions)}") from None
+            raise SpecError(
+                f"query {self.name!r} has no code version {version!r}; versions: {', '.join(self.versions)}"
+            ) from None
 
 
 WATERMARK_DELAY = "2 seconds"
@@ -165,8 +167,10 @@ def q3_local_item_suggestion(events: DataFrame) -> DataFrame:
     """Incremental join: sellers in OR, ID or CA with their auctions in category 10."""
     from pyspark.sql import functions as F
 
-    persons = _persons(events).where(F.col("state").isin("OR", "ID", "CA")).select(
-        F.col("id").alias("person_id"), "name", "city", "state"
+    persons = (
+        _persons(events)
+        .where(F.col("state").isin("OR", "ID", "CA"))
+        .select(F.col("id").alias("person_id"), "name", "city", "state")
     )
     auctions = _auctions(events).where(F.col("category") == 10).select(F.col("id").alias("auction_id"), "seller")
     return auctions.join(persons, auctions.seller == persons.person_id, "inner").select(
@@ -220,7 +224,10 @@ def q11_user_sessions(events: DataFrame) -> DataFrame:
         .agg(F.count(F.lit(1)).alias("bids"))
     )
     return sessions.select(
-        "bidder", F.col("session_window.start").alias("session_start"), F.col("session_window.end").alias("session_end"), "bids"
+        "bidder",
+        F.col("session_window.start").alias("session_start"),
+        F.col("session_window.end").alias("session_end"),
+        "bids",
     )
 
 

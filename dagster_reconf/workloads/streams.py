@@ -37,23 +37,45 @@ def _definition(query: QueryDefinition) -> StreamDefinition:
 
         options: GeneratedOptions = ctx.options
         register_sources(spark)
-        anchor = pacing_anchor(ctx.work_dir, options.rate, rate_steps=options.rate_steps, max_events=options.max_events,
-                               update=ctx.purpose == "stream")
-        source = SourceOptions(seed=options.seed, rate=options.rate, rate_steps=options.rate_steps, max_events=options.max_events,
-                               event_time_rate=options.event_time_rate, vocabulary=options.vocabulary,
-                               words_per_sentence=options.words_per_sentence, start_time=anchor.start_time,
-                               start_index=anchor.start_index)
+        anchor = pacing_anchor(
+            ctx.work_dir,
+            options.rate,
+            rate_steps=options.rate_steps,
+            max_events=options.max_events,
+            update=ctx.purpose == "stream",
+        )
+        source = SourceOptions(
+            seed=options.seed,
+            rate=options.rate,
+            rate_steps=options.rate_steps,
+            max_events=options.max_events,
+            event_time_rate=options.event_time_rate,
+            vocabulary=options.vocabulary,
+            words_per_sentence=options.words_per_sentence,
+            start_time=anchor.start_time,
+            start_index=anchor.start_index,
+        )
         events = spark.readStream.format(query.source).options(**source.to_spark()).options(**ctx.source_options).load()
         events = RecordCost(options.cost.mode, options.cost.micros_per_record).apply(events)
         output = (ctx.work_dir / "output").resolve().as_uri()
-        return (query.builder(ctx.code_version)(events).writeStream.outputMode(query.output_mode)
-                .foreachBatch(BatchFileSink(output)))
+        return (
+            query.builder(ctx.code_version)(events)
+            .writeStream.outputMode(query.output_mode)
+            .foreachBatch(BatchFileSink(output))
+        )
 
     build.__name__ = build.__qualname__ = query.name
     build.__module__ = __name__
-    return stream_definition(build, options=GeneratedOptions, knob_options=KNOB_OPTIONS, code_versions=query.versions,
-                             frozen_options=DATA_OPTIONS, replayable=True, oracle=check_stream_output,
-                             description=query.description)
+    return stream_definition(
+        build,
+        options=GeneratedOptions,
+        knob_options=KNOB_OPTIONS,
+        code_versions=query.versions,
+        frozen_options=DATA_OPTIONS,
+        replayable=True,
+        oracle=check_stream_output,
+        description=query.description,
+    )
 
 
 BUNDLED: dict[str, StreamDefinition] = {name: _definition(query) for name, query in QUERIES.items()}
@@ -77,5 +99,12 @@ def bundled_spec(name: str, query: str, *, source_partitions: int | None = 2, **
         raise ValueError(f"unknown bundled query {query!r}; bundled: {', '.join(QUERIES)}")
     options = {k: fields.pop(k) for k in list(fields) if k in GeneratedOptions.model_fields}
     options.update(fields.pop("options", {}))
-    return StreamSpec.parse({"name": name, "entrypoint": ENTRYPOINT.format(query), "options": options,
-                             "source_partitions": source_partitions, **fields})
+    return StreamSpec.parse(
+        {
+            "name": name,
+            "entrypoint": ENTRYPOINT.format(query),
+            "options": options,
+            "source_partitions": source_partitions,
+            **fields,
+        }
+    )

@@ -44,26 +44,44 @@ class ClicksOptions(BaseModel):
 def clicks(records: DataFrame) -> DataFrame:
     """Kafka records as clicks, with where they were in the topic."""
     value = F.from_json(F.col("value").cast("string"), CLICK)
-    return records.select(F.col("key").cast("string").alias("user"), value["page"].alias("page"),
-                          value["seq"].alias("seq"), "partition", "offset")
+    return records.select(
+        F.col("key").cast("string").alias("user"),
+        value["page"].alias("page"),
+        value["seq"].alias("seq"),
+        "partition",
+        "offset",
+    )
 
 
-@stream_definition(options=ClicksOptions, knob_options={"max_per_trigger": "maxOffsetsPerTrigger",
-                                                       "source_partitions": "minPartitions"},
-                   oracle=lambda spark, home, spec: check_output(spark, spec))
+@stream_definition(
+    options=ClicksOptions,
+    knob_options={"max_per_trigger": "maxOffsetsPerTrigger", "source_partitions": "minPartitions"},
+    oracle=lambda spark, home, spec: check_output(spark, spec),
+)
 def first_clicks(spark: SparkSession, ctx: StreamContext):
     """The first click of every user, appended once."""
-    records = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", ctx.options.bootstrap_servers)
-               .option("subscribe", ctx.options.topic).option("startingOffsets", ctx.options.starting_offsets)
-               .options(**ctx.source_options).load())
+    records = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", ctx.options.bootstrap_servers)
+        .option("subscribe", ctx.options.topic)
+        .option("startingOffsets", ctx.options.starting_offsets)
+        .options(**ctx.source_options)
+        .load()
+    )
     first = clicks(records).dropDuplicates(["user"])
     return first.writeStream.outputMode("append").format("parquet").option("path", ctx.options.output_dir)
 
 
 def expected_first_clicks(spark: SparkSession, bootstrap_servers: str, topic: str) -> DataFrame:
     """The batch job: the lowest-offset click of every user over the whole topic."""
-    records = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap_servers)
-               .option("subscribe", topic).option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+    records = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
     rank = F.row_number().over(Window.partitionBy("user").orderBy("offset"))
     return clicks(records).withColumn("rank", rank).where("rank = 1").drop("rank")
 
@@ -73,8 +91,12 @@ def check_output(spark: SparkSession, spec) -> dict[str, int]:
     options = ClicksOptions(**spec.options)
     actual = spark.read.parquet(options.output_dir)  # the file sink's log says which files are committed
     expected = expected_first_clicks(spark, options.bootstrap_servers, options.topic).select(*actual.columns)
-    return {"expected_rows": expected.count(), "actual_rows": actual.count(),
-            "lost": expected.exceptAll(actual).count(), "duplicated": actual.exceptAll(expected).count()}
+    return {
+        "expected_rows": expected.count(),
+        "actual_rows": actual.count(),
+        "lost": expected.exceptAll(actual).count(),
+        "duplicated": actual.exceptAll(expected).count(),
+    }
 
 
 class ClickProducer:

@@ -31,9 +31,11 @@ DATA = Path(os.environ.get("ORDERS_DATA", "orders-data")).resolve()
 ORDERS = StreamSpec(
     name="orders",
     entrypoint="examples.orders.streams:orders",
-    options={"input_dir": os.environ.get("ORDERS_INPUT", str(DATA / "in")),
-             "output_dir": os.environ.get("ORDERS_OUTPUT", str(DATA / "out")),
-             "sleep_ms_per_order": float(os.environ.get("ORDERS_SLEEP_MS", "0"))},
+    options={
+        "input_dir": os.environ.get("ORDERS_INPUT", str(DATA / "in")),
+        "output_dir": os.environ.get("ORDERS_OUTPUT", str(DATA / "out")),
+        "sleep_ms_per_order": float(os.environ.get("ORDERS_SLEEP_MS", "0")),
+    },
     master=os.environ.get("ORDERS_MASTER", "local[1]"),
     state_partitions=4,
     trigger_interval_s=float(os.environ.get("ORDERS_TRIGGER_S", "2")),
@@ -48,8 +50,12 @@ defs = Definitions(
     assets=[traces.snapshots, traces.summaries, scaling.plans, scaling.configuration],
     jobs=[traces.job, scaling.job, build_stream_control_job([ORDERS])],
     schedules=[traces.schedule],
-    sensors=[build_scaling_sensor(stream=ORDERS.name, scaling=scaling, traces=traces, minimum_interval_seconds=15),
-             build_reconfiguration_failure_sensor(job=scaling.job)],
-    resources={"streams": StreamRuntimeResource(home=HOME),
-               "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=HOME)},
+    sensors=[
+        build_scaling_sensor(stream=ORDERS.name, scaling=scaling, traces=traces, minimum_interval_seconds=15),
+        build_reconfiguration_failure_sensor(job=scaling.job),
+    ],
+    resources={
+        "streams": StreamRuntimeResource(home=HOME),
+        "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=HOME),
+    },
 )

@@ -46,9 +46,11 @@ def totals(orders: DataFrame) -> DataFrame:
         unique = orders.withWatermark("ts", WATERMARK).dropDuplicatesWithinWatermark(["order_id"])
     else:
         unique = orders.dropDuplicates(["order_id"])
-    return (unique.groupBy(F.window("ts", "10 seconds"), "region")
-            .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("amount"))
-            .select(F.col("window.start").alias("window_start"), "region", "orders", "amount"))
+    return (
+        unique.groupBy(F.window("ts", "10 seconds"), "region")
+        .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("amount"))
+        .select(F.col("window.start").alias("window_start"), "region", "orders", "amount")
+    )
 
 
 def _slow(sleep_ms: float):
@@ -56,6 +58,7 @@ def _slow(sleep_ms: float):
         for batch in batches:
             time.sleep(batch.num_rows * sleep_ms / 1000.0)
             yield batch
+
     return pay
 
 
@@ -80,7 +83,9 @@ def check_output(spark: SparkSession, home, spec) -> OutputCheck:
     watermark = StreamSupervisor(home).status(spec.name).get("watermark")  # of the last batch it committed
     actual = spark.read.parquet(spec.options["output_dir"])  # the file sink's log says which files are committed
     expected = expected_totals(spark, spec.options["input_dir"], watermark)
-    return OutputCheck(expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count())
+    return OutputCheck(
+        expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count()
+    )
 
 
 @stream_definition(options=OrdersOptions, knob_options={"max_per_trigger": "maxFilesPerTrigger"}, oracle=check_output)
@@ -117,9 +122,16 @@ class OrderWriter:
             for i in range(self.rows):
                 order_id = n * self.rows + i
                 ts = self.start + n * 2 + i * 2.0 / self.rows
-                lines.append(json.dumps({"order_id": order_id, "region": ["eu", "us", "apac"][order_id % 3],
-                                         "amount": float(order_id % 97), "ts": time.strftime("%Y-%m-%dT%H:%M:%S",
-                                         time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z"}))
+                lines.append(
+                    json.dumps(
+                        {
+                            "order_id": order_id,
+                            "region": ["eu", "us", "apac"][order_id % 3],
+                            "amount": float(order_id % 97),
+                            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z",
+                        }
+                    )
+                )
             lines.append(lines[0])  # a duplicate delivery: dropped by dropDuplicatesWithinWatermark
             tmp = self.directory / f".orders-{n:06d}.json.tmp"
             tmp.write_text("\n".join(lines) + "\n")

@@ -4,8 +4,8 @@ from collections.abc import Callable
 import psutil
 import pytest
 
-from dagster_reconf.core.spark.session import helper_session
 from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.spark.session import helper_session
 
 
 @pytest.fixture(name="spark", scope="module")
@@ -39,8 +39,8 @@ def supervisor_fixture(tmp_path):
 
 def run_to_end(home, spec):
     """Run ``spec`` (a bounded stream) in this process to the end of its input, then stop it: its finished event log."""
-    from dagster_reconf.core.store.paths import StreamPaths
     from dagster_reconf.core.spark.runtime import StreamRuntime
+    from dagster_reconf.core.store.paths import StreamPaths
     from dagster_reconf.core.traces.store import application_logs
 
     runtime = StreamRuntime(spec, StreamPaths(home, spec.name))
@@ -53,8 +53,9 @@ def run_to_end(home, spec):
     return log
 
 
-def wait_until(predicate: Callable[[], object], timeout_s: float = 120.0, what: str = "condition",
-               interval_s: float = 0.2) -> object:
+def wait_until(
+    predicate: Callable[[], object], timeout_s: float = 120.0, what: str = "condition", interval_s: float = 0.2
+) -> object:
     """Poll ``predicate`` every ``interval_s`` until it is truthy; fail the test with ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

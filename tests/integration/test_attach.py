@@ -23,16 +23,16 @@ from dagster_reconf import (
     build_streams_sensor,
     build_trace_assets,
 )
-from dagster_reconf.core.traces.attach import AttachSpec, attach
 from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
-from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
 from dagster_reconf.core.spark.session import build_spark_session
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
+from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.traces.attach import AttachSpec, attach
 
 from .conftest import wait_until
 
@@ -48,12 +48,23 @@ def application(name: str, event_logs, partitions: int = 3):
 def counts(spark, name: str, checkpoint, rows_per_second: int = 200, trigger: str = "500 milliseconds"):
     """A stateful query of the team's: counts per key of the rate source."""
     rows = spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
-    return (rows.selectExpr("value % 7 AS key").groupBy("key").count().writeStream.queryName(name).outputMode("update")
-            .format("noop").option("checkpointLocation", str(checkpoint)).trigger(processingTime=trigger).start())
+    return (
+        rows.selectExpr("value % 7 AS key")
+        .groupBy("key")
+        .count()
+        .writeStream.queryName(name)
+        .outputMode("update")
+        .format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime=trigger)
+        .start()
+    )
 
 
 def batches(query, n: int) -> None:
-    wait_until(lambda: len(query.recentProgress) >= n and query.recentProgress[-1]["numInputRows"] > 0, what=f"{n} batches")
+    wait_until(
+        lambda: len(query.recentProgress) >= n and query.recentProgress[-1]["numInputRows"] > 0, what=f"{n} batches"
+    )
 
 
 @pytest.fixture(name="logs", scope="module")
@@ -126,8 +137,11 @@ def test_a_restarted_driver_continues_the_stream_and_a_running_one_is_read_incre
     seen = len(running.recentProgress)
     wait_until(lambda: len(running.recentProgress) >= seen + 2, what="two more batches")
     time.sleep(1.0)  # the event log is flushed on Spark's own schedule
-    wait_until(lambda: StreamSupervisor(home).status("gamma")["batch_id"] > frame["batch_id"].max(), timeout_s=30,
-               what="new batches read from the running application's log")
+    wait_until(
+        lambda: StreamSupervisor(home).status("gamma")["batch_id"] > frame["batch_id"].max(),
+        timeout_s=30,
+        what="new batches read from the running application's log",
+    )
     status = StreamSupervisor(home).status("gamma")
     assert status["state"] == "attached" and status["source_kinds"] == "rate"
 
@@ -142,8 +156,22 @@ def test_logs_on_an_fsspec_url_and_bad_locations(logs, tmp_path):
         attach(tmp_path / "home", AttachSpec(name="ghost", event_logs="/nowhere"))
     with pytest.raises(SpecError, match="event_logs: .*is not a URL"):
         AttachSpec.parse({"name": "x", "event_logs": "relative/dir"})
-    assert reconf(["--home", str(tmp_path / "home"), "stream", "attach", "cli-beta", "--event-logs", str(logs["two"]),
-                   "--query", "beta"]) == 0
+    assert (
+        reconf(
+            [
+                "--home",
+                str(tmp_path / "home"),
+                "stream",
+                "attach",
+                "cli-beta",
+                "--event-logs",
+                str(logs["two"]),
+                "--query",
+                "beta",
+            ]
+        )
+        == 0
+    )
 
 
 def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(logs, tmp_path):
@@ -151,14 +179,21 @@ def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(
     attach(home, AttachSpec(name="beta", event_logs=str(logs["two"]), query="beta"))
     resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(home=str(home))}
     traces = build_trace_assets(streams=["beta"], start="2026-01-01", window_minutes=5)
-    scaling = build_scaling_assets(streams=["beta"], policy_config={"window_batches": 3, "warmup_batches": 1,
-                                                                    "stabilization_s": 0, "scale_down_delay_s": 0})
+    scaling = build_scaling_assets(
+        streams=["beta"],
+        policy_config={"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "scale_down_delay_s": 0},
+    )
     frame = progress(home, "beta")
     window = traces.partitions_def.get_partitions_def_for_dimension("window").get_partition_key_for_timestamp(
-        frame["timestamp"].iloc[-1].timestamp())
+        frame["timestamp"].iloc[-1].timestamp()
+    )
     with instance_for_test() as instance:
-        result = materialize([traces.snapshots, traces.summaries], partition_key=MultiPartitionKey(
-            {"stream": "beta", "window": window}), resources=resources, instance=instance)
+        result = materialize(
+            [traces.snapshots, traces.summaries],
+            partition_key=MultiPartitionKey({"stream": "beta", "window": window}),
+            resources=resources,
+            instance=instance,
+        )
         assert result.success
         snapshot = result.asset_materializations_for_node("trace_snapshots")[0].metadata
         assert snapshot["activities"].value > 0  # only beta's query: alpha's jobs in the same log are left out
@@ -191,8 +226,10 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
     StreamPaths(home, "stopped").spec.write_text(stopped.model_dump_json())
     team = ReconfTranslator(prefix="team_a")
     traces = build_trace_assets(start="2026-01-01", window_minutes=5, translator=team)
-    scaling = build_scaling_assets(translator=team, policy_config={"window_batches": 3, "warmup_batches": 1,
-                                                                    "stabilization_s": 0, "scale_down_delay_s": 3600})
+    scaling = build_scaling_assets(
+        translator=team,
+        policy_config={"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "scale_down_delay_s": 3600},
+    )
     sensor = build_streams_sensor(scaling=scaling, traces=traces)
     resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(home=str(home))}
     with instance_for_test() as instance:
@@ -204,12 +241,18 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
         assert set(observed) == {"alpha", "beta", "gamma"}
         assert all(e.asset_key == AssetKey(["team_a", "stream"]) for e in first.asset_events)
         assert observed["beta"]["lag_events"].value >= 0 and observed["beta"]["last_batch_id"].value >= 4
-        assert observed["gamma"]["throughput_events_per_s"].value > 0 and observed["gamma"]["offered_events_per_s"].value > 0
+        assert (
+            observed["gamma"]["throughput_events_per_s"].value > 0
+            and observed["gamma"]["offered_events_per_s"].value > 0
+        )
         # Under load gamma may fall behind: a run for it (one per configuration and direction), never for the others.
         requested = [r for r in first.run_requests if r.job_name == scaling.job.name]
         assert {r.partition_key for r in requested} <= {"gamma"}
         for request in requested:  # the run plans from the traces; the tick read none
-            assert request.run_key.startswith("gamma|started@") and request.run_key.rsplit("|", 1)[1] in ("scale_up", "scale_down")
+            assert request.run_key.startswith("gamma|started@") and request.run_key.rsplit("|", 1)[1] in (
+                "scale_up",
+                "scale_down",
+            )
             assert not request.run_config
         instance.add_dynamic_partitions(registration.partitions_def_name, registration.partition_keys)
 
@@ -219,7 +262,9 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
         for _ in range(3):
             tick = sensor(build_sensor_context(instance=instance, cursor=tick.cursor, resources=resources))
             assert not tick.dynamic_partitions_requests
-            assert {e.partition for e in tick.asset_events} <= {"gamma"}  # nothing new in the finished applications' logs
+            assert {e.partition for e in tick.asset_events} <= {
+                "gamma"
+            }  # nothing new in the finished applications' logs
             new_keys = {r.run_key for r in tick.run_requests if r.job_name == scaling.job.name}
             assert not new_keys & keys and {k.split("|")[0] for k in new_keys} <= {"gamma"}
             keys |= new_keys
@@ -229,9 +274,17 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
         assert "stopped: not running (no driver)" in said
         for name in ("alpha", "beta"):  # their queries stopped: said, not decided on
             assert f"{name}: its query terminated" in said
-        gamma_says = said[said.index("gamma: "):said.index("; stopped: ")]  # streams are said in name order
-        assert any(reason in gamma_says for reason in (
-            "metric window not full", "in band", "catching up", "scale-down waits", "already requested for this configuration")), said
+        gamma_says = said[said.index("gamma: ") : said.index("; stopped: ")]  # streams are said in name order
+        assert any(
+            reason in gamma_says
+            for reason in (
+                "metric window not full",
+                "in band",
+                "catching up",
+                "scale-down waits",
+                "already requested for this configuration",
+            )
+        ), said
 
         # A run for a dynamic partition: DS2 decides from beta's logs, and nothing is applied to an attached stream.
         applied = materialize(scaling.assets, partition_key="beta", resources=resources, instance=instance)

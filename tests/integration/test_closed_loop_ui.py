@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from dagster_reconf.workloads.demo import run_demo
 from dagster_reconf.core.process.process_tree import terminate_process_tree
+from dagster_reconf.workloads.demo import run_demo
 
 pytestmark = pytest.mark.spark
 
@@ -45,7 +45,9 @@ def test_the_loop_converges_through_the_daemon_and_loses_nothing(loop):
     assert report.lost == 0 and report.duplicated == 0
     jobs = {r["job"] for r in report.runs}
     assert {"reconfigure_stream_job", "trace_snapshot_job"} <= jobs, report.runs
-    failed = [f"{r['job']} {r['run_id'][:8]} {r['status']}: {r.get('error')}" for r in report.runs if r["status"] != "SUCCESS"]
+    failed = [
+        f"{r['job']} {r['run_id'][:8]} {r['status']}: {r.get('error')}" for r in report.runs if r["status"] != "SUCCESS"
+    ]
     assert not failed, "\n".join(failed)
     assert all(r["run_id"] in {run["run_id"] for run in report.runs} for r in report.reconfigurations)
     assert Path(report.timeline_png).read_bytes().startswith(b"\x89PNG")
@@ -61,14 +63,30 @@ def _free_port() -> int:
 def webserver_fixture(loop):
     if not CHROMIUM.exists():
         if os.environ.get("RECONF_REQUIRE_BROWSER") == "1":
-            pytest.fail("Chromium is required (RECONF_REQUIRE_BROWSER=1) but /usr/bin/chromium is missing: apt-get install chromium")
+            pytest.fail(
+                "Chromium is required (RECONF_REQUIRE_BROWSER=1) but /usr/bin/chromium is missing: apt-get install chromium"
+            )
         pytest.skip("Chromium not installed (apt-get install chromium); `make test` installs it")
     home, report = loop
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": report.dagster_home, "RECONF_HOME": str(home)}
     log = open(Path(report.dagster_home) / "webserver.log", "wb")
-    server = subprocess.Popen([str(Path(sys.executable).with_name("dagster-webserver")), "-w", str(WORKSPACE), "-h", "127.0.0.1",
-                               "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("dagster-webserver")),
+            "-w",
+            str(WORKSPACE),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

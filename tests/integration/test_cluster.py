@@ -6,15 +6,15 @@ import urllib.request
 
 import pytest
 
-from dagster_reconf.core.process.local_cluster import start_cluster, stop_cluster
-from dagster_reconf.core.store.cluster_record import cluster_info
-from dagster_reconf.core.spark.executor_room import granted_cores
 from dagster_reconf.core.errors import ReconfError, StreamStateError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.metrics import MetricsStore, record_row
-from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.process.local_cluster import start_cluster, stop_cluster
 from dagster_reconf.core.process.process_tree import session_processes
 from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.spark.executor_room import granted_cores
+from dagster_reconf.core.store.cluster_record import cluster_info
+from dagster_reconf.core.store.metrics import MetricsStore, record_row
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec
@@ -46,8 +46,16 @@ def test_stream_runs_on_standalone_cluster(spark, cluster):
         start_cluster(home)
 
     supervisor = StreamSupervisor(home)
-    spec = bundled_spec("on-cluster", "wordcount", master=cluster.master_url, rate=1_000_000, max_events=EVENTS,
-        max_per_trigger=2000, trigger_interval_s=0.2, vocabulary=300, executor_memory="1g",
+    spec = bundled_spec(
+        "on-cluster",
+        "wordcount",
+        master=cluster.master_url,
+        rate=1_000_000,
+        max_events=EVENTS,
+        max_per_trigger=2000,
+        trigger_interval_s=0.2,
+        vocabulary=300,
+        executor_memory="1g",
     )
     info = supervisor.start(spec)
     store = MetricsStore(supervisor.paths(spec.name).metrics)
@@ -82,9 +90,17 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
     supervisor = StreamSupervisor(home)  # the cluster's home: preflight finds the master's UI there
     name = "elastic"
     # A ceiling above the worker's 3 cores: what the cluster has room for is checked, not assumed.
-    spec = bundled_spec(name, "wordcount", master=cluster.master_url, rate=300, source_partitions=1, state_partitions=2,
-                        trigger_interval_s=0.5, vocabulary=300, executor_memory="512m",
-                        ).with_changes({"executor_cores": 1, "max_cores": 1, "cores_ceiling": 4})
+    spec = bundled_spec(
+        name,
+        "wordcount",
+        master=cluster.master_url,
+        rate=300,
+        source_partitions=1,
+        state_partitions=2,
+        trigger_interval_s=0.5,
+        vocabulary=300,
+        executor_memory="512m",
+    ).with_changes({"executor_cores": 1, "max_cores": 1, "cores_ceiling": 4})
     info = supervisor.start(spec)
     try:
         # The master launched executors up to the ceiling; the driver kept max_cores' worth.
@@ -106,8 +122,9 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         assert up.results["verify"]["ok"]
         wait_until(lambda: supervisor.status(name)["executors"] == 3, timeout_s=90, what="three executors")
         status = supervisor.status(name)
-        assert status["app_id"] == info["app_id"] and supervisor.driver_info(name)["pid"] == info["pid"], \
+        assert status["app_id"] == info["app_id"] and supervisor.driver_info(name)["pid"] == info["pid"], (
             "the same driver and SparkContext"
+        )
         assert granted_cores(cluster.master_ui, info["app_id"]) == 3
 
         # Down: 3 -> 2 cores, the executor removed while the query was stopped; the stream carries on.
@@ -124,8 +141,11 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         with pytest.raises(ReconfError, match="max_cores 5 is above cores_ceiling 4: raise cores_ceiling"):
             Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
         plan["resources"]["max_cores"] = 4
-        with pytest.raises(ReconfError, match=r"room for 1 more executor\(s\) of 1 core\(s\) and 512 MiB, not the 2 "
-                                              r"this change adds \(worker 127\.0\.0\.1:\d+: 1 cores, 1024 MiB free\)"):
+        with pytest.raises(
+            ReconfError,
+            match=r"room for 1 more executor\(s\) of 1 core\(s\) and 512 MiB, not the 2 "
+            r"this change adds \(worker 127\.0\.0\.1:\d+: 1 cores, 1024 MiB free\)",
+        ):
             Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
         assert supervisor.status(name)["state"] == "running" and supervisor.status(name)["executors"] == 2
         assert ledger.verify().ok

@@ -7,8 +7,8 @@ from dagster import AssetKey, DagsterInstance, build_sensor_context, instance_fo
 
 from assets.stream_progress import stream_progress
 from dagster_reconf import StreamRuntimeResource, build_stream_progress_sensor
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spark.runtime import StreamRuntime
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.workloads.streams import bundled_spec
 
 pytestmark = pytest.mark.spark
@@ -29,7 +29,9 @@ def home_fixture(spark, tmp_path_factory):
 
 
 def test_stream_progress_materializes_real_figures(home):
-    result = materialize([stream_progress], partition_key=STREAM, resources={"streams": StreamRuntimeResource(home=str(home))})
+    result = materialize(
+        [stream_progress], partition_key=STREAM, resources={"streams": StreamRuntimeResource(home=str(home))}
+    )
     assert result.success
     metadata = result.asset_materializations_for_node("stream_progress")[0].metadata
     assert metadata["batches"].value >= 3
@@ -39,7 +41,9 @@ def test_stream_progress_materializes_real_figures(home):
 
 
 def _tick(sensor, instance: DagsterInstance, home, cursor):
-    context = build_sensor_context(instance=instance, cursor=cursor, resources={"streams": StreamRuntimeResource(home=str(home))})
+    context = build_sensor_context(
+        instance=instance, cursor=cursor, resources={"streams": StreamRuntimeResource(home=str(home))}
+    )
     return sensor(context)
 
 
@@ -57,7 +61,10 @@ def test_progress_sensor_observes_then_skips_with_reason(home):
 
         second = _tick(sensor, instance, home, first.cursor)
         assert second.asset_events == []
-        assert second.skip_reason.skip_message == f"stream '{STREAM}': no new progress since byte {cursor['offset']} of its metrics store"
+        assert (
+            second.skip_reason.skip_message
+            == f"stream '{STREAM}': no new progress since byte {cursor['offset']} of its metrics store"
+        )
         assert second.cursor == first.cursor
 
 

@@ -37,8 +37,16 @@ def spark_logs_fixture(tmp_path_factory) -> dict[str | None, Path]:
         conf = {"spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": str(codec is not None).lower()}
         if codec:
             conf["spark.eventLog.compression.codec"] = codec
-        spec = bundled_spec(f"log-{codec or 'plain'}", "q5", rate=1_000_000, max_events=4000, max_per_trigger=1000,
-                            trigger_interval_s=0.1, state_partitions=2, spark_conf=conf)
+        spec = bundled_spec(
+            f"log-{codec or 'plain'}",
+            "q5",
+            rate=1_000_000,
+            max_events=4000,
+            max_per_trigger=1000,
+            trigger_interval_s=0.1,
+            state_partitions=2,
+            spark_conf=conf,
+        )
         logs[codec] = run_to_end(home, spec)
     return logs
 
@@ -52,15 +60,23 @@ def ingest(directory: Path, store_dir: Path) -> tuple[object, float]:
 def test_every_codec_reads_cleanly_first(spark_logs, tmp_path):
     for codec, log in spark_logs.items():
         report, _ = ingest(log.parent, tmp_path / f"store-{codec}")
-        assert report.activities > 0 and not any("damaged" in r or "corrupt" in r for r in report.skipped), (codec, report)
+        assert report.activities > 0 and not any("damaged" in r or "corrupt" in r for r in report.skipped), (
+            codec,
+            report,
+        )
 
 
 DAMAGE = st.sampled_from(["flip", "cut_line", "utf8", "garbage", "truncate", "zero_run"])
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(codec=st.sampled_from(CODECS), damage=DAMAGE, where=st.floats(0.0, 1.0), size=st.integers(1, 64),
-       seed=st.integers(0, 2**16))
+@given(
+    codec=st.sampled_from(CODECS),
+    damage=DAMAGE,
+    where=st.floats(0.0, 1.0),
+    size=st.integers(1, 64),
+    seed=st.integers(0, 2**16),
+)
 def test_damaged_copies_never_crash_the_reader(spark_logs, tmp_path_factory, codec, damage, where, size, seed):
     source = spark_logs[codec]
     original = source.read_bytes()

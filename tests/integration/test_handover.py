@@ -14,13 +14,13 @@ import signal
 import psutil
 import pytest
 
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
-from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.process.process_tree import session_processes, signal_processes
 from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import drivers_under, wait_until
@@ -35,11 +35,14 @@ NAME = "handover"
 @pytest.fixture(name="stream")
 def stream_fixture(tmp_path):
     supervisor = StreamSupervisor(tmp_path / "home")
-    spec = bundled_spec(NAME, "wordcount", rate=400, source_partitions=1, state_partitions=4,
-                        trigger_interval_s=0.5, vocabulary=800).with_changes({"master": "local[1]"})
+    spec = bundled_spec(
+        NAME, "wordcount", rate=400, source_partitions=1, state_partitions=4, trigger_interval_s=0.5, vocabulary=800
+    ).with_changes({"master": "local[1]"})
     supervisor.start(spec)
-    wait_until(lambda: (checkpoint_facts(supervisor.paths(NAME).checkpoint).last_committed_batch or -1) >= 1,
-               what="two batches")
+    wait_until(
+        lambda: (checkpoint_facts(supervisor.paths(NAME).checkpoint).last_committed_batch or -1) >= 1,
+        what="two batches",
+    )
     yield supervisor, spec
     if supervisor.driver_info(NAME) is not None:
         supervisor.stop(NAME, timeout_s=60)
@@ -56,7 +59,10 @@ def assert_handed_over(supervisor: StreamSupervisor, finished: dict, master: str
     if handover.get("retired_pid"):
         # Its Python workers went at once (a task the pause interrupted would spin a core until they end).
         assert handover["retired_python_workers_stopped"] >= 1, handover
-        assert not psutil.pid_exists(handover["retired_pid"]) or psutil.Process(handover["retired_pid"]).status() == "zombie"
+        assert (
+            not psutil.pid_exists(handover["retired_pid"])
+            or psutil.Process(handover["retired_pid"]).status() == "zombie"
+        )
     assert finished["steps"]["resume"]["scope"] == "query", "the standby's SparkContext already had the new settings"
     assert supervisor.status(NAME)["master"] == master
     assert supervisor.standby_info(NAME) is None and not supervisor.paths(NAME).standby.exists()
@@ -70,8 +76,17 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     first_driver = supervisor.driver_info(NAME)["pid"]
 
     # Killed after prepare: the standby runs beside the live driver; the re-run hands over to that very standby.
-    args = ("reconfigure", "apply", NAME, "--set", "master=local[2]", "--set", "state_partitions=5",
-            "--observe-s", str(OBSERVE_S))
+    args = (
+        "reconfigure",
+        "apply",
+        NAME,
+        "--set",
+        "master=local[2]",
+        "--set",
+        "state_partitions=5",
+        "--observe-s",
+        str(OBSERVE_S),
+    )
     killed = reconf_cli(home, *args, kill_after="prepare")
     assert killed.returncode == 137, killed.stdout + killed.stderr
     standby = supervisor.standby_info(NAME)
@@ -101,8 +116,9 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     driver = supervisor.driver_info(NAME)["pid"]
     plan = ExecutionPlan.of(StreamSpec.parse(json.loads(supervisor.paths(NAME).spec.read_text()))).model_dump()
     plan["resources"]["master"] = "local[1]"
-    result = Reconfigurer(DriverStream(supervisor, NAME), ledger, observe_timeout_s=OBSERVE_S,
-                          after_step=kill_standby).run(plan)
+    result = Reconfigurer(
+        DriverStream(supervisor, NAME), ledger, observe_timeout_s=OBSERVE_S, after_step=kill_standby
+    ).run(plan)
     assert result.outcome == "succeeded", result.results
     assert "failed" in result.results["pause"]["handover"], result.results["pause"]
     assert result.results["resume"]["scope"] == "session"
@@ -134,9 +150,17 @@ def test_a_batch_the_pause_interrupts_runs_first_after_the_resume_at_its_planned
     # other way round when the stream is moved back).
     name = "interrupted"
     supervisor = StreamSupervisor(tmp_path / "home")
-    spec = bundled_spec(name, "wordcount", rate=400, source_partitions=1, state_partitions=2, trigger_interval_s=0.5,
-                        max_per_trigger=200, vocabulary=100,
-                        cost={"mode": "sleep", "micros_per_record": 20_000}).with_changes({"master": "local[1]"})
+    spec = bundled_spec(
+        name,
+        "wordcount",
+        rate=400,
+        source_partitions=1,
+        state_partitions=2,
+        trigger_interval_s=0.5,
+        max_per_trigger=200,
+        vocabulary=100,
+        cost={"mode": "sleep", "micros_per_record": 20_000},
+    ).with_changes({"master": "local[1]"})
     supervisor.start(spec)
     try:
         paths = supervisor.paths(name)
@@ -160,8 +184,13 @@ def test_a_batch_the_pause_interrupts_runs_first_after_the_resume_at_its_planned
             old_cap = plan["partitioning"]["max_per_trigger"]
             plan["resources"]["master"] = f"local[{cores}]"
             plan["partitioning"]["max_per_trigger"] = cap
-            result = Reconfigurer(stream, AuditLedger(default_ledger_url(supervisor.home)), observe_timeout_s=OBSERVE_S,
-                                  after_step=pause_early_in_a_batch, handover=handover).run(plan)
+            result = Reconfigurer(
+                stream,
+                AuditLedger(default_ledger_url(supervisor.home)),
+                observe_timeout_s=OBSERVE_S,
+                after_step=pause_early_in_a_batch,
+                handover=handover,
+            ).run(plan)
             assert result.outcome == "succeeded", result.results
             paused = result.results["pause"]
             if paused["attempts"] == 2:
@@ -173,8 +202,9 @@ def test_a_batch_the_pause_interrupts_runs_first_after_the_resume_at_its_planned
             progress = [r["progress"] for r in MetricsStore(paths.metrics).read()[0] if r.get("kind") == "progress"]
             return [p for p in progress if p["batchId"] > paused["batch_id"] and p["numInputRows"] > 0]
 
-        wait_until(lambda: any(p["numInputRows"] == cap for p in batches_after()), timeout_s=90,
-                   what="a batch of the new cap")  # the batches after the kept one take the new cap
+        wait_until(
+            lambda: any(p["numInputRows"] == cap for p in batches_after()), timeout_s=90, what="a batch of the new cap"
+        )  # the batches after the kept one take the new cap
         after = batches_after()
         assert after[0]["batchId"] == paused["batch_id"] + 1 and after[0]["numInputRows"] == old_cap, after[:2]
         assert_output_matches_oracle(spark, supervisor, spec)

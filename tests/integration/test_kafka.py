@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.errors import StreamStartError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.workloads.kafka import KafkaBroker, KafkaSetupError, spark_kafka_jars
 from examples.kafka_clicks.streams import ClickProducer
 
@@ -39,10 +39,15 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
     broker.create_topic(TOPIC, partitions=4)
     producer = ClickProducer(broker.bootstrap_servers, TOPIC)
     producer.write(2000)
-    spec = StreamSpec(name="clicks", entrypoint="examples.kafka_clicks.streams:first_clicks", state_partitions=4,
-                      trigger_interval_s=0.5, max_per_trigger=600, spark_conf={"spark.jars": spark_kafka_jars()},
-                      options={"bootstrap_servers": broker.bootstrap_servers, "topic": TOPIC,
-                               "output_dir": str(tmp_path / "out")})
+    spec = StreamSpec(
+        name="clicks",
+        entrypoint="examples.kafka_clicks.streams:first_clicks",
+        state_partitions=4,
+        trigger_interval_s=0.5,
+        max_per_trigger=600,
+        spark_conf={"spark.jars": spark_kafka_jars()},
+        options={"bootstrap_servers": broker.bootstrap_servers, "topic": TOPIC, "output_dir": str(tmp_path / "out")},
+    )
     supervisor.start(spec)
     stream = DriverStream(supervisor, "clicks")
     reconfigurer = Reconfigurer(stream, AuditLedger(default_ledger_url(supervisor.home)), observe_timeout_s=20)
@@ -64,16 +69,36 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
         resumed_at = committed(supervisor, "clicks")
         wait_until(lambda: committed(supervisor, "clicks") > resumed_at + 2, what="batches after the migration")
     # The producer has stopped: let the stream read the whole topic, then stop it at a batch boundary.
-    wait_until(lambda: supervisor.status("clicks").get("backlog_events") == 0 and
-               supervisor.status("clicks")["checkpoint"]["committed"], timeout_s=180, what="the whole topic read")
+    wait_until(
+        lambda: (
+            supervisor.status("clicks").get("backlog_events") == 0
+            and supervisor.status("clicks")["checkpoint"]["committed"]
+        ),
+        timeout_s=180,
+        what="the whole topic read",
+    )
     end = checkpoint_facts(stream.paths.checkpoint, with_offsets=True)
     assert sum(end.end_offsets[end.last_committed_batch][0][TOPIC].values()) == producer.sent  # every record read
     stopped = supervisor.stop("clicks")
     assert stopped["stopped"] and "forced" not in stopped
 
     # The batch job over the whole topic, in a session that has the connector (this process's JVM does not).
-    check = subprocess.run([sys.executable, "-m", "examples.kafka_clicks.streams", "check", "--home",
-                            str(supervisor.home), "--stream", "clicks"], check=False, capture_output=True, text=True, timeout=300)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "examples.kafka_clicks.streams",
+            "check",
+            "--home",
+            str(supervisor.home),
+            "--stream",
+            "clicks",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert check.returncode == 0, check.stderr[-3000:]
     comparison = json.loads(check.stdout.strip().splitlines()[-1])
     assert comparison["lost"] == 0 and comparison["duplicated"] == 0, comparison
@@ -81,11 +106,16 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
 
 
 def test_a_stream_without_the_connector_is_refused_with_the_fix(supervisor, broker, tmp_path):
-    spec = StreamSpec(name="noconnector", entrypoint="examples.kafka_clicks.streams:first_clicks",
-                      options={"bootstrap_servers": broker.bootstrap_servers, "topic": TOPIC,
-                               "output_dir": str(tmp_path / "out")})
-    with pytest.raises(StreamStartError, match=r"Failed to find data source: kafka.*; put Spark's Kafka connector on "
-                                               r"the driver's classpath .*spark-sql-kafka-0-10_2.13"):
+    spec = StreamSpec(
+        name="noconnector",
+        entrypoint="examples.kafka_clicks.streams:first_clicks",
+        options={"bootstrap_servers": broker.bootstrap_servers, "topic": TOPIC, "output_dir": str(tmp_path / "out")},
+    )
+    with pytest.raises(
+        StreamStartError,
+        match=r"Failed to find data source: kafka.*; put Spark's Kafka connector on "
+        r"the driver's classpath .*spark-sql-kafka-0-10_2.13",
+    ):
         supervisor.start(spec)
 
 

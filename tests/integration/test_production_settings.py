@@ -34,8 +34,12 @@ def test_dagster_on_postgres_with_the_production_resources(postgres_url, tmp_pat
 
     with DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-        result = materialize([SCALING.plans, SCALING.configuration], partition_key=spec.name,
-                             resources=resources_for_env("production"), instance=instance)
+        result = materialize(
+            [SCALING.plans, SCALING.configuration],
+            partition_key=spec.name,
+            resources=resources_for_env("production"),
+            instance=instance,
+        )
         assert result.success
         plan = instance.get_latest_materialization_event(AssetKey("ds2_plans")).asset_materialization
         assert plan.partition == spec.name

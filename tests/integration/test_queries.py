@@ -6,11 +6,11 @@ import time
 
 import pytest
 
+from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms, measure_python_task_cpu_ms
+from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import progress_row
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms, measure_python_task_cpu_ms
-from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.workloads.queries import QUERIES
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -27,8 +27,16 @@ QUERY_SETTINGS = {"q11": {"event_time_rate": 50}, "wordcount": {"vocabulary": 50
 def test_query_stops_restarts_and_matches_oracle(spark, tmp_path, query):
     settings = {"max_events": EVENTS, **QUERY_SETTINGS.get(query, {})}
     total = settings["max_events"]
-    spec = bundled_spec(f"it-{query}", query, rate=1_000_000, max_per_trigger=total // 6, trigger_interval_s=0.1,
-                        source_partitions=2, state_partitions=2, **settings)
+    spec = bundled_spec(
+        f"it-{query}",
+        query,
+        rate=1_000_000,
+        max_per_trigger=total // 6,
+        trigger_interval_s=0.1,
+        source_partitions=2,
+        state_partitions=2,
+        **settings,
+    )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
@@ -50,7 +58,9 @@ def test_query_stops_restarts_and_matches_oracle(spark, tmp_path, query):
 
 
 def test_state_partitions_change_is_refused_without_migration(spark, tmp_path):
-    spec = bundled_spec("it-refuse", "wordcount", rate=1_000_000, max_events=1000, trigger_interval_s=0.1, state_partitions=2)
+    spec = bundled_spec(
+        "it-refuse", "wordcount", rate=1_000_000, max_events=1000, trigger_interval_s=0.1, state_partitions=2
+    )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     runtime.query.processAllAvailable()
@@ -67,8 +77,15 @@ def test_state_partitions_change_is_refused_without_migration(spark, tmp_path):
 @pytest.mark.parametrize("mode", ["sleep", "cpu"])
 def test_record_cost_slows_processing_without_changing_output(spark, tmp_path, mode):
     """2,000 events at 500 us each is at least 1 s of task time (a lower bound, not a timing)."""
-    spec = bundled_spec(f"it-cost-{mode}", "q2", rate=1_000_000, max_events=2000, trigger_interval_s=0.1,
-                        source_partitions=2, cost={"mode": mode, "micros_per_record": 500})
+    spec = bundled_spec(
+        f"it-cost-{mode}",
+        "q2",
+        rate=1_000_000,
+        max_events=2000,
+        trigger_interval_s=0.1,
+        source_partitions=2,
+        cost={"mode": mode, "micros_per_record": 500},
+    )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     runtime.query.processAllAvailable()
@@ -115,7 +132,10 @@ def test_pysparks_cpu_per_python_task_is_measured_once_per_machine_and_stream_co
     assert kept_python_task_cpu_ms(None, ["dagster_reconf.workloads.streams"], kept) == measured
     # another stream's code is measured beside it; a module the workers cannot import is left out, not fatal
     other = kept_python_task_cpu_ms(spark, ["no_such_module_here"], kept)
-    assert other is not None and set(json.loads(kept.read_text())["ms"]) == {"dagster_reconf.workloads.streams", "no_such_module_here"}
+    assert other is not None and set(json.loads(kept.read_text())["ms"]) == {
+        "dagster_reconf.workloads.streams",
+        "no_such_module_here",
+    }
     # measured on another machine (or Python, or PySpark): measured again, the other machine's figures dropped
     kept.write_text(json.dumps({"facts": {"host": "elsewhere"}, "ms": {"": 1.0}}))
     assert kept_python_task_cpu_ms(spark, path=kept) != 1.0 and set(json.loads(kept.read_text())["ms"]) == {""}

@@ -2,19 +2,18 @@
 and the output, the replay strategy rebuilds the same state, bad plans change nothing, and a
 migration that fails verification is rolled back."""
 
-
 import pytest
 
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
+from dagster_reconf.core.reconfig import reconfigurer as reconfigurer_module
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow
+from dagster_reconf.core.spark import state_migrator as migration
+from dagster_reconf.core.spark.runtime import StreamRuntime
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
-from dagster_reconf.core.spark import state_migrator as migration
-from dagster_reconf.core.reconfig import reconfigurer as reconfigurer_module
-from dagster_reconf.core.spark.runtime import StreamRuntime
-from dagster_reconf.core.scaling.evidence import ConfigurationWindow
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import assert_matches_oracle, wait_until
@@ -26,8 +25,17 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 
 def start_stream(spark, tmp_path, query: str, **settings) -> StreamRuntime:
     """A stream that keeps receiving events while it is reconfigured, paced below its capacity."""
-    spec = bundled_spec(f"rc-{query}", query, rate=600, max_per_trigger=3000, trigger_interval_s=0.5, source_partitions=2,
-                        state_partitions=4, vocabulary=3000, **settings)
+    spec = bundled_spec(
+        f"rc-{query}",
+        query,
+        rate=600,
+        max_per_trigger=3000,
+        trigger_interval_s=0.5,
+        source_partitions=2,
+        state_partitions=4,
+        vocabulary=3000,
+        **settings,
+    )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name), spark=spark)
     runtime.start()
     wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
@@ -82,7 +90,8 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
     runtime = start_stream(spark, tmp_path, "q5")
     ledger = AuditLedger(default_ledger_url(tmp_path))
     result = Reconfigurer(LocalStream(runtime), ledger, strategy="replay", observe_timeout_s=15).run(
-        plan_with(runtime, state_partitions=6))
+        plan_with(runtime, state_partitions=6)
+    )
     assert result.outcome == "succeeded", result.results
     assert result.results["migrate"]["replayed_batches"] >= 2
     assert result.results["verify"]["ok"], result.results["verify"]
@@ -93,7 +102,8 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
     # The old generation's full copy of the state is removed once the stream committed on the new one.
     assert not runtime.paths.checkpoint_of(0).exists()
     assert ledger.records(stream=runtime.spec.name, kinds=["reconfiguration.finished"])[-1].payload[
-        "removed_checkpoints"] == [str(runtime.paths.checkpoint_of(0))]
+        "removed_checkpoints"
+    ] == [str(runtime.paths.checkpoint_of(0))]
     # The replay's batches ran under a query id of their own: the stream's traces never see them.
     assert len(set(runtime.paths.query_ids)) == 2 and str(runtime.query.id) == runtime.paths.query_ids[-1]
     assert_output_matches_oracle(spark, runtime)
@@ -105,12 +115,16 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     reconfigurer = Reconfigurer(LocalStream(runtime), ledger, strategy="precopy", observe_timeout_s=15)
     # On a 0.5 s trigger a replayed batch (a query start plus the batch) outlasts the stream's time per batch: no
     # copy is made, the native migration runs in the pause and the record says why.
-    wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= 4, what="a history of batches")
+    wait_until(
+        lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= 4, what="a history of batches"
+    )
     slow = reconfigurer.run(plan_with(runtime, state_partitions=2))
     assert slow.outcome == "succeeded", slow.results
     assert "the copy could not catch up" in slow.results["prepare"]["precopy"]["failed"]
     assert slow.results["migrate"]["fell_back"].startswith("native: a replayed batch takes about")
-    assert not runtime.paths.checkpoint_of(1).exists() and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
+    assert (
+        not runtime.paths.checkpoint_of(1).exists() and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
+    )
     # From here on the replay is taken to keep pace: the rest is about what the copy meets.
     monkeypatch.setattr(reconfigurer_module, "replay_falls_behind", lambda history: None)
     # A copy that cannot be made (here a file in its way; a full disk alike) falls back to native and says why.
@@ -132,13 +146,18 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert not runtime.paths.checkpoint_of(1).exists() and runtime.paths.generation == 0
     assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 5
 
-    wait_until(lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 6, what="more batches")
+    wait_until(
+        lambda: (checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1) >= 6, what="more batches"
+    )
     # Verified before the pause where the catch-up outruns the stream: on a 3 s trigger it does (a replayed batch
     # costs a query start, about a second, plus the batch); the policy would judge that from 20 batches of history.
     runtime.restart({"trigger_interval_s": 3.0})
     settled = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
-    wait_until(lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= settled + 2, timeout_s=60,
-               what="two batches on the 3 s trigger")
+    wait_until(
+        lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= settled + 2,
+        timeout_s=60,
+        what="two batches on the 3 s trigger",
+    )
     with monkeypatch.context() as patched:
         patched.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: True)
         # On a loaded machine the rounds fall behind (measured under CI: 4 batches at the pause, over the limit of 3,
@@ -146,19 +165,31 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         patched.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", 50)
         result = reconfigurer.run(plan_with(runtime, state_partitions=6))
     assert result.outcome == "succeeded", result.results
-    prepared, paused, migrated = result.results["prepare"]["precopy"], result.results["pause"], result.results["migrate"]
+    prepared, paused, migrated = (
+        result.results["prepare"]["precopy"],
+        result.results["pause"],
+        result.results["migrate"],
+    )
     assert "failed" not in prepared and prepared["generation"] == 1 and prepared["copied_files"] > 0
     assert prepared["from_batch"] >= 6  # copied as of a batch the live stream had committed, not from the start
     assert "fell_back" not in migrated and migrated["strategy"] == "precopy", (migrated.get("fell_back"), prepared)
     # The pause replayed only what the live stream committed after the last round before it, not its history.
-    assert migrated["replayed_batches"] == paused["batch_id"] - prepared["caught_up_to"] <= paused["batch_id"] - prepared["from_batch"]
+    assert (
+        migrated["replayed_batches"]
+        == paused["batch_id"] - prepared["caught_up_to"]
+        <= paused["batch_id"] - prepared["from_batch"]
+    )
     assert migrated["batch_id"] == paused["batch_id"] + 1  # the copy's repartition batch shifts its ids by one
     verification = result.results["verify"]
     assert verification["ok"], verification
     assert all(s["rows_before"] == s["rows_after"] and s["max_partition_id"] < 6 for s in verification["stores"])
     # The whole state was compared before the pause; the pause checked only the batches it replayed.
     assert prepared["verified"]["ok"] and verification["copy_verified_at"] == prepared["verified"]["live_batch"]
-    delta = [run for run in prepared["replays"] + migrated["replays"] if run["batch_id"] - 1 > prepared["verified"]["live_batch"]]
+    delta = [
+        run
+        for run in prepared["replays"] + migrated["replays"]
+        if run["batch_id"] - 1 > prepared["verified"]["live_batch"]
+    ]
     assert verification["delta_batches"] == len(delta) >= migrated["replayed_batches"] == len(migrated["replays"])
     assert all(run["state"] and run["state"][0]["numRowsTotal"] > 0 for run in migrated["replays"])
     assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
@@ -187,13 +218,18 @@ def test_bad_plans_are_refused_and_change_nothing(spark, tmp_path):
         reconfigurer.run(plan_with(runtime, state_partitions=0))
     with pytest.raises(ReconfigurationRefused, match=r"plan is for stream 'elsewhere', not 'rc-wordcount'"):
         reconfigurer.run({**plan_with(runtime, state_partitions=8), "stream": "elsewhere"})
-    with pytest.raises(ReconfigurationRefused, match=r"names unknown stateful operator\(s\) \['7'\]; the checkpoint has 0 \(stateStoreSave\)"):
+    with pytest.raises(
+        ReconfigurationRefused,
+        match=r"names unknown stateful operator\(s\) \['7'\]; the checkpoint has 0 \(stateStoreSave\)",
+    ):
         reconfigurer.run(plan_with(runtime, state_partitions={"0": 8, "7": 8}))
     with pytest.raises(ReconfigurationRefused, match=r"Spark repartitions every stateful operator of a query together"):
         reconfigurer.run(plan_with(runtime, state_partitions={"0": 8, "1": 6}))
     incompatible = ExecutionPlan.of(runtime.spec).model_dump()
     incompatible["logic"]["code_version"] = "3"
-    with pytest.raises(ReconfigurationRefused, match=r"code version '3' cannot read the checkpoint's state: .*value schema"):
+    with pytest.raises(
+        ReconfigurationRefused, match=r"code version '3' cannot read the checkpoint's state: .*value schema"
+    ):
         reconfigurer.run(incompatible)
     with pytest.raises(ReconfigurationRefused, match=r"has no code version '9'; versions: 1, 2, 3"):
         reconfigurer.run({**incompatible, "logic": {"code_version": "9"}})
@@ -221,11 +257,14 @@ def test_native_migration_refuses_hdfs_backed_state(spark, tmp_path):
     finally:
         spark.conf.set(key, previous)
     ledger = AuditLedger(default_ledger_url(tmp_path))
-    with pytest.raises(ReconfigurationRefused, match=r"HDFSBackedStateStoreProvider; the native migration supports RocksDB"):
+    with pytest.raises(
+        ReconfigurationRefused, match=r"HDFSBackedStateStoreProvider; the native migration supports RocksDB"
+    ):
         Reconfigurer(LocalStream(runtime), ledger).run(plan_with(runtime, state_partitions=8))
     assert runtime.is_active and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 4
     result = Reconfigurer(LocalStream(runtime), ledger, strategy="replay", observe_timeout_s=10).run(
-        plan_with(runtime, state_partitions=8))
+        plan_with(runtime, state_partitions=8)
+    )
     assert result.outcome == "succeeded", "the replay strategy works for any state store"
     assert_output_matches_oracle(spark, runtime)
 
@@ -258,7 +297,9 @@ def test_one_reconfiguration_per_stream_and_same_plan_is_a_noop(spark, tmp_path)
     ledger = AuditLedger(default_ledger_url(tmp_path))
     reconfigurer = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=10)
     first = reconfigurer.begin(plan_with(runtime, state_partitions=8))
-    with pytest.raises(ReconfigurationRefused, match=rf"is being reconfigured by {first.id} .*re-run that plan to finish it"):
+    with pytest.raises(
+        ReconfigurationRefused, match=rf"is being reconfigured by {first.id} .*re-run that plan to finish it"
+    ):
         reconfigurer.begin(plan_with(runtime, state_partitions=6))
     again = reconfigurer.run(plan_with(runtime, state_partitions=8))  # a re-run of the same plan continues it
     assert again.id == first.id and again.outcome == "succeeded"

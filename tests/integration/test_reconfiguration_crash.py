@@ -14,14 +14,14 @@ import sys
 
 import pytest
 
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.metrics import MetricsStore, record_row
+from dagster_reconf.core.process.process_tree import session_processes, signal_processes
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, ReconfigurationInterrupted, Reconfigurer
 from dagster_reconf.core.reconfig.reconfigurer import KILL_AFTER_STEP_ENV
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.process.process_tree import session_processes, signal_processes
-from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.metrics import MetricsStore, record_row
 from dagster_reconf.workloads.oracle import consumed_events
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -37,11 +37,14 @@ OBSERVE_S = 8.0
 @pytest.fixture(name="stream")
 def stream_fixture(tmp_path):
     supervisor = StreamSupervisor(tmp_path / "home")
-    spec = bundled_spec("crash", "wordcount", rate=400, source_partitions=1, state_partitions=4,
-                      trigger_interval_s=0.5, vocabulary=800)
+    spec = bundled_spec(
+        "crash", "wordcount", rate=400, source_partitions=1, state_partitions=4, trigger_interval_s=0.5, vocabulary=800
+    )
     supervisor.start(spec)
-    wait_until(lambda: (checkpoint_facts(supervisor.paths("crash").checkpoint).last_committed_batch or -1) >= 1,
-               what="two batches")
+    wait_until(
+        lambda: (checkpoint_facts(supervisor.paths("crash").checkpoint).last_committed_batch or -1) >= 1,
+        what="two batches",
+    )
     yield supervisor, spec
     if supervisor.driver_info("crash") is not None:
         supervisor.stop("crash", timeout_s=60)
@@ -63,8 +66,13 @@ def reconf_cli(home, *args, kill_after: str | None = None) -> subprocess.Complet
     env.pop(KILL_AFTER_STEP_ENV, None)
     if kill_after:
         env[KILL_AFTER_STEP_ENV] = kill_after
-    return subprocess.run([sys.executable, "-m", "dagster_reconf.cli", "--home", str(home), *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "dagster_reconf.cli", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_killed_reconfiguration_finishes_on_rerun_after_every_step(spark, stream):
@@ -73,8 +81,17 @@ def test_killed_reconfiguration_finishes_on_rerun_after_every_step(spark, stream
     for k, step in enumerate(STEPS):
         partitions = 5 if k % 2 == 0 else 4
         strategy = "native" if k % 2 == 0 else "precopy"  # precopy killed after prepare (its copy made), migrate, ...
-        args = ("reconfigure", "apply", "crash", "--set", f"state_partitions={partitions}", "--observe-s", str(OBSERVE_S),
-                "--strategy", strategy)
+        args = (
+            "reconfigure",
+            "apply",
+            "crash",
+            "--set",
+            f"state_partitions={partitions}",
+            "--observe-s",
+            str(OBSERVE_S),
+            "--strategy",
+            strategy,
+        )
         killed = reconf_cli(home, *args, kill_after=step)
         assert killed.returncode == 137, f"after {step}: {killed.stdout}{killed.stderr}"
         rerun = reconf_cli(home, *args)

@@ -15,12 +15,12 @@ from dagster_reconf import (
     build_trace_assets,
 )
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_path
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow
 from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan
+from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_path
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
@@ -32,8 +32,10 @@ POLICY = {"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "allow
 
 
 def tick(sensor, instance, supervisor, cursor):
-    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
+    resources = {
+        "streams": StreamRuntimeResource(home=str(supervisor.home)),
+        "audit_ledger": AuditLedgerResource(home=str(supervisor.home)),
+    }
     context = build_sensor_context(instance=instance, cursor=cursor, resources=resources)
     return sensor(context)
 
@@ -44,14 +46,25 @@ def batches(supervisor) -> int:
 
 def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
     # 1000 events/s at 1 ms of (simulated I/O) work each needs about 1.5 cores; it has one.
-    spec = bundled_spec(STREAM, "q5", master="local[1]", rate=1000, source_partitions=1, state_partitions=4,
-                      trigger_interval_s=1.0, max_per_trigger=2500, cost={"mode": "sleep", "micros_per_record": 1000})
+    spec = bundled_spec(
+        STREAM,
+        "q5",
+        master="local[1]",
+        rate=1000,
+        source_partitions=1,
+        state_partitions=4,
+        trigger_interval_s=1.0,
+        max_per_trigger=2500,
+        cost={"mode": "sleep", "micros_per_record": 1000},
+    )
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM, "wordcount"], policy_config=POLICY)
     traces = build_trace_assets(streams=[STREAM, "wordcount"], start="2026-01-01", window_minutes=5)
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling, traces=traces, minimum_interval_seconds=1)
-    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
+    resources = {
+        "streams": StreamRuntimeResource(home=str(supervisor.home)),
+        "audit_ledger": AuditLedgerResource(home=str(supervisor.home)),
+    }
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 5, timeout_s=120, what="five batches")
         # Every batch records the Python task workers' CPU (local mode): a counter that grows as the Python source runs.
@@ -72,7 +85,10 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         assert evidence.job_name == traces.job.name and request.job_name == scaling.job.name
         assert request.partition_key == STREAM and request.run_key.startswith(f"{STREAM}|started@")
         assert request.run_key.endswith("|scale_up") and not request.run_config
-        assert light.asset_events[0].asset_key == AssetKey("stream") and light.asset_events[0].metadata["lag_events"].value > 0
+        assert (
+            light.asset_events[0].asset_key == AssetKey("stream")
+            and light.asset_events[0].metadata["lag_events"].value > 0
+        )
         first = tick(sensor, instance, supervisor, None)
         evidence, request = first.run_requests
         assert evidence.job_name == traces.job.name and evidence.partition_key.keys_by_dimension["stream"] == STREAM
@@ -97,14 +113,22 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         assert not held.run_requests and "r-dead (plan p-dead) holds the stream" in held.skip_reason.skip_message
         ledger.release_lock(STREAM, "r-dead")
 
-        applied = materialize([scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources,
-                              run_config=request.run_config, instance=instance)
+        applied = materialize(
+            [scaling.plans, scaling.configuration],
+            partition_key=STREAM,
+            resources=resources,
+            run_config=request.run_config,
+            instance=instance,
+        )
         assert applied.success
         metadata = applied.asset_materializations_for_node("stream_configuration")[0].metadata
         assert metadata["applied"].value is True and metadata["outcome"].value == "succeeded"
         assert "session_restart" in metadata["actions"].value and "verification" not in metadata  # no state moved
         plan_metadata = applied.asset_materializations_for_node("ds2_plans")[0].metadata
-        assert plan_metadata["plan_hash"].value == plan.plan_hash and "![capacity vs target]" in plan_metadata["plot"].value
+        assert (
+            plan_metadata["plan_hash"].value == plan.plan_hash
+            and "![capacity vs target]" in plan_metadata["plot"].value
+        )
         assert plan_metadata["step"].value == "scale_up" and plan_metadata["cores_after"].value == plan.target.cores
         assert plan_metadata["core_seconds_per_hour_saved"].value == (plan.current.cores - plan.target.cores) * 3600
         assert Knobs.of(StreamSpec.parse(supervisor.status(STREAM)["spec"])) == plan.target
@@ -121,20 +145,31 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
             assert len(window.rows) >= POLICY["window_batches"]
         else:
             message = after.skip_reason.skip_message
-            assert any(reason in message for reason in ("metric window not full", "wanted, but DS2", "catching up", "in band",
-                                                        "scale-down waits")), message
+            assert any(
+                reason in message
+                for reason in (
+                    "metric window not full",
+                    "wanted, but DS2",
+                    "catching up",
+                    "in band",
+                    "scale-down waits",
+                )
+            ), message
 
 
 def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
     # Batches here pay ~0.8 s of fixed costs: a 4 s trigger keeps them a bounded share (a 1 s one would not). At 300
     # events/s CI's load once stretched the batches past 0.9 of the interval (a scale-up signal): 150 leaves margin.
-    spec = bundled_spec(STREAM, "q5", master="local[2]", rate=150, source_partitions=2, state_partitions=2,
-                      trigger_interval_s=4.0)
+    spec = bundled_spec(
+        STREAM, "q5", master="local[2]", rate=150, source_partitions=2, state_partitions=2, trigger_interval_s=4.0
+    )
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM], policy_config={**POLICY, "scale_down_delay_s": 3600})
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling)
-    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
+    resources = {
+        "streams": StreamRuntimeResource(home=str(supervisor.home)),
+        "audit_ledger": AuditLedgerResource(home=str(supervisor.home)),
+    }
     with instance_for_test() as instance:
         wait_until(lambda: batches(supervisor) >= 6, timeout_s=120, what="six batches")
         result = tick(sensor, instance, supervisor, None)
@@ -146,7 +181,9 @@ def test_healthy_stream_is_left_alone_with_a_reason(supervisor):
         said = light.skip_reason.skip_message
         assert said.startswith(f"{STREAM}: ") and any(r in said for r in ("in band", "scale-down waits")), said
 
-        decided = materialize([scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources, instance=instance)
+        decided = materialize(
+            [scaling.plans, scaling.configuration], partition_key=STREAM, resources=resources, instance=instance
+        )
         assert decided.success
         configuration = decided.asset_materializations_for_node("stream_configuration")[0].metadata
         assert configuration["applied"].value is False and configuration["note"].value == "nothing applied"

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import LocalStream, Reconfigurer
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec
 
@@ -27,8 +27,16 @@ pytestmark = pytest.mark.spark
 
 def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path):
     storage = tmp_path / "storage"
-    spec = bundled_spec("remote-q5", "q5", rate=600, max_per_trigger=3000, trigger_interval_s=0.5,
-                      source_partitions=2, state_partitions=4, storage=storage.as_uri())
+    spec = bundled_spec(
+        "remote-q5",
+        "q5",
+        rate=600,
+        max_per_trigger=3000,
+        trigger_interval_s=0.5,
+        source_partitions=2,
+        state_partitions=4,
+        storage=storage.as_uri(),
+    )
     paths = StreamPaths(tmp_path / "home", spec.name)
     runtime = StreamRuntime(spec, paths)  # its own session: the event log goes to the storage URL
     try:
@@ -40,12 +48,18 @@ def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path):
 
         ledger = AuditLedger(default_ledger_url(tmp_path / "home"))
         result = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=15).run(
-            plan_with(runtime, state_partitions=8), trigger={"user": "test"})
+            plan_with(runtime, state_partitions=8), trigger={"user": "test"}
+        )
         assert result.outcome == "succeeded", result.results
         verification = result.results["verify"]
-        assert verification["ok"] and verification["stores"][0]["rows_before"] == verification["stores"][0]["rows_after"] > 0
+        assert (
+            verification["ok"]
+            and verification["stores"][0]["rows_before"] == verification["stores"][0]["rows_after"] > 0
+        )
         assert checkpoint_facts(remote / "checkpoint").state_partitions == 8
-        assert result.results["preflight"]["checks"]["disk"]["free_bytes"] > 0  # a file:// store is local: its disk is checked
+        assert (
+            result.results["preflight"]["checks"]["disk"]["free_bytes"] > 0
+        )  # a file:// store is local: its disk is checked
         assert_output_matches_oracle(runtime.spark, runtime)
     finally:
         runtime.shutdown(timeout_s=60)
@@ -58,8 +72,26 @@ def test_cli_starts_a_driver_on_a_storage_url_and_refuses_moving_it(tmp_path):
     storage = (tmp_path / "storage").as_uri()
     home = tmp_path / "home"
     supervisor = StreamSupervisor(home)
-    assert reconf(["--home", str(home), "stream", "start", "cli-remote", "--entrypoint", "dagster_reconf.workloads.streams:wordcount",
-                   "--option", "rate=2000", "--trigger-interval-s", "0.5", "--storage", storage]) == 0
+    assert (
+        reconf(
+            [
+                "--home",
+                str(home),
+                "stream",
+                "start",
+                "cli-remote",
+                "--entrypoint",
+                "dagster_reconf.workloads.streams:wordcount",
+                "--option",
+                "rate=2000",
+                "--trigger-interval-s",
+                "0.5",
+                "--storage",
+                storage,
+            ]
+        )
+        == 0
+    )
     try:
         wait_until(lambda: (supervisor.status("cli-remote").get("batch_id") or -1) >= 1, what="two batches")
         status = supervisor.status("cli-remote")
@@ -68,6 +100,8 @@ def test_cli_starts_a_driver_on_a_storage_url_and_refuses_moving_it(tmp_path):
         assert (remote / "checkpoint" / "offsets").is_dir() and any((remote / "eventlog").iterdir())
     finally:
         supervisor.stop("cli-remote", timeout_s=60)
-    moved = StreamSpec.parse(json.loads(supervisor.paths("cli-remote").spec.read_text())).with_changes({"storage": None})
+    moved = StreamSpec.parse(json.loads(supervisor.paths("cli-remote").spec.read_text())).with_changes(
+        {"storage": None}
+    )
     with pytest.raises(SpecError, match="storage"):
         supervisor.start(moved)

@@ -8,10 +8,15 @@ import dagster
 import pytest
 
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
-
 from dagster_reconf.cli import main as reconf
+from dagster_reconf.core.errors import (
+    ControlRequestError,
+    SpecError,
+    StreamNotFoundError,
+    StreamStartError,
+    StreamStateError,
+)
 from dagster_reconf.core.process.control import ControlClient
-from dagster_reconf.core.errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
 from dagster_reconf.core.process.process_tree import session_processes
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.workloads.streams import bundled_spec
@@ -23,7 +28,9 @@ pytestmark = pytest.mark.spark
 
 def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     # The control endpoint on another loopback address: where a user names a routable one for remote run workers.
-    spec = bundled_spec("life", "q5", rate=3000, source_partitions=1, trigger_interval_s=0.5, control_bind_address="127.0.0.2")
+    spec = bundled_spec(
+        "life", "q5", rate=3000, source_partitions=1, trigger_interval_s=0.5, control_bind_address="127.0.0.2"
+    )
     info = supervisor.start(spec)
     assert info["status"] == "running" and info["control_port"] > 0 and info["control_host"] == "127.0.0.2"
     wait_until(lambda: (supervisor.status("life").get("batch_id") or -1) >= 1, what="two batches")
@@ -47,7 +54,9 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     with pytest.raises(ControlRequestError, match="unreachable"):  # it listens where the spec says, nowhere else
         ControlClient(info["control_port"], "not-the-token").status()
     assert err.value.status == 401
-    with pytest.raises(ControlRequestError, match=r"source_partitions: Input should be greater than or equal to 1 \(got 0\)"):
+    with pytest.raises(
+        ControlRequestError, match=r"source_partitions: Input should be greater than or equal to 1 \(got 0\)"
+    ):
         supervisor.restart("life", {"source_partitions": 0})
     with pytest.raises(ControlRequestError, match=r"options \['seed'\] define the stream's data"):
         supervisor.restart("life", {"options.seed": 1})
@@ -69,7 +78,10 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     assert after["master"] == "local[1]" and after["app_id"] != status["app_id"]
     assert supervisor.driver_info("life")["pid"] == info["pid"]
     batch_before = after["checkpoint"]["last_committed_batch"]
-    wait_until(lambda: (supervisor.status("life")["checkpoint"]["last_committed_batch"] or -1) > batch_before, what="progress after restart")
+    wait_until(
+        lambda: (supervisor.status("life")["checkpoint"]["last_committed_batch"] or -1) > batch_before,
+        what="progress after restart",
+    )
 
     assert reconf(["--home", str(supervisor.home), "stream", "list"]) == 0
     assert "life" in capsys.readouterr().out
@@ -77,11 +89,14 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     # The trace schedule asks for the last closed window of running streams only.
     traces = build_trace_assets(streams=["life", "idle"], start="2026-01-01", window_minutes=5)
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
-    defs = dagster.Definitions(assets=[traces.snapshots, traces.summaries], jobs=[traces.job],
-                               schedules=[traces.schedule], resources=resources)
+    defs = dagster.Definitions(
+        assets=[traces.snapshots, traces.summaries], jobs=[traces.job], schedules=[traces.schedule], resources=resources
+    )
     with dagster.instance_for_test() as instance:
         context = dagster.build_schedule_context(
-            instance=instance, resources=resources, repository_def=defs.get_repository_def(),
+            instance=instance,
+            resources=resources,
+            repository_def=defs.get_repository_def(),
             scheduled_execution_time=datetime(2026, 11, 21, 12, 7, tzinfo=timezone.utc),
         )
         (request,) = traces.schedule.evaluate_tick(context).run_requests
@@ -104,7 +119,9 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
 
 def test_unreachable_master_fails_before_spawning(supervisor):
     spec = bundled_spec("nomaster", "q1", master="spark://127.0.0.1:1")
-    with pytest.raises(StreamStartError, match=r"no Spark master reachable at spark://127.0.0.1:1 .*reconf cluster start"):
+    with pytest.raises(
+        StreamStartError, match=r"no Spark master reachable at spark://127.0.0.1:1 .*reconf cluster start"
+    ):
         supervisor.start(spec)
     assert drivers_under(supervisor.home) == []
 

@@ -25,8 +25,9 @@ TRACES = build_trace_assets(streams=[STREAM, BROKEN], start="2026-01-01", window
 def home_fixture(tmp_path_factory):
     """A real Q5 run with its own session (event log on), and a copy of its log with a corrupt line."""
     home = tmp_path_factory.mktemp("home")
-    spec = bundled_spec(STREAM, "q5", rate=1_000_000, max_events=9000, max_per_trigger=3000,
-                      trigger_interval_s=0.1, state_partitions=2)
+    spec = bundled_spec(
+        STREAM, "q5", rate=1_000_000, max_events=9000, max_per_trigger=3000, trigger_interval_s=0.1, state_partitions=2
+    )
     log = run_to_end(home, spec)
     text = b"".join(decompressed(f) for f in log_files(log)).splitlines(keepends=True)
     broken = StreamPaths(home, BROKEN).event_log
@@ -46,13 +47,20 @@ def window_of(home, stream: str) -> str:
 
 def run(home, stream):
     key = MultiPartitionKey({"stream": stream, "window": window_of(home, stream)})
-    return materialize([TRACES.snapshots, TRACES.summaries], partition_key=key,
-                       resources={"streams": StreamRuntimeResource(home=str(home))}, raise_on_error=False)
+    return materialize(
+        [TRACES.snapshots, TRACES.summaries],
+        partition_key=key,
+        resources={"streams": StreamRuntimeResource(home=str(home))},
+        raise_on_error=False,
+    )
 
 
 def checks(result):
-    return {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
-            for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    return {
+        e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
 
 
 def test_snapshot_and_cp_summaries_materialize_with_passing_checks(home):
@@ -83,7 +91,10 @@ def test_corrupted_log_fails_the_check_readably(home):
 
 def test_schedule_requests_only_running_streams(home):
     with instance_for_test() as instance:
-        context = build_schedule_context(instance=instance, resources={"streams": StreamRuntimeResource(home=str(home))},
-                                         scheduled_execution_time=datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc))
+        context = build_schedule_context(
+            instance=instance,
+            resources={"streams": StreamRuntimeResource(home=str(home))},
+            scheduled_execution_time=datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc),
+        )
         skip = TRACES.schedule.evaluate_tick(context)
         assert skip.run_requests == [] and "has a running driver" in skip.skip_message

@@ -3,15 +3,14 @@
 import pandas as pd
 import pytest
 
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spark.runtime import StreamRuntime
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.traces.activities import ACTIVITY_TYPES, TraceNormalizer
 from dagster_reconf.core.traces.critical_path import snapshot
 from dagster_reconf.core.traces.eventlog import TableReadResult, read_events
 from dagster_reconf.core.traces.store import normalize_log
 from dagster_reconf.core.traces.summaries import summarize
 from dagster_reconf.workloads.streams import bundled_spec
-
 
 pytestmark = pytest.mark.spark
 
@@ -37,11 +36,22 @@ def batch_windows(table):
     [("zstd", True), ("zstd", False), ("lz4", False), ("snappy", False), (None, False)],
 )
 def test_stream_log_normalizes_with_stable_operators_and_cp(tmp_path, codec, rolling):
-    conf = {"spark.eventLog.rolling.enabled": str(rolling).lower(), "spark.eventLog.compress": str(codec is not None).lower()}
+    conf = {
+        "spark.eventLog.rolling.enabled": str(rolling).lower(),
+        "spark.eventLog.compress": str(codec is not None).lower(),
+    }
     if codec:
         conf["spark.eventLog.compression.codec"] = codec
-    spec = bundled_spec("traced", "q5", rate=1_000_000, max_events=9000, max_per_trigger=3000,
-                      trigger_interval_s=0.1, state_partitions=2, spark_conf=conf)
+    spec = bundled_spec(
+        "traced",
+        "q5",
+        rate=1_000_000,
+        max_events=9000,
+        max_per_trigger=3000,
+        trigger_interval_s=0.1,
+        state_partitions=2,
+        spark_conf=conf,
+    )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name))
     try:
         runtime.start()
@@ -78,8 +88,15 @@ def test_stream_log_normalizes_with_stable_operators_and_cp(tmp_path, codec, rol
 
 def test_failed_task_attempt_and_retry_are_kept(tmp_path):
     """local[2,3] retries failed tasks; the first attempt of partition 0 fails on purpose."""
-    spec = bundled_spec("flaky", "wordcount", master="local[2,3]", rate=1_000_000, max_events=2000,
-                      trigger_interval_s=0.1, state_partitions=2)
+    spec = bundled_spec(
+        "flaky",
+        "wordcount",
+        master="local[2,3]",
+        rate=1_000_000,
+        max_events=2000,
+        trigger_interval_s=0.1,
+        state_partitions=2,
+    )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path, spec.name))
     try:
         runtime.start()

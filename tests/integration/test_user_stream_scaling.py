@@ -2,7 +2,6 @@
 stream that cannot keep up gets a DS2 plan, a healthy one a skip with its reason, and a source whose backlog
 cannot be read a skip that says so, on every tick."""
 
-
 import pytest
 from dagster import build_sensor_context, instance_for_test
 
@@ -14,10 +13,10 @@ from dagster_reconf import (
     build_stream_control_job,
 )
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.process.supervisor import StreamSupervisor
 from examples.orders.streams import OrderWriter
 
 from .conftest import wait_until
@@ -29,14 +28,19 @@ POLICY = {"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "scale
 
 def start(supervisor: StreamSupervisor, spec: StreamSpec, instance) -> None:
     control = build_stream_control_job([spec])
-    result = control.execute_in_process(run_config={"ops": {"control_stream": {"config": {"stream": spec.name}}}},
-                                        instance=instance, resources={"streams": StreamRuntimeResource(home=str(supervisor.home))})
+    result = control.execute_in_process(
+        run_config={"ops": {"control_stream": {"config": {"stream": spec.name}}}},
+        instance=instance,
+        resources={"streams": StreamRuntimeResource(home=str(supervisor.home))},
+    )
     assert result.success
 
 
 def tick(sensor, supervisor: StreamSupervisor, instance, cursor=None):
-    resources = {"streams": StreamRuntimeResource(home=str(supervisor.home)),
-                 "audit_ledger": AuditLedgerResource(home=str(supervisor.home))}
+    resources = {
+        "streams": StreamRuntimeResource(home=str(supervisor.home)),
+        "audit_ledger": AuditLedgerResource(home=str(supervisor.home)),
+    }
     return sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
 
 
@@ -45,16 +49,25 @@ def batches(supervisor: StreamSupervisor, name: str) -> int:
 
 
 def orders(name: str, tmp_path, **fields) -> StreamSpec:
-    return StreamSpec(name=name, entrypoint="examples.orders.streams:orders", trigger_interval_s=fields.pop("trigger_interval_s", 1.0),
-                      options={"input_dir": str(tmp_path / name / "in"), "output_dir": str(tmp_path / name / "out"),
-                               **fields.pop("options", {})}, **fields)
+    return StreamSpec(
+        name=name,
+        entrypoint="examples.orders.streams:orders",
+        trigger_interval_s=fields.pop("trigger_interval_s", 1.0),
+        options={
+            "input_dir": str(tmp_path / name / "in"),
+            "output_dir": str(tmp_path / name / "out"),
+            **fields.pop("options", {}),
+        },
+        **fields,
+    )
 
 
 def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(supervisor, tmp_path):
     # One core; each order costs 20 ms of simulated enrichment: a file of 50 is a second of work, and one arrives
     # every half second.
-    spec = orders("behind", tmp_path, master="local[1]", state_partitions=4, max_per_trigger=3,
-                  options={"sleep_ms_per_order": 20})
+    spec = orders(
+        "behind", tmp_path, master="local[1]", state_partitions=4, max_per_trigger=3, options={"sleep_ms_per_order": 20}
+    )
     writer = OrderWriter(tmp_path / "behind" / "in")
     writer.write(2)
     scaling = build_scaling_assets(streams=["behind"], policy_config=POLICY)
@@ -91,12 +104,17 @@ def test_a_healthy_file_stream_is_left_alone_with_its_reason(supervisor, tmp_pat
         # In band, or over-provisioned and waiting to scale down, or a passing high-utilization batch or a file landing
         # after its trigger, which DS2 says the cores in place sustain: a hold, with its reason either way.
         assert message.startswith("healthy: ") and any(
-            reason in message for reason in ("in band", "scale-down waits", "wanted, but DS2")), message
+            reason in message for reason in ("in band", "scale-down waits", "wanted, but DS2")
+        ), message
 
 
 def test_an_unknown_backlog_is_said_on_every_tick(supervisor, tmp_path):
-    spec = StreamSpec(name="opaque", entrypoint="tests.user_streams.opaque:ticks", trigger_interval_s=0.5,
-                      options={"output_dir": str(tmp_path / "opaque-out")})
+    spec = StreamSpec(
+        name="opaque",
+        entrypoint="tests.user_streams.opaque:ticks",
+        trigger_interval_s=0.5,
+        options={"output_dir": str(tmp_path / "opaque-out")},
+    )
     scaling = build_scaling_assets(streams=["opaque"], policy_config=POLICY)
     sensor = build_scaling_sensor(stream="opaque", scaling=scaling, minimum_interval_seconds=1)
     with instance_for_test() as instance:
@@ -116,7 +134,10 @@ def test_an_unknown_backlog_is_said_on_every_tick(supervisor, tmp_path):
     plan = ExecutionPlan.of(stream.spec()).model_dump()
     plan["partitioning"]["state_partitions"] = 8
     reconfigurer = Reconfigurer(stream, AuditLedger(default_ledger_url(supervisor.home)), strategy="replay")
-    with pytest.raises(ReconfigurationRefused, match=r"the replay strategy cannot rebuild the state of stream 'opaque': "
-                                                     r"python source .* cannot replay from logged offsets"):
+    with pytest.raises(
+        ReconfigurationRefused,
+        match=r"the replay strategy cannot rebuild the state of stream 'opaque': "
+        r"python source .* cannot replay from logged offsets",
+    ):
         reconfigurer.run(plan)
     assert supervisor.status("opaque")["state"] == "running"

@@ -3,9 +3,9 @@
 import json
 
 from dagster_reconf.cli import main
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.reconfig import ExecutionPlan
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.paths import StreamPaths
 
 
 def make_stream(home, name="orders") -> StreamSpec:
@@ -41,8 +41,10 @@ def test_unknown_stream_names_the_known_ones(tmp_path, capsys):
 
 def test_apply_without_a_change_says_what_to_give(tmp_path, capsys):
     make_stream(tmp_path)
-    assert main(["--home", str(tmp_path), "--ledger", f"sqlite:///{tmp_path / 'l.db'}",
-                 "reconfigure", "apply", "orders"]) == 2
+    assert (
+        main(["--home", str(tmp_path), "--ledger", f"sqlite:///{tmp_path / 'l.db'}", "reconfigure", "apply", "orders"])
+        == 2
+    )
     assert "needs --plan FILE or at least one --set key=value" in capsys.readouterr().out
     assert json.loads(StreamPaths(tmp_path, "orders").spec.read_text())["state_partitions"] == 6
 
@@ -50,8 +52,24 @@ def test_apply_without_a_change_says_what_to_give(tmp_path, capsys):
 def test_apply_refuses_settings_a_plan_cannot_carry(tmp_path, capsys):
     # options and spark_conf are not plan knobs: ExecutionPlan.of would drop them, and the run would change nothing
     make_stream(tmp_path)
-    assert main(["--home", str(tmp_path), "--ledger", f"sqlite:///{tmp_path / 'l.db'}", "reconfigure", "apply", "orders",
-                 "--set", "options.rate=3000", "--set", "state_partitions=12"]) == 2
+    assert (
+        main(
+            [
+                "--home",
+                str(tmp_path),
+                "--ledger",
+                f"sqlite:///{tmp_path / 'l.db'}",
+                "reconfigure",
+                "apply",
+                "orders",
+                "--set",
+                "options.rate=3000",
+                "--set",
+                "state_partitions=12",
+            ]
+        )
+        == 2
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert "['options.rate'] are not among them" in out and "reconf stream restart orders --set KEY=VALUE" in out
     assert "state_partitions" in out.split("are not among")[0]  # the knobs it does take are named

@@ -13,14 +13,21 @@ from dagster_reconf.core.spec import StreamSpec, validate_spec
 BROKEN = "tests.user_streams.broken"
 
 
-@pytest.mark.parametrize(("entrypoint", "error", "match"), [
-    ("tests.user_streams.broken", SpecError, r"is not an import path; use 'package.module:function'"),
-    ("no_such_package.streams:orders", SpecError, r"no module 'no_such_package.streams' on the import path"),
-    (f"{BROKEN}:missing", SpecError, r"has no attribute 'missing'; stream definitions there: with_options"),
-    (f"{BROKEN}:NOT_A_FUNCTION", SpecError, r"is a int, not a stream definition"),
-    (f"{BROKEN}:one_argument", SpecError, r"takes \(spark, context\); 'one_argument' has signature \(spark\)"),
-    ("tests.user_streams.bad_import:anything", SpecError, r"importing 'tests.user_streams.bad_import' failed: No module named"),
-])
+@pytest.mark.parametrize(
+    ("entrypoint", "error", "match"),
+    [
+        ("tests.user_streams.broken", SpecError, r"is not an import path; use 'package.module:function'"),
+        ("no_such_package.streams:orders", SpecError, r"no module 'no_such_package.streams' on the import path"),
+        (f"{BROKEN}:missing", SpecError, r"has no attribute 'missing'; stream definitions there: with_options"),
+        (f"{BROKEN}:NOT_A_FUNCTION", SpecError, r"is a int, not a stream definition"),
+        (f"{BROKEN}:one_argument", SpecError, r"takes \(spark, context\); 'one_argument' has signature \(spark\)"),
+        (
+            "tests.user_streams.bad_import:anything",
+            SpecError,
+            r"importing 'tests.user_streams.bad_import' failed: No module named",
+        ),
+    ],
+)
 def test_bad_entrypoints_name_the_problem(entrypoint, error, match):
     with pytest.raises(error, match=match):
         load_definition(entrypoint)
@@ -29,7 +36,9 @@ def test_bad_entrypoints_name_the_problem(entrypoint, error, match):
 def test_a_module_that_raises_on_import_is_a_start_error(tmp_path, monkeypatch):
     (tmp_path / "exploding.py").write_text("raise ValueError('no credentials in the environment')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(StreamStartError, match=r"importing 'exploding' raised ValueError: no credentials in the environment"):
+    with pytest.raises(
+        StreamStartError, match=r"importing 'exploding' raised ValueError: no credentials in the environment"
+    ):
         load_definition("exploding:orders")
 
 
@@ -56,9 +65,13 @@ def test_options_are_validated_by_the_definition():
     assert validate_spec(spec()).name == f"{BROKEN}:with_options"
     with pytest.raises(SpecError, match=r"options.path: Field required \(missing\)"):
         validate_spec(spec(options={}))
-    with pytest.raises(SpecError, match=r"options.rows_per_second: Input should be greater than or equal to 1 \(got 0\)"):
+    with pytest.raises(
+        SpecError, match=r"options.rows_per_second: Input should be greater than or equal to 1 \(got 0\)"
+    ):
         validate_spec(spec(options={"path": "/in", "rows_per_second": 0}))
-    with pytest.raises(SpecError, match=r"unknown option\(s\) \['rows_per_secnd'\] .*its options: path, rows_per_second"):
+    with pytest.raises(
+        SpecError, match=r"unknown option\(s\) \['rows_per_secnd'\] .*its options: path, rows_per_second"
+    ):
         validate_spec(spec(options={"path": "/in", "rows_per_secnd": 5}))
 
 
@@ -69,8 +82,11 @@ def test_code_versions_are_the_definitions():
 
 
 def test_a_knob_needs_a_source_option_to_set():
-    with pytest.raises(SpecError, match=r"source_partitions=4 is set, but stream definition .* maps no source option to "
-                                        r"it; set knob_options=\{'source_partitions': '<the source option>'\}.*minPartitions"):
+    with pytest.raises(
+        SpecError,
+        match=r"source_partitions=4 is set, but stream definition .* maps no source option to "
+        r"it; set knob_options=\{'source_partitions': '<the source option>'\}.*minPartitions",
+    ):
         validate_spec(spec(source_partitions=4))
     validate_spec(spec(source_partitions=4, knob_options={"source_partitions": "numPartitions"}))
 

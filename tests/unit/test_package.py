@@ -19,14 +19,18 @@ def test_public_surface_is_sorted_and_importable():
 def test_import_does_not_load_pyspark():
     code = "import sys, dagster_reconf; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "False", "importing dagster_reconf loaded pyspark; run `python -X importtime -c 'import dagster_reconf'` to find the import"
+    assert out == "False", (
+        "importing dagster_reconf loaded pyspark; run `python -X importtime -c 'import dagster_reconf'` to find the import"
+    )
 
 
 def test_spark_workers_do_not_load_dagster():
     """Spark's Python workers import the bundled sources in every new worker process: keep that import light."""
     code = "import sys, dagster_reconf.workloads.sources; print('dagster' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "False False", "the source module loaded Dagster or pandas; see `python -X importtime -c 'import dagster_reconf.workloads.sources'`"
+    assert out == "False False", (
+        "the source module loaded Dagster or pandas; see `python -X importtime -c 'import dagster_reconf.workloads.sources'`"
+    )
 
 
 def _imports(package: str) -> list[tuple[str, str]]:
@@ -42,16 +46,23 @@ def _imports(package: str) -> list[tuple[str, str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom):
-                names = [resolve_name("." * node.level + (node.module or ""), module_package) if node.level else node.module or ""]
+                names = [
+                    resolve_name("." * node.level + (node.module or ""), module_package)
+                    if node.level
+                    else node.module or ""
+                ]
             found += [(path.name, n) for n in names]
     return found
 
 
 def test_core_imports_neither_dagster_nor_the_layers_above():
     """The core must stay usable without Dagster and without our workloads (DESIGN.md section 3)."""
-    offenders = [f"{f}: {n}" for f, n in _imports("dagster_reconf.core")
-                 if n.split(".")[0] in ("dagster", "dagster_pyspark") or
-                 (n.startswith("dagster_reconf.") and not n.startswith("dagster_reconf.core"))]
+    offenders = [
+        f"{f}: {n}"
+        for f, n in _imports("dagster_reconf.core")
+        if n.split(".")[0] in ("dagster", "dagster_pyspark")
+        or (n.startswith("dagster_reconf.") and not n.startswith("dagster_reconf.core"))
+    ]
     assert offenders == []
 
 
@@ -63,8 +74,11 @@ def test_dagster_blocks_do_not_import_the_bundled_workloads():
 
 def test_workloads_use_the_public_api_only_where_they_build_streams():
     """The bundled streams are written like a user's: against dagster_reconf's core, never the reference location."""
-    offenders = [f"{f}: {n}" for f, n in _imports("dagster_reconf.workloads")
-                 if n.split(".")[0] in ("assets", "sensors", "resources", "definitions", "tests", "benchmarks")]
+    offenders = [
+        f"{f}: {n}"
+        for f, n in _imports("dagster_reconf.workloads")
+        if n.split(".")[0] in ("assets", "sensors", "resources", "definitions", "tests", "benchmarks")
+    ]
     assert offenders == []
 
 
@@ -75,15 +89,30 @@ def test_definitions_load():
     with dagster.instance_for_test():
         dagster.Definitions.validate_loadable(definitions.defs)
     names = {s.name for s in definitions.defs.sensors}
-    assert names == {"nexmark_q5_progress_sensor", "wordcount_progress_sensor", "nexmark_q5_scaling_sensor",
-                     "wordcount_scaling_sensor", "reconfiguration_failure_sensor"}
+    assert names == {
+        "nexmark_q5_progress_sensor",
+        "wordcount_progress_sensor",
+        "nexmark_q5_scaling_sensor",
+        "wordcount_scaling_sensor",
+        "reconfiguration_failure_sensor",
+    }
     graph = definitions.defs.resolve_asset_graph()
     upstream = {key.to_user_string() for key in graph.get(dagster.AssetKey("ds2_plans")).parent_keys}
     assert upstream == {"trace_snapshots", "cp_summaries"}
     assert dagster.AssetKey("ds2_plans") in graph.get(dagster.AssetKey("stream_configuration")).parent_keys
-    steps = definitions.defs.resolve_job_def("reconfigure_stream_job").graph.node_dict["stream_configuration"].definition
+    steps = (
+        definitions.defs.resolve_job_def("reconfigure_stream_job").graph.node_dict["stream_configuration"].definition
+    )
     assert [n.name for n in steps.nodes_in_topological_order] == [
-        "preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record"]
+        "preflight",
+        "prepare",
+        "pause",
+        "migrate",
+        "verify",
+        "resume",
+        "observe",
+        "record",
+    ]
 
 
 def test_unknown_environment_is_refused():

@@ -13,7 +13,10 @@ def spec(**kw):
 @pytest.mark.parametrize(
     "fields,match",
     [
-        ({"entrypoint": "my_pkg.streams"}, r"entrypoint: entrypoint 'my_pkg.streams' is not an import path; use 'package.module:function'"),
+        (
+            {"entrypoint": "my_pkg.streams"},
+            r"entrypoint: entrypoint 'my_pkg.streams' is not an import path; use 'package.module:function'",
+        ),
         ({"entrypoint": "my-pkg:x"}, r"is not an import path"),
         ({"master": "spark:/oops"}, r"master 'spark:/oops' is not a Spark master URL; use local\[N\]"),
         ({"name": "Bad Name"}, r"name: String should match pattern"),
@@ -35,7 +38,9 @@ def test_missing_entrypoint_is_reported():
         StreamSpec.parse({"name": "s1"})
 
 
-@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4,2]", "spark://127.0.0.1:7077", "k8s://https://k:6443", "yarn"])
+@pytest.mark.parametrize(
+    "master", ["local", "local[2]", "local[*]", "local[4,2]", "spark://127.0.0.1:7077", "k8s://https://k:6443", "yarn"]
+)
 def test_valid_masters(master):
     assert validate_master(master) == master
 
@@ -91,11 +96,16 @@ def test_the_control_address_changes_with_a_new_driver():
 def test_driver_jvm_settings_change_with_a_new_driver_only():
     # A new SparkContext in the running driver would keep the JVM's heap and options: refused, not silently ignored.
     old = spec(spark_conf={"spark.driver.memory": "1g", "spark.sql.session.timeZone": "UTC"})
-    with pytest.raises(SpecError, match=r"spark_conf \['spark.driver.memory'\] take effect only when the driver's JVM "
-                                        r"launches.*stop the stream \(`reconf stream stop s1`\) and start it again"):
+    with pytest.raises(
+        SpecError,
+        match=r"spark_conf \['spark.driver.memory'\] take effect only when the driver's JVM "
+        r"launches.*stop the stream \(`reconf stream stop s1`\) and start it again",
+    ):
         restart_scope(old, old.with_changes({"spark_conf": {**old.spark_conf, "spark.driver.memory": "4g"}}))
     with pytest.raises(SpecError, match=r"\['spark.driver.extraJavaOptions'\]"):
-        restart_scope(old, old.with_changes({"spark_conf": {**old.spark_conf, "spark.driver.extraJavaOptions": "-Xss8m"}}))
+        restart_scope(
+            old, old.with_changes({"spark_conf": {**old.spark_conf, "spark.driver.extraJavaOptions": "-Xss8m"}})
+        )
     other = old.with_changes({"spark_conf": {**old.spark_conf, "spark.sql.session.timeZone": "Europe/Paris"}})
     assert restart_scope(old, other) is RestartScope.SESSION  # a setting a new SparkContext reads
 
@@ -113,10 +123,16 @@ CLUSTER = {"master": "spark://10.0.0.5:7077", "executor_cores": 2, "max_cores": 
 @pytest.mark.parametrize(
     "fields,match",
     [
-        ({**CLUSTER, "master": "local[4]"}, r"cores_ceiling is for standalone masters \(spark://HOST:PORT\), not 'local\[4\]'"),
+        (
+            {**CLUSTER, "master": "local[4]"},
+            r"cores_ceiling is for standalone masters \(spark://HOST:PORT\), not 'local\[4\]'",
+        ),
         ({**CLUSTER, "executor_cores": None}, r"cores_ceiling needs executor_cores and max_cores"),
         ({**CLUSTER, "max_cores": 10}, r"max_cores 10 is above cores_ceiling 8: raise cores_ceiling"),
-        ({**CLUSTER, "max_cores": 3}, r"max_cores 3 is not a whole number of executors of executor_cores 2: use a multiple of 2"),
+        (
+            {**CLUSTER, "max_cores": 3},
+            r"max_cores 3 is not a whole number of executors of executor_cores 2: use a multiple of 2",
+        ),
     ],
 )
 def test_a_cores_ceiling_must_fit_the_cluster_settings(fields, match):
@@ -138,5 +154,9 @@ def test_cores_within_the_ceiling_resize_executors_in_the_same_context(changes, 
     old = spec(**CLUSTER)
     assert old.executors == 2 and spec().executors is None
     assert restart_scope(old, old.with_changes(changes)) is scope
-    assert restart_scope(spec(**{**CLUSTER, "cores_ceiling": None}), spec(**{**CLUSTER, "cores_ceiling": None, "max_cores": 8})) \
+    assert (
+        restart_scope(
+            spec(**{**CLUSTER, "cores_ceiling": None}), spec(**{**CLUSTER, "cores_ceiling": None, "max_cores": 8})
+        )
         is RestartScope.SESSION
+    )

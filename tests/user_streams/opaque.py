@@ -59,4 +59,5 @@ def ticks(spark, ctx):
     spark.dataSource.register(TicksDataSource)
     counts = spark.readStream.format("ticks").load().selectExpr("tick % 10 AS bucket").groupBy("bucket").count()
     return counts.writeStream.outputMode("update").foreachBatch(
-        lambda batch, batch_id: batch.write.mode("overwrite").parquet(f"{ctx.options.output_dir}/batch={batch_id}"))
+        lambda batch, batch_id: batch.write.mode("overwrite").parquet(f"{ctx.options.output_dir}/batch={batch_id}")
+    )

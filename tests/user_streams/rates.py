@@ -24,5 +24,11 @@ def distinct_values(spark, ctx):
     """Rate-source values, each once (a stateful dropDuplicates), appended to parquet files: Spark's file sink over
     state that a migration moves."""
     rows = spark.readStream.format("rate").option("rowsPerSecond", ctx.options.rows_per_second).load()
-    return (rows.withWatermark("timestamp", "1 hour").dropDuplicates(["value"]).select("value")
-            .writeStream.format("parquet").outputMode("append").option("path", ctx.options.output_dir))
+    return (
+        rows.withWatermark("timestamp", "1 hour")
+        .dropDuplicates(["value"])
+        .select("value")
+        .writeStream.format("parquet")
+        .outputMode("append")
+        .option("path", ctx.options.output_dir)
+    )

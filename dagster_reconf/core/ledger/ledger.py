@@ -60,9 +60,26 @@ def _canonical(payload: Any) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _record_hash(seq: int, recorded_at: float, stream: str, reconfiguration_id: str | None, kind: str,
-                 step: str | None, payload: str, prev_hash: str) -> str:
-    fields = [str(seq), repr(float(recorded_at)), stream, reconfiguration_id or "", kind, step or "", payload, prev_hash]
+def _record_hash(
+    seq: int,
+    recorded_at: float,
+    stream: str,
+    reconfiguration_id: str | None,
+    kind: str,
+    step: str | None,
+    payload: str,
+    prev_hash: str,
+) -> str:
+    fields = [
+        str(seq),
+        repr(float(recorded_at)),
+        stream,
+        reconfiguration_id or "",
+        kind,
+        step or "",
+        payload,
+        prev_hash,
+    ]
     return hashlib.sha256("\x1f".join(fields).encode()).hexdigest()
 
 
@@ -150,8 +167,15 @@ class AuditLedger:
 
     # -- records -------------------------------------------------------------------------------
 
-    def append(self, *, stream: str, kind: str, payload: dict[str, Any] | None = None,
-               reconfiguration_id: str | None = None, step: str | None = None) -> AuditRecord:
+    def append(
+        self,
+        *,
+        stream: str,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        reconfiguration_id: str | None = None,
+        step: str | None = None,
+    ) -> AuditRecord:
         """Append one record at the head of the chain and return it."""
         text = _canonical(payload or {})
         for _ in range(APPEND_ATTEMPTS):
@@ -164,21 +188,41 @@ class AuditLedger:
                     prev_hash = head.hash if head else GENESIS_HASH
                     recorded_at = round(time.time(), 6)
                     digest = _record_hash(seq, recorded_at, stream, reconfiguration_id, kind, step, text, prev_hash)
-                    connection.execute(RECORDS.insert().values(
-                        seq=seq, recorded_at=recorded_at, stream=stream, reconfiguration_id=reconfiguration_id,
-                        kind=kind, step=step, payload=text, prev_hash=prev_hash, hash=digest,
-                    ))
-                return AuditRecord(seq, recorded_at, stream, reconfiguration_id, kind, step, json.loads(text), prev_hash, digest)
+                    connection.execute(
+                        RECORDS.insert().values(
+                            seq=seq,
+                            recorded_at=recorded_at,
+                            stream=stream,
+                            reconfiguration_id=reconfiguration_id,
+                            kind=kind,
+                            step=step,
+                            payload=text,
+                            prev_hash=prev_hash,
+                            hash=digest,
+                        )
+                    )
+                return AuditRecord(
+                    seq, recorded_at, stream, reconfiguration_id, kind, step, json.loads(text), prev_hash, digest
+                )
             except IntegrityError:
                 continue  # another writer took this sequence number: append on the new head
             except OperationalError as exc:
                 if "locked" not in str(exc.orig).lower():
                     raise LedgerError(f"cannot append to the audit ledger at {self}: {exc.orig}") from None
-        raise LedgerError(f"could not append to the audit ledger at {self} after {APPEND_ATTEMPTS} attempts (heavy contention)")
+        raise LedgerError(
+            f"could not append to the audit ledger at {self} after {APPEND_ATTEMPTS} attempts (heavy contention)"
+        )
 
-    def records(self, *, stream: str | None = None, reconfiguration_id: str | None = None,
-                kinds: Sequence[str] | None = None, after_seq: int = 0, limit: int | None = None,
-                newest_first: bool = False) -> list[AuditRecord]:
+    def records(
+        self,
+        *,
+        stream: str | None = None,
+        reconfiguration_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        after_seq: int = 0,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[AuditRecord]:
         """Records matching every given filter, in chain order (or newest first)."""
         query = sa.select(RECORDS).where(RECORDS.c.seq > after_seq)
         if stream is not None:
@@ -210,21 +254,51 @@ class AuditLedger:
         for row in self._rows():
             count += 1
             if row.seq != count:
-                return ChainReport(False, count, previous, f"record {count} is missing (next record is {row.seq}): "
-                                   "records were deleted", count)
+                return ChainReport(
+                    False,
+                    count,
+                    previous,
+                    f"record {count} is missing (next record is {row.seq}): records were deleted",
+                    count,
+                )
             if row.prev_hash != previous:
-                return ChainReport(False, count, previous, f"record {row.seq} does not follow record {row.seq - 1} "
-                                   "(its prev_hash differs): the chain was rewritten", row.seq)
-            digest = _record_hash(row.seq, row.recorded_at, row.stream, row.reconfiguration_id, row.kind, row.step,
-                                  row.payload, row.prev_hash)
+                return ChainReport(
+                    False,
+                    count,
+                    previous,
+                    f"record {row.seq} does not follow record {row.seq - 1} "
+                    "(its prev_hash differs): the chain was rewritten",
+                    row.seq,
+                )
+            digest = _record_hash(
+                row.seq,
+                row.recorded_at,
+                row.stream,
+                row.reconfiguration_id,
+                row.kind,
+                row.step,
+                row.payload,
+                row.prev_hash,
+            )
             if digest != row.hash:
-                return ChainReport(False, count, previous, f"record {row.seq} ({row.kind}, stream {row.stream!r}) was "
-                                   "edited: its contents do not match its hash", row.seq)
+                return ChainReport(
+                    False,
+                    count,
+                    previous,
+                    f"record {row.seq} ({row.kind}, stream {row.stream!r}) was "
+                    "edited: its contents do not match its hash",
+                    row.seq,
+                )
             previous = row.hash
             seen_expected = seen_expected or row.hash == expect_head
         if not seen_expected:
-            return ChainReport(False, count, previous, f"expected head {expect_head} is not in the chain: records at the "
-                               "end were removed or the ledger was replaced")
+            return ChainReport(
+                False,
+                count,
+                previous,
+                f"expected head {expect_head} is not in the chain: records at the "
+                "end were removed or the ledger was replaced",
+            )
         return ChainReport(True, count, previous)
 
     def _rows(self) -> Iterator[sa.Row]:
@@ -241,20 +315,31 @@ class AuditLedger:
         """
         try:
             with self.engine.begin() as connection:
-                connection.execute(LOCKS.insert().values(stream=stream, reconfiguration_id=reconfiguration_id,
-                                                         plan_hash=plan_hash, holder=holder, acquired_at=time.time()))
+                connection.execute(
+                    LOCKS.insert().values(
+                        stream=stream,
+                        reconfiguration_id=reconfiguration_id,
+                        plan_hash=plan_hash,
+                        holder=holder,
+                        acquired_at=time.time(),
+                    )
+                )
         except IntegrityError:
             pass  # held already (by this reconfiguration, or another one)
         lock = self.lock(stream)
         if lock is None:  # released between our insert and read: try again
-            return self.acquire_lock(stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder)
+            return self.acquire_lock(
+                stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder
+            )
         return lock
 
     def lock(self, stream: str) -> StreamLock | None:
         """The lock on ``stream``, if any."""
         with self.engine.connect() as connection:
             row = connection.execute(sa.select(LOCKS).where(LOCKS.c.stream == stream)).first()
-        return StreamLock(row.stream, row.reconfiguration_id, row.plan_hash, row.holder, row.acquired_at) if row else None
+        return (
+            StreamLock(row.stream, row.reconfiguration_id, row.plan_hash, row.holder, row.acquired_at) if row else None
+        )
 
     def release_lock(self, stream: str, reconfiguration_id: str) -> bool:
         """Release the stream if ``reconfiguration_id`` holds it; True if it did."""
@@ -266,14 +351,25 @@ class AuditLedger:
 
 
 def _to_record(row: sa.Row) -> AuditRecord:
-    return AuditRecord(row.seq, row.recorded_at, row.stream, row.reconfiguration_id, row.kind, row.step,
-                       json.loads(row.payload), row.prev_hash, row.hash)
+    return AuditRecord(
+        row.seq,
+        row.recorded_at,
+        row.stream,
+        row.reconfiguration_id,
+        row.kind,
+        row.step,
+        json.loads(row.payload),
+        row.prev_hash,
+        row.hash,
+    )
 
 
 def _normalized_url(url: str) -> str:
     if not isinstance(url, str) or "://" not in url:
-        raise LedgerError(f"ledger url {url!r} is not a database URL; use sqlite:///path/ledger.db or "
-                          "postgresql://user:password@host:port/database")
+        raise LedgerError(
+            f"ledger url {url!r} is not a database URL; use sqlite:///path/ledger.db or "
+            "postgresql://user:password@host:port/database"
+        )
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url

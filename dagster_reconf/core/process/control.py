@@ -44,8 +44,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from dagster_reconf.core.errors import ControlRequestError, ReconfError, SpecError, StreamStateError
-from dagster_reconf.core.errors import format_validation_error
+from dagster_reconf.core.errors import (
+    ControlRequestError,
+    ReconfError,
+    SpecError,
+    StreamStateError,
+    format_validation_error,
+)
 
 __all__ = [
     "CodeCheckRequest",
@@ -75,11 +80,17 @@ class StopRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     timeout_s: float = Field(120.0, gt=0, le=3600, description="How long to wait for the running batch to commit.")
-    finish: bool = Field(True, description="Finish an interrupted batch before answering (False: the next driver "
-                                           "finishes it, after a handover).")
-    keep_interrupted: bool = Field(False, description="With finish false: leave an interrupted batch planned even where "
-                                                      "no sink saw it (else its plan is dropped), so the next start runs "
-                                                      "it first, at the size it was planned with.")
+    finish: bool = Field(
+        True,
+        description="Finish an interrupted batch before answering (False: the next driver "
+        "finishes it, after a handover).",
+    )
+    keep_interrupted: bool = Field(
+        False,
+        description="With finish false: leave an interrupted batch planned even where "
+        "no sink saw it (else its plan is dropped), so the next start runs "
+        "it first, at the size it was planned with.",
+    )
 
     @model_validator(mode="after")
     def _keep_only_unfinished(self) -> "StopRequest":
@@ -129,8 +140,11 @@ class MigrateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
-    strategy: str = Field("native", pattern="^(native|replay|precopy)$",
-                          description="native (Spark's repartition), replay, or precopy (finish a prepared copy).")
+    strategy: str = Field(
+        "native",
+        pattern="^(native|replay|precopy)$",
+        description="native (Spark's repartition), replay, or precopy (finish a prepared copy).",
+    )
 
 
 class PrecopyRequest(BaseModel):
@@ -138,8 +152,9 @@ class PrecopyRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     state_partitions: int = Field(..., ge=1, le=10_000, description="Target state partitions.")
-    close_enough: int | None = Field(None, ge=0, le=100, description="Batches behind the stream where the catch-up "
-                                                                      "rounds stop (default 2).")
+    close_enough: int | None = Field(
+        None, ge=0, le=100, description="Batches behind the stream where the catch-up rounds stop (default 2)."
+    )
 
 
 class ExecutorsRequest(BaseModel):
@@ -194,8 +209,13 @@ class ControlServer:
         host: the address to listen on (default 127.0.0.1).
     """
 
-    def __init__(self, token: str, routes: dict[tuple[str, str], tuple[type[BaseModel] | None, Handler]], port: int = 0,
-                 host: str = LOOPBACK) -> None:
+    def __init__(
+        self,
+        token: str,
+        routes: dict[tuple[str, str], tuple[type[BaseModel] | None, Handler]],
+        port: int = 0,
+        host: str = LOOPBACK,
+    ) -> None:
         self._token = token
         self._routes = routes
         self._busy = threading.Lock()
@@ -219,7 +239,9 @@ class ControlServer:
         """Authenticate, validate and dispatch one request (transport-independent, unit-testable)."""
         expected = f"Bearer {self._token}"
         if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
-            return 401, {"error": "missing or wrong token: send 'Authorization: Bearer <token>' with the stream's token file"}
+            return 401, {
+                "error": "missing or wrong token: send 'Authorization: Bearer <token>' with the stream's token file"
+            }
         route = self._routes.get((method, path))
         if route is None:
             known = ", ".join(f"{m} {p}" for m, p in sorted(self._routes))
@@ -314,7 +336,9 @@ class ControlClient:
         self.token = token
         self.log = log
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
+    def request(
+        self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    ) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(f"{self.base}/{path}", data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
@@ -370,8 +394,9 @@ class ControlClient:
         return self.request("POST", "migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
 
     def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
-        return self.request("POST", "precopy", {"state_partitions": state_partitions, "close_enough": close_enough},
-                            3600)
+        return self.request(
+            "POST", "precopy", {"state_partitions": state_partitions, "close_enough": close_enough}, 3600
+        )
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self.request("POST", "rollback-replay", {"generation": generation})

@@ -42,8 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dagster_reconf.core.store.atomic import replace_text
-from dagster_reconf.core.store.checkpoint import last_committed_batch
+from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.process.control import (
     CodeCheckRequest,
     ControlServer,
@@ -59,12 +58,13 @@ from dagster_reconf.core.process.control import (
     StopRequest,
     read_token,
 )
-from dagster_reconf.core.errors import StreamStateError
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spark.python_worker_cpu import stop_python_workers
-from dagster_reconf.core.spark.state_migrator import StreamMigrator
 from dagster_reconf.core.spark.runtime import StreamRuntime
+from dagster_reconf.core.spark.state_migrator import StreamMigrator
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.atomic import replace_text
+from dagster_reconf.core.store.checkpoint import last_committed_batch
+from dagster_reconf.core.store.paths import StreamPaths
 
 __all__ = ["await_commit_after", "main", "write_driver_info"]
 
@@ -97,8 +97,13 @@ def control_host(bind_address: str) -> str:
 
 
 def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
-    info: dict[str, Any] = {"pid": os.getpid(), "name": paths.name, "host": socket.gethostname(), "status": "starting",
-                            "started_at": time.time()}
+    info: dict[str, Any] = {
+        "pid": os.getpid(),
+        "name": paths.name,
+        "host": socket.gethostname(),
+        "status": "starting",
+        "started_at": time.time(),
+    }
     record = paths.standby if standby else paths.driver  # a standby's record becomes driver.json when it is promoted
     try:
         spec = StreamSpec.parse(json.loads((paths.standby_spec if standby else paths.spec).read_text()))
@@ -111,8 +116,9 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     shutdown = threading.Event()
 
     def stop(req: StopRequest) -> dict[str, Any]:
-        return asdict(runtime.stop_at_batch_boundary(req.timeout_s, finish=req.finish,
-                                                           keep_interrupted=req.keep_interrupted))
+        return asdict(
+            runtime.stop_at_batch_boundary(req.timeout_s, finish=req.finish, keep_interrupted=req.keep_interrupted)
+        )
 
     def start(_: StartRequest) -> dict[str, Any]:
         runtime.start()
@@ -125,7 +131,9 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
 
     def record_running() -> None:
         context = runtime.spark.sparkContext
-        info.update(status="running", app_id=context.applicationId, spark_ui=context.uiWebUrl, master=runtime.spec.master)
+        info.update(
+            status="running", app_id=context.applicationId, spark_ui=context.uiWebUrl, master=runtime.spec.master
+        )
         write_driver_info(record, info)
 
     def promote(_: StartRequest) -> dict[str, Any]:
@@ -174,14 +182,21 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             ("POST", "/v1/restart"): (RestartRequest, restart),
             ("POST", "/v1/shutdown"): (StopRequest, shutdown_request),
             ("POST", "/v1/state"): (StateRequest, lambda req: migrator.state_summary(req.generation, req.batch_id)),
-            ("POST", "/v1/states"): (StatesRequest, lambda req: {
-                "summaries": migrator.state_summaries([(r.generation, r.batch_id) for r in req.reads])}),
+            ("POST", "/v1/states"): (
+                StatesRequest,
+                lambda req: {"summaries": migrator.state_summaries([(r.generation, r.batch_id) for r in req.reads])},
+            ),
             ("POST", "/v1/code-check"): (CodeCheckRequest, lambda req: migrator.check_code_version(req.code_version)),
             ("POST", "/v1/migrate"): (MigrateRequest, lambda req: migrator.migrate(req.state_partitions, req.strategy)),
-            ("POST", "/v1/precopy"): (PrecopyRequest,
-                                      lambda req: migrator.precopy(req.state_partitions, req.close_enough)),
+            ("POST", "/v1/precopy"): (
+                PrecopyRequest,
+                lambda req: migrator.precopy(req.state_partitions, req.close_enough),
+            ),
             ("POST", "/v1/executors"): (ExecutorsRequest, lambda req: runtime.add_executors(req.count)),
-            ("POST", "/v1/rollback-replay"): (RollbackReplayRequest, lambda req: migrator.rollback_replay(req.generation)),
+            ("POST", "/v1/rollback-replay"): (
+                RollbackReplayRequest,
+                lambda req: migrator.rollback_replay(req.generation),
+            ),
             ("POST", "/v1/resume"): (ResumeRequest, resume),
             ("POST", "/v1/promote"): (StartRequest, promote),
             ("POST", "/v1/retire"): (StartRequest, retire),
@@ -205,16 +220,24 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             try:  # the stream's own query once, output discarded: its source reader and code warm in every worker
                 warm_up["rehearsal"] = migrator.rehearse()
             except Exception as exc:  # a source that no longer serves its first batch: only a warm-up lost
-                warm_up["rehearsal"] = {"ran": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+                warm_up["rehearsal"] = {
+                    "ran": False,
+                    "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                }
             if runtime.stateful:  # load the state readers too: the verify after the pause reads state in this driver
                 began = time.monotonic()
                 try:
                     migrator.state_summary()
                     warm_up["state_readers_s"] = round(time.monotonic() - began, 3)
                 except Exception as exc:  # the live driver's maintenance may drop files mid-read: only a warm-up lost
-                    warm_up["state_readers_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            info.update(status="warm", warm_up={**warm_up, "since_start_s": round(time.time() - info["started_at"], 3)},
-                        spec=runtime.spec.model_dump(mode="json"))
+                    warm_up["state_readers_error"] = (
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    )
+            info.update(
+                status="warm",
+                warm_up={**warm_up, "since_start_s": round(time.time() - info["started_at"], 3)},
+                spec=runtime.spec.model_dump(mode="json"),
+            )
             write_driver_info(record, info)
         else:
             if not paused:
@@ -246,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     flags = {a for a in args if a.startswith("--")}
     args = [a for a in args if not a.startswith("--")]
     if len(args) != 1 or not flags <= {"--paused", "--standby"}:
-        print("usage: python -m dagster_reconf.core.process.driver <stream directory> [--paused | --standby]", file=sys.stderr)
+        print(
+            "usage: python -m dagster_reconf.core.process.driver <stream directory> [--paused | --standby]",
+            file=sys.stderr,
+        )
         return 2
     root = Path(args[0]).resolve()
     return run(StreamPaths(root.parent.parent, root.name), "--paused" in flags, "--standby" in flags)

@@ -25,10 +25,10 @@ from typing import Any
 import pyspark
 
 from dagster_reconf.core.errors import SpecError, StreamStartError, StreamStateError
-from dagster_reconf.core.store.paths import default_home
 from dagster_reconf.core.process.process_tree import terminate_process_tree
 from dagster_reconf.core.spark.executor_room import size_mb
 from dagster_reconf.core.store.cluster_record import ClusterInfo, cluster_info, cluster_record_file
+from dagster_reconf.core.store.paths import default_home
 
 __all__ = ["start_cluster", "stop_cluster"]
 
@@ -52,8 +52,12 @@ def _spark_class() -> Path:
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log, "ab") as fh:
         return subprocess.Popen(
-            [str(_spark_class()), *args], stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=env,
+            [str(_spark_class()), *args],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
         )
 
 
@@ -104,7 +108,15 @@ def start_cluster(
     port, ui_port = _free_port(), _free_port()
     master_url, master_ui = f"spark://{LOOPBACK}:{port}", f"http://{LOOPBACK}:{ui_port}"
     master = _spawn(
-        ["org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui_port)],
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui_port),
+        ],
         directory / "master.log",
         env,
     )
@@ -117,9 +129,18 @@ def start_cluster(
         for k in range(workers):
             worker = _spawn(
                 [
-                    "org.apache.spark.deploy.worker.Worker", master_url, "--host", LOOPBACK,
-                    "--cores", str(cores_per_worker), "--memory", memory_per_worker,
-                    "--webui-port", str(_free_port()), "--work-dir", str(directory / "work"),
+                    "org.apache.spark.deploy.worker.Worker",
+                    master_url,
+                    "--host",
+                    LOOPBACK,
+                    "--cores",
+                    str(cores_per_worker),
+                    "--memory",
+                    memory_per_worker,
+                    "--webui-port",
+                    str(_free_port()),
+                    "--work-dir",
+                    str(directory / "work"),
                 ],
                 directory / f"worker-{k}.log",
                 env,

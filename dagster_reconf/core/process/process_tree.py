@@ -12,8 +12,14 @@ import time
 
 import psutil
 
-__all__ = ["KILL_GRACE_S", "ask_to_leave", "session_processes", "signal_processes", "terminate_process_tree",
-           "wait_for_exit"]
+__all__ = [
+    "KILL_GRACE_S",
+    "ask_to_leave",
+    "session_processes",
+    "signal_processes",
+    "terminate_process_tree",
+    "wait_for_exit",
+]
 
 KILL_GRACE_S = 10.0
 

@@ -26,16 +26,22 @@ from typing import Any
 
 import psutil
 
+from dagster_reconf.core.definition import entrypoint_root
+from dagster_reconf.core.errors import (
+    ControlRequestError,
+    SpecError,
+    StreamNotFoundError,
+    StreamStartError,
+    StreamStateError,
+)
+from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token, read_token
+from dagster_reconf.core.process.process_tree import KILL_GRACE_S, ask_to_leave, terminate_process_tree, wait_for_exit
+from dagster_reconf.core.spec import StreamSpec, restart_scope, validate_spec
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
-from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token, read_token
-from dagster_reconf.core.definition import entrypoint_root
-from dagster_reconf.core.errors import ControlRequestError, SpecError, StreamNotFoundError, StreamStartError, StreamStateError
 from dagster_reconf.core.store.metrics import MetricsStore, status_figures
 from dagster_reconf.core.store.paths import StreamPaths, default_home
-from dagster_reconf.core.spec import StreamSpec, restart_scope, validate_spec
 from dagster_reconf.core.store.storage import Location
-from dagster_reconf.core.process.process_tree import KILL_GRACE_S, ask_to_leave, terminate_process_tree, wait_for_exit
 
 __all__ = ["StreamSupervisor"]
 
@@ -81,8 +87,10 @@ def _check_writable(directory: Location, what: str) -> None:
         probe.write_text("ok")
         probe.unlink()
     except Exception as exc:  # OSError locally; fsspec backends raise their own
-        raise SpecError(f"{what} directory {directory} is not writable ({getattr(exc, 'strerror', None) or exc}); choose "
-                        "another home (--home, RECONF_HOME) or another storage URL in the spec") from None
+        raise SpecError(
+            f"{what} directory {directory} is not writable ({getattr(exc, 'strerror', None) or exc}); choose "
+            "another home (--home, RECONF_HOME) or another storage URL in the spec"
+        ) from None
 
 
 def driver_pids(paths: StreamPaths) -> set[int]:
@@ -112,8 +120,9 @@ def remove_dead_drivers_temp(paths: StreamPaths) -> list[int]:
 
 def _client_of(info: dict[str, Any], paths: StreamPaths) -> ControlClient:
     """A client for the driver (or standby) that ``info`` records."""
-    return ControlClient(int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK,
-                         paths.driver_log)
+    return ControlClient(
+        int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK, paths.driver_log
+    )
 
 
 class StreamSupervisor:
@@ -195,7 +204,9 @@ class StreamSupervisor:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, spec: StreamSpec, *, timeout_s: float = DEFAULT_START_TIMEOUT_S, paused: bool = False) -> dict[str, Any]:
+    def start(
+        self, spec: StreamSpec, *, timeout_s: float = DEFAULT_START_TIMEOUT_S, paused: bool = False
+    ) -> dict[str, Any]:
         """Start a driver for ``spec`` and wait until its query runs (until the driver is up, if ``paused``).
 
         Raises:
@@ -208,23 +219,33 @@ class StreamSupervisor:
             raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
         definition = validate_spec(spec)  # imports the user's module: a missing one fails here, before any process
         if paths.spec.is_file() and checkpoint_facts(paths.checkpoint).last_offset_batch is not None:
-            old = StreamSpec.parse(json.loads(paths.spec.read_text()))  # a stream with data: refuse changes to its identity
-            restart_scope(old, spec, stateful=checkpoint_facts(paths.checkpoint).stateful,
-                          frozen_options=definition.frozen_options)
+            old = StreamSpec.parse(
+                json.loads(paths.spec.read_text())
+            )  # a stream with data: refuse changes to its identity
+            restart_scope(
+                old,
+                spec,
+                stateful=checkpoint_facts(paths.checkpoint).stateful,
+                frozen_options=definition.frozen_options,
+            )
         _check_master_reachable(spec.master)
         _check_writable(self.home, "runtime home")
         paths.create()
         data_root = paths.data_root_for(spec.storage)  # the new spec is not written yet: it must pass first
-        for directory, what in ((data_root / paths.checkpoint.name, "checkpoint"), (paths.work, "work"),
-                                (data_root / paths.event_log.name, "event log")):
+        for directory, what in (
+            (data_root / paths.checkpoint.name, "checkpoint"),
+            (paths.work, "work"),
+            (data_root / paths.event_log.name, "event log"),
+        ):
             _check_writable(directory, what)
         new_token(paths.token)
         paths.write_spec(spec.model_dump_json(indent=2))
         paths.driver.unlink(missing_ok=True)
         return self._spawn(paths, spec, paths.driver, ["--paused"] if paused else [], "running", timeout_s)
 
-    def _spawn(self, paths: StreamPaths, spec: StreamSpec, record: Path, flags: list[str], ready: str,
-               timeout_s: float) -> dict[str, Any]:
+    def _spawn(
+        self, paths: StreamPaths, spec: StreamSpec, record: Path, flags: list[str], ready: str, timeout_s: float
+    ) -> dict[str, Any]:
         """Start a driver process in its own session and wait until its ``record`` says ``ready``; on failure, kill it."""
         remove_dead_drivers_temp(paths)  # a killed driver's, before a new one adds its own
         with open(paths.driver_log, "ab") as log:
@@ -264,7 +285,9 @@ class StreamSupervisor:
 
     # -- handover to a warm standby driver --------------------------------------------------------
 
-    def start_standby(self, name: str, changes: dict[str, Any], timeout_s: float = DEFAULT_START_TIMEOUT_S) -> dict[str, Any]:
+    def start_standby(
+        self, name: str, changes: dict[str, Any], timeout_s: float = DEFAULT_START_TIMEOUT_S
+    ) -> dict[str, Any]:
         """Start a warm standby driver with the stream's spec plus ``changes`` (the new settings, a new SparkContext among them).
 
         It starts its SparkContext, warms its Python workers and analyses the query while the
@@ -280,7 +303,11 @@ class StreamSupervisor:
         spec = StreamSpec.parse(json.loads(paths.spec.read_text())).with_changes(changes)
         validate_spec(spec)
         existing = self.standby_info(name)
-        if existing is not None and existing.get("status") == "warm" and existing.get("spec") == spec.model_dump(mode="json"):
+        if (
+            existing is not None
+            and existing.get("status") == "warm"
+            and existing.get("spec") == spec.model_dump(mode="json")
+        ):
             return {**existing, "reused": True}
         self.clean_up_drivers(name)
         _check_master_reachable(spec.master)
@@ -303,8 +330,10 @@ class StreamSupervisor:
             return {"driver_pid": standby_pid, "already_promoted": True}
         standby = self.standby_info(name)
         if standby is None or standby.get("pid") != standby_pid:
-            raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} is gone; resume in the "
-                                   "current driver, which restarts its SparkContext")
+            raise StreamStateError(
+                f"the standby driver {standby_pid} of stream {name!r} is gone; resume in the "
+                "current driver, which restarts its SparkContext"
+            )
         started = time.monotonic()
         retired, workers_stopped = None, None
         if current is not None:  # it is paused; it exits on its own, without writing driver.json again
@@ -320,10 +349,17 @@ class StreamSupervisor:
                 ask_to_leave(retired)
                 if not wait_for_exit(retired, timeout_s):
                     terminate_process_tree(retired)
-            raise StreamStateError(f"the standby driver {standby_pid} of stream {name!r} refused to take over "
-                                   f"({exc}); the old driver {retired} has exited: start a driver of the old settings") from None
-        return {"driver_pid": info["pid"], "retired_pid": retired, "retired_python_workers_stopped": workers_stopped,
-                "seconds": round(time.monotonic() - started, 3), "warm_up": standby.get("warm_up")}
+            raise StreamStateError(
+                f"the standby driver {standby_pid} of stream {name!r} refused to take over "
+                f"({exc}); the old driver {retired} has exited: start a driver of the old settings"
+            ) from None
+        return {
+            "driver_pid": info["pid"],
+            "retired_pid": retired,
+            "retired_python_workers_stopped": workers_stopped,
+            "seconds": round(time.monotonic() - started, 3),
+            "warm_up": standby.get("warm_up"),
+        }
 
     def clean_up_drivers(self, name: str) -> list[int]:
         """Stop every driver process of the stream but the one ``driver.json`` names: a standby that was not promoted,

@@ -66,7 +66,10 @@ def source_kind(description: str) -> str:
     """The adapter that reads a source, from Spark's description of it."""
     if description.startswith("FileStreamSource["):
         return "file"
-    if description.startswith(("KafkaV2[", "KafkaSource[", "KafkaMicroBatchStream")) or "Kafka" in description.split("[")[0]:
+    if (
+        description.startswith(("KafkaV2[", "KafkaSource[", "KafkaMicroBatchStream"))
+        or "Kafka" in description.split("[")[0]
+    ):
         return "kafka"
     if description.startswith(("RateStreamV2[", "RatePerMicroBatchStream[")):
         return "rate"
@@ -130,7 +133,9 @@ def source_figures(source: dict[str, Any], extra: dict[str, Any] | None = None) 
             detail: dict[str, Any] = {}
             if kind == "kafka":
                 backlog, detail = _kafka_lag(source, backlog)
-            return SourceFigures(kind if kind != "unknown" else "python", description, int(end - start), end, backlog, detail)
+            return SourceFigures(
+                kind if kind != "unknown" else "python", description, int(end - start), end, backlog, detail
+            )
     return SourceFigures(kind, description, rows, None, None, {"reason": _unknown_reason(kind, source)})
 
 
@@ -139,19 +144,27 @@ def _unknown_reason(kind: str, source: dict[str, Any]) -> str:
         return "the Kafka source reported no offsets for this batch"
     if kind == "python":
         return "the Python source's offsets are not counters, so events and backlog cannot be derived from them"
-    return (f"source {source.get('description')!r} is of no kind the control plane reads offsets of (files, Kafka, "
-            "rate, Python sources with counter offsets); events come from numInputRows and the backlog is unknown")
+    return (
+        f"source {source.get('description')!r} is of no kind the control plane reads offsets of (files, Kafka, "
+        "rate, Python sources with counter offsets); events come from numInputRows and the backlog is unknown"
+    )
 
 
 def _kafka_lag(source: dict[str, Any], backlog: float | None) -> tuple[float | None, dict[str, Any]]:
     """Consumer lag: latest minus end offsets per partition, else the source's offsetsBehindLatest metrics."""
     metrics = source.get("metrics") or {}
     end, latest = _parse(source.get("endOffset")), _parse(source.get("latestOffset"))
-    partitions = {f"{t}/{p}": o for t, parts in (end or {}).items() if isinstance(parts, dict) for p, o in parts.items()}
+    partitions = {
+        f"{t}/{p}": o for t, parts in (end or {}).items() if isinstance(parts, dict) for p, o in parts.items()
+    }
     detail: dict[str, Any] = {"partitions": len(partitions)}
     if isinstance(latest, dict) and isinstance(end, dict):
-        lag = {f"{t}/{p}": max(0, int(o) - int((end.get(t) or {}).get(p, 0))) for t, parts in latest.items()
-               if isinstance(parts, dict) for p, o in parts.items()}
+        lag = {
+            f"{t}/{p}": max(0, int(o) - int((end.get(t) or {}).get(p, 0)))
+            for t, parts in latest.items()
+            if isinstance(parts, dict)
+            for p, o in parts.items()
+        }
         detail["lag_by_partition"] = lag
         detail["partitions"] = max(detail["partitions"], len(lag))
     for name in ("avgOffsetsBehindLatest", "maxOffsetsBehindLatest", "minOffsetsBehindLatest"):
@@ -220,8 +233,13 @@ class FileBacklogProbe:
         pending = [size for name, size in listing.items() if name not in self._taken]
         rows_per_byte = self._rows / self._bytes if self._bytes else None
         backlog = sum(pending) * rows_per_byte if rows_per_byte is not None else (0.0 if not pending else None)
-        return {"path": path, "pending_files": len(pending), "pending_bytes": sum(pending),
-                "rows_per_byte": rows_per_byte, "backlog_events": None if backlog is None else round(backlog, 1)}
+        return {
+            "path": path,
+            "pending_files": len(pending),
+            "pending_bytes": sum(pending),
+            "rows_per_byte": rows_per_byte,
+            "backlog_events": None if backlog is None else round(backlog, 1),
+        }
 
     def _list(self, path: str) -> dict[str, int]:
         root = location_of(path)
@@ -263,6 +281,6 @@ def _normal(path: str) -> str:
     """A file path or URL, the way both Spark's log and a listing write it (``file:///x`` == ``/x``)."""
     for scheme in ("file://", "file:"):
         if path.startswith(scheme):
-            path = path[len(scheme):]
+            path = path[len(scheme) :]
             break
     return "/" + path.lstrip("/") if not re.match(r"^[a-z0-9+.\-]+://", path) else path

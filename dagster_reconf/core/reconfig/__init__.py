@@ -4,9 +4,24 @@ No Dagster here; :mod:`dagster_reconf.dagster.reconfiguration_assets` builds the
 """
 
 from dagster_reconf.core.reconfig.handles import DriverStream, LocalStream, StreamHandle
+from dagster_reconf.core.reconfig.plan import (
+    Action,
+    ExecutionLogic,
+    ExecutionPlan,
+    Partitioning,
+    PlanDiff,
+    Resources,
+    diff_plans,
+)
+from dagster_reconf.core.reconfig.reconfigurer import (
+    PAUSED_STEPS,
+    STEPS,
+    Reconfiguration,
+    ReconfigurationInterrupted,
+    ReconfigurationRefused,
+    Reconfigurer,
+)
 from dagster_reconf.core.spec import STRATEGIES
-from dagster_reconf.core.reconfig.plan import Action, ExecutionLogic, ExecutionPlan, Partitioning, PlanDiff, Resources, diff_plans
-from dagster_reconf.core.reconfig.reconfigurer import PAUSED_STEPS, STEPS, Reconfiguration, ReconfigurationInterrupted, ReconfigurationRefused, Reconfigurer
 
 __all__ = [
     "Action",

@@ -20,8 +20,8 @@ from typing import Any
 
 from dagster_reconf.core.definition import StreamDefinition
 from dagster_reconf.core.progress.source_kinds import source_figures
-from dagster_reconf.core.store.storage import Location
 from dagster_reconf.core.store.checkpoint import replay_problem
+from dagster_reconf.core.store.storage import Location
 
 __all__ = ["REPLAYABLE_KINDS", "Capabilities", "stream_capabilities"]
 
@@ -42,27 +42,36 @@ class Capabilities:
         return asdict(self)
 
 
-def stream_capabilities(definition: StreamDefinition, last_progress: dict[str, Any] | None,
-                        checkpoint: Location) -> Capabilities:
+def stream_capabilities(
+    definition: StreamDefinition, last_progress: dict[str, Any] | None, checkpoint: Location
+) -> Capabilities:
     """The capabilities of a stream from its definition, its last progress record and its checkpoint."""
     reasons: dict[str, str] = {}
     progress = (last_progress or {}).get("progress") or {}
     sink = str((progress.get("sink") or {}).get("description") or "")
     pause = "MemorySink" not in sink
     if not pause:
-        reasons["pause"] = (f"sink {sink} is Spark's memory sink, which cannot restart from a checkpoint; write to a "
-                            "sink that recovers (files, Kafka, an idempotent foreachBatch)")
+        reasons["pause"] = (
+            f"sink {sink} is Spark's memory sink, which cannot restart from a checkpoint; write to a "
+            "sink that recovers (files, Kafka, an idempotent foreachBatch)"
+        )
     if definition.replayable is not None:
         replay = definition.replayable
         if not replay:
             reasons["replay"] = f"stream definition {definition.name} declares its sources not replayable"
     else:
         kinds = [source_figures(s) for s in progress.get("sources") or []]
-        odd = [f"{f.kind} source {f.description!r}" for f in kinds if f.kind not in REPLAYABLE_KINDS or f.end is None and f.kind != "file"]
+        odd = [
+            f"{f.kind} source {f.description!r}"
+            for f in kinds
+            if f.kind not in REPLAYABLE_KINDS or f.end is None and f.kind != "file"
+        ]
         replay = bool(kinds) and not odd
         if odd:
-            reasons["replay"] = (f"{', '.join(odd)} cannot replay from logged offsets; declare replayable=True on the "
-                                 "definition if it can")
+            reasons["replay"] = (
+                f"{', '.join(odd)} cannot replay from logged offsets; declare replayable=True on the "
+                "definition if it can"
+            )
         elif not kinds:
             reasons["replay"] = "no batch has run yet, so its sources are not known"
     replay_recent = replay

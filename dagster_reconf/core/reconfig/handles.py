@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.definition import StreamDefinition, load_definition
 from dagster_reconf.core.errors import ControlRequestError, StreamStateError
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spec import StreamSpec, validate_spec
+from dagster_reconf.core.store.paths import StreamPaths
 
 if TYPE_CHECKING:
-    from dagster_reconf.core.spark.runtime import StreamRuntime
     from dagster_reconf.core.process.supervisor import StreamSupervisor
+    from dagster_reconf.core.spark.runtime import StreamRuntime
 
 __all__ = ["DriverStream", "LocalStream", "StreamHandle"]
 

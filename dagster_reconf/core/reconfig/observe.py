@@ -60,13 +60,27 @@ def committed_batches(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
             continue
         progress = record["progress"]
         row = record_row(record)
-        started = pd.Timestamp(progress["timestamp"]).timestamp() if progress.get("timestamp") else record["recorded_at"]
-        rows.append({"batch_id": row["batch_id"], "run_id": progress.get("runId"), "started_at": started,
-                     "committed_at": started + row["batch_duration_ms"] / 1000.0, "events": row["events"],
-                     "backlog_events": row["backlog_events"], "end": row["end_offset"]})
-    frame = pd.DataFrame(rows, columns=["batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "end"])
+        started = (
+            pd.Timestamp(progress["timestamp"]).timestamp() if progress.get("timestamp") else record["recorded_at"]
+        )
+        rows.append(
+            {
+                "batch_id": row["batch_id"],
+                "run_id": progress.get("runId"),
+                "started_at": started,
+                "committed_at": started + row["batch_duration_ms"] / 1000.0,
+                "events": row["events"],
+                "backlog_events": row["backlog_events"],
+                "end": row["end_offset"],
+            }
+        )
+    frame = pd.DataFrame(
+        rows, columns=["batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "end"]
+    )
     if frame.empty:
-        return frame.drop(columns="end").assign(offered=pd.Series(dtype=float), latency_s=pd.Series(dtype=float))[_COLUMNS]
+        return frame.drop(columns="end").assign(offered=pd.Series(dtype=float), latency_s=pd.Series(dtype=float))[
+            _COLUMNS
+        ]
     events = frame["events"].astype(float)
     # Positions where the offsets count events; otherwise events consumed since the first record.
     end = frame["end"].astype(float) if frame["end"].notna().all() else events.cumsum()

@@ -32,8 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from dagster_reconf.core.errors import SpecError
-from dagster_reconf.core.errors import validated
+from dagster_reconf.core.errors import SpecError, validated
 from dagster_reconf.core.spec import SESSION_FIELDS, RestartScope, StreamSpec, context_scope, validate_master
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
@@ -50,9 +49,16 @@ class Resources(BaseModel):
 
     master: str = Field(..., description="Spark master URL: local[N], spark://HOST:PORT, k8s://..., yarn.")
     executor_cores: int | None = Field(None, ge=1, le=1024, description="Cores per executor (cluster masters).")
-    max_cores: int | None = Field(None, ge=1, le=100_000, description="spark.cores.max: the application's cores (cluster masters).")
-    cores_ceiling: int | None = Field(None, ge=1, le=100_000, description="Standalone masters: max_cores up to this "
-                                      "changes by adding and removing executors in the same SparkContext.")
+    max_cores: int | None = Field(
+        None, ge=1, le=100_000, description="spark.cores.max: the application's cores (cluster masters)."
+    )
+    cores_ceiling: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Standalone masters: max_cores up to this "
+        "changes by adding and removing executors in the same SparkContext.",
+    )
     executor_memory: str | None = Field(None, pattern=r"^\d+[kmgt]?$", description="Executor memory, e.g. 2g.")
 
     @field_validator("master")
@@ -70,12 +76,19 @@ class Partitioning(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     state_partitions: int | dict[str, int] = Field(
-        ..., description="State partitions of every stateful operator, or per operator id (one count for all: Spark's rule)."
+        ...,
+        description="State partitions of every stateful operator, or per operator id (one count for all: Spark's rule).",
     )
-    source_partitions: int | None = Field(None, ge=1, le=10_000, description="Partitions the source splits a micro-batch "
-                                          "into (None: the source has no such knob).")
+    source_partitions: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Partitions the source splits a micro-batch into (None: the source has no such knob).",
+    )
     trigger_interval_s: float = Field(..., ge=0, le=3600, description="Processing-time trigger interval in seconds.")
-    max_per_trigger: int | None = Field(None, ge=1, description="Cap per micro-batch in the source's own unit (None: no cap).")
+    max_per_trigger: int | None = Field(
+        None, ge=1, description="Cap per micro-batch in the source's own unit (None: no cap)."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -153,11 +166,19 @@ class ExecutionPlan(BaseModel):
         """The plan a stream's settings amount to."""
         return cls(
             stream=spec.name,
-            resources=Resources(master=spec.master, executor_cores=spec.executor_cores, max_cores=spec.max_cores,
-                                cores_ceiling=spec.cores_ceiling, executor_memory=spec.executor_memory),
-            partitioning=Partitioning(state_partitions=spec.state_partitions, source_partitions=spec.source_partitions,
-                                      trigger_interval_s=spec.trigger_interval_s,
-                                      max_per_trigger=spec.max_per_trigger),
+            resources=Resources(
+                master=spec.master,
+                executor_cores=spec.executor_cores,
+                max_cores=spec.max_cores,
+                cores_ceiling=spec.cores_ceiling,
+                executor_memory=spec.executor_memory,
+            ),
+            partitioning=Partitioning(
+                state_partitions=spec.state_partitions,
+                source_partitions=spec.source_partitions,
+                trigger_interval_s=spec.trigger_interval_s,
+                max_per_trigger=spec.max_per_trigger,
+            ),
             logic=ExecutionLogic(code_version=spec.code_version),
         )
 
@@ -168,8 +189,10 @@ class ExecutionPlan(BaseModel):
         knobs = cls.of(spec).settings()
         unplanned = sorted(set(changes) - set(knobs))
         if unplanned:
-            raise SpecError(f"a plan changes its knobs ({', '.join(knobs)}), and {unplanned} are not among them; other "
-                            f"spec settings change with `reconf stream restart {spec.name} --set KEY=VALUE`")
+            raise SpecError(
+                f"a plan changes its knobs ({', '.join(knobs)}), and {unplanned} are not among them; other "
+                f"spec settings change with `reconf stream restart {spec.name} --set KEY=VALUE`"
+            )
         return cls.of(spec.with_changes(changes))
 
     def settings(self) -> dict[str, Any]:
@@ -217,10 +240,16 @@ class Action:
 
 
 _DIMENSION = {
-    "master": "resources", "executor_cores": "resources", "max_cores": "resources", "cores_ceiling": "resources",
+    "master": "resources",
+    "executor_cores": "resources",
+    "max_cores": "resources",
+    "cores_ceiling": "resources",
     "executor_memory": "resources",
-    "state_partitions": "partitioning", "source_partitions": "partitioning", "trigger_interval_s": "partitioning",
-    "max_per_trigger": "partitioning", "code_version": "logic",
+    "state_partitions": "partitioning",
+    "source_partitions": "partitioning",
+    "trigger_interval_s": "partitioning",
+    "max_per_trigger": "partitioning",
+    "code_version": "logic",
 }
 
 
@@ -257,12 +286,22 @@ class PlanDiff:
         return {a.knob: a.after for a in self.actions}
 
     def as_rows(self) -> list[dict[str, Any]]:
-        return [{"dimension": a.dimension, "knob": a.knob, "before": a.before, "after": a.after, "effect": a.effect,
-                 "operators": list(a.operators)} for a in self.actions]
+        return [
+            {
+                "dimension": a.dimension,
+                "knob": a.knob,
+                "before": a.before,
+                "after": a.after,
+                "effect": a.effect,
+                "operators": list(a.operators),
+            }
+            for a in self.actions
+        ]
 
 
-def diff_plans(current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec,
-               stateful_operators: tuple[str, ...] = ()) -> PlanDiff:
+def diff_plans(
+    current: ExecutionPlan, target: ExecutionPlan, spec: StreamSpec, stateful_operators: tuple[str, ...] = ()
+) -> PlanDiff:
     """What changes from ``current`` (in force for ``spec``) to ``target``.
 
     Args:

@@ -54,22 +54,28 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, stateful_operators, tree_bytes
-from dagster_reconf.core.spark.executor_room import executor_room_problem
 from dagster_reconf.core.errors import ReconfError, SpecError, StreamStateError
 from dagster_reconf.core.ledger import AuditLedger
-from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.store.storage import spark_uri
-from dagster_reconf.core.store.paths import remove_generations
-from dagster_reconf.core.spark.session import native_repartition_available
-from dagster_reconf.core.spec import STRATEGIES
+from dagster_reconf.core.progress.state_rows import state_row_counts
 from dagster_reconf.core.reconfig.capabilities import stream_capabilities
 from dagster_reconf.core.reconfig.handles import StreamHandle
 from dagster_reconf.core.reconfig.observe import committed_batches, normal_backlog, observe_change, offered_rate
 from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
-from dagster_reconf.core.spark.state_reader import StateSummary
-from dagster_reconf.core.progress.state_rows import state_row_counts
 from dagster_reconf.core.reconfig.verification import delta_problems, verify_migration, warm_up_verification
+from dagster_reconf.core.spark.executor_room import executor_room_problem
+from dagster_reconf.core.spark.session import native_repartition_available
+from dagster_reconf.core.spark.state_reader import StateSummary
+from dagster_reconf.core.spec import STRATEGIES
+from dagster_reconf.core.store.checkpoint import (
+    CheckpointSnapshot,
+    checkpoint_facts,
+    free_bytes,
+    stateful_operators,
+    tree_bytes,
+)
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import remove_generations
+from dagster_reconf.core.store.storage import spark_uri
 
 __all__ = [
     "STEPS",
@@ -88,7 +94,9 @@ DISK_MARGIN_BYTES = 64 << 20
 OBSERVE_POLL_S = 0.5
 BACKLOG_HISTORY_BATCHES = 20
 BOUNDARY_POLL_S = 0.1  # a checkpoint listing per poll (object storage: a few requests), for at most 1.5 batches
-QUERY_START_ALLOWANCE_S = 1.5  # what a replayed batch adds to the batch: a query start (1.1 s measured with a Python source)
+QUERY_START_ALLOWANCE_S = (
+    1.5  # what a replayed batch adds to the batch: a query start (1.1 s measured with a Python source)
+)
 
 
 class ReconfigurationRefused(ReconfError, ValueError):
@@ -158,8 +166,15 @@ class Reconfiguration:
         return self.outcome is not None
 
     def started_payload(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "current": self.current.model_dump(), "target": self.target.model_dump(),
-                "plan_hash": self.plan_hash, "actions": self.actions, "trigger": self.trigger, "evidence": self.evidence}
+        return {
+            "strategy": self.strategy,
+            "current": self.current.model_dump(),
+            "target": self.target.model_dump(),
+            "plan_hash": self.plan_hash,
+            "actions": self.actions,
+            "trigger": self.trigger,
+            "evidence": self.evidence,
+        }
 
     @classmethod
     def from_ledger(cls, ledger: AuditLedger, reconfiguration_id: str) -> "Reconfiguration":
@@ -173,9 +188,17 @@ class Reconfiguration:
         if started is None:
             raise ReconfError(f"no reconfiguration {reconfiguration_id!r} in {ledger}")
         p = started.payload
-        reconfiguration = cls(reconfiguration_id, started.stream, p["strategy"], ExecutionPlan.model_validate(p["current"]),
-                              ExecutionPlan.model_validate(p["target"]), p["actions"], p.get("trigger", {}), p.get("evidence", {}),
-                              outcome="noop" if started.kind == "reconfiguration.noop" else None)
+        reconfiguration = cls(
+            reconfiguration_id,
+            started.stream,
+            p["strategy"],
+            ExecutionPlan.model_validate(p["current"]),
+            ExecutionPlan.model_validate(p["target"]),
+            p["actions"],
+            p.get("trigger", {}),
+            p.get("evidence", {}),
+            outcome="noop" if started.kind == "reconfiguration.noop" else None,
+        )
         for record in records:
             if record.kind == "step.end":
                 reconfiguration.results[record.step] = record.payload["result"]
@@ -211,9 +234,11 @@ def replay_falls_behind(history: dict[str, Any]) -> str | None:
     replay_s, per_batch_s = _replay_pace(history)
     if replay_s is None or replay_s < per_batch_s:
         return None
-    return (f"a replayed batch takes about {replay_s:.1f} s (a live batch of {history['batch_s']:.1f} s plus "
-            f"{QUERY_START_ALLOWANCE_S:g} s to start its query) and the stream commits one every {per_batch_s:.1f} s: "
-            "the copy could not catch up, so the native migration runs in the pause; precopy pays on longer triggers")
+    return (
+        f"a replayed batch takes about {replay_s:.1f} s (a live batch of {history['batch_s']:.1f} s plus "
+        f"{QUERY_START_ALLOWANCE_S:g} s to start its query) and the stream commits one every {per_batch_s:.1f} s: "
+        "the copy could not catch up, so the native migration runs in the pause; precopy pays on longer triggers"
+    )
 
 
 def _replay_pace(history: dict[str, Any]) -> tuple[float | None, float]:
@@ -253,9 +278,18 @@ class Reconfigurer:
             stream can (its own driver process); False restarts the SparkContext in the paused driver.
     """
 
-    def __init__(self, stream: StreamHandle, ledger: AuditLedger, *, strategy: str = "native", holder: str | None = None,
-                 pause_timeout_s: float = 120.0, observe_timeout_s: float = 60.0,
-                 after_step: Callable[[str], None] | None = None, handover: bool = True) -> None:
+    def __init__(
+        self,
+        stream: StreamHandle,
+        ledger: AuditLedger,
+        *,
+        strategy: str = "native",
+        holder: str | None = None,
+        pause_timeout_s: float = 120.0,
+        observe_timeout_s: float = 60.0,
+        after_step: Callable[[str], None] | None = None,
+        handover: bool = True,
+    ) -> None:
         if strategy not in STRATEGIES:
             raise SpecError(f"unknown migration strategy {strategy!r}; use one of {list(STRATEGIES)}")
         self.stream = stream
@@ -269,16 +303,26 @@ class Reconfigurer:
 
     # -- the whole thing ------------------------------------------------------------------------
 
-    def run(self, target: ExecutionPlan | dict[str, Any] | str, *, trigger: dict[str, Any] | None = None,
-            evidence: dict[str, Any] | None = None) -> Reconfiguration:
+    def run(
+        self,
+        target: ExecutionPlan | dict[str, Any] | str,
+        *,
+        trigger: dict[str, Any] | None = None,
+        evidence: dict[str, Any] | None = None,
+    ) -> Reconfiguration:
         """Begin (or continue) the reconfiguration to ``target`` and run every step that has not ended."""
         reconfiguration = self.begin(target, trigger=trigger, evidence=evidence)
         for name in STEPS:
             self.step(reconfiguration, name)
         return reconfiguration
 
-    def begin(self, target: ExecutionPlan | dict[str, Any] | str, *, trigger: dict[str, Any] | None = None,
-              evidence: dict[str, Any] | None = None) -> Reconfiguration:
+    def begin(
+        self,
+        target: ExecutionPlan | dict[str, Any] | str,
+        *,
+        trigger: dict[str, Any] | None = None,
+        evidence: dict[str, Any] | None = None,
+    ) -> Reconfiguration:
         """Take the stream for a new reconfiguration to ``target``, or continue the unfinished one of the same plan.
 
         Raises:
@@ -286,10 +330,15 @@ class Reconfigurer:
         """
         stream = self.stream.name
         if self.stream.paths.attached.is_file():
-            self._refuse_early(stream, [
-                f"stream {stream!r} is attached: dagster-reconf reads it from its event logs at {self.stream.paths.event_log} "
-                "and recommends plans (ds2_plans), but does not run it, so it cannot apply one; change the settings "
-                "where the job is deployed"], trigger)
+            self._refuse_early(
+                stream,
+                [
+                    f"stream {stream!r} is attached: dagster-reconf reads it from its event logs at {self.stream.paths.event_log} "
+                    "and recommends plans (ds2_plans), but does not run it, so it cannot apply one; change the settings "
+                    "where the job is deployed"
+                ],
+                trigger,
+            )
         try:
             plan = target if isinstance(target, ExecutionPlan) else ExecutionPlan.parse(target)
             if plan.stream != stream:
@@ -300,13 +349,22 @@ class Reconfigurer:
         if lock is not None:
             if lock.plan_hash != plan.plan_hash:
                 since = datetime.fromtimestamp(lock.acquired_at, timezone.utc).isoformat(timespec="seconds")
-                self._refuse_early(stream, [
-                    f"stream {stream!r} is being reconfigured by {lock.reconfiguration_id} (plan {lock.plan_hash}, since "
-                    f"{since}, by {lock.holder}); re-run that plan to finish it, or abort it with "
-                    f"`reconf reconfigure abort {stream}`"], trigger)
+                self._refuse_early(
+                    stream,
+                    [
+                        f"stream {stream!r} is being reconfigured by {lock.reconfiguration_id} (plan {lock.plan_hash}, since "
+                        f"{since}, by {lock.holder}); re-run that plan to finish it, or abort it with "
+                        f"`reconf reconfigure abort {stream}`"
+                    ],
+                    trigger,
+                )
             reconfiguration = Reconfiguration.from_ledger(self.ledger, lock.reconfiguration_id)
-            self.ledger.append(stream=stream, kind="reconfiguration.resumed", reconfiguration_id=reconfiguration.id,
-                               payload={"holder": self.holder, "steps_done": list(reconfiguration.results), "trigger": trigger or {}})
+            self.ledger.append(
+                stream=stream,
+                kind="reconfiguration.resumed",
+                reconfiguration_id=reconfiguration.id,
+                payload={"holder": self.holder, "steps_done": list(reconfiguration.results), "trigger": trigger or {}},
+            )
             return reconfiguration
         spec = self.stream.spec()
         current = ExecutionPlan.of(spec)
@@ -315,19 +373,29 @@ class Reconfigurer:
             self.stream.validate(plan.apply_to(spec))  # the definition's code versions and knob mapping
         except SpecError as exc:
             self._refuse_early(stream, [str(exc)], trigger)
-        reconfiguration = Reconfiguration(uuid.uuid4().hex[:16], stream, self.strategy, current, plan, diff.as_rows(),
-                                          trigger or {}, evidence or {})
+        reconfiguration = Reconfiguration(
+            uuid.uuid4().hex[:16], stream, self.strategy, current, plan, diff.as_rows(), trigger or {}, evidence or {}
+        )
         if diff.empty:
             reconfiguration.outcome = "noop"
-            self.ledger.append(stream=stream, kind="reconfiguration.noop", reconfiguration_id=reconfiguration.id,
-                               payload={**reconfiguration.started_payload(), "outcome": "noop"})
+            self.ledger.append(
+                stream=stream,
+                kind="reconfiguration.noop",
+                reconfiguration_id=reconfiguration.id,
+                payload={**reconfiguration.started_payload(), "outcome": "noop"},
+            )
             return reconfiguration
-        lock = self.ledger.acquire_lock(stream=stream, reconfiguration_id=reconfiguration.id, plan_hash=plan.plan_hash,
-                                        holder=self.holder)
+        lock = self.ledger.acquire_lock(
+            stream=stream, reconfiguration_id=reconfiguration.id, plan_hash=plan.plan_hash, holder=self.holder
+        )
         if lock.reconfiguration_id != reconfiguration.id:  # another run took the stream between our check and insert
             return self.begin(plan, trigger=trigger, evidence=evidence)
-        self.ledger.append(stream=stream, kind="reconfiguration.started", reconfiguration_id=reconfiguration.id,
-                           payload={**reconfiguration.started_payload(), "holder": self.holder})
+        self.ledger.append(
+            stream=stream,
+            kind="reconfiguration.started",
+            reconfiguration_id=reconfiguration.id,
+            payload={**reconfiguration.started_payload(), "holder": self.holder},
+        )
         return reconfiguration
 
     def abort(self) -> Reconfiguration | None:
@@ -341,14 +409,20 @@ class Reconfigurer:
             return None
         reconfiguration = Reconfiguration.from_ledger(self.ledger, lock.reconfiguration_id)
         if "resume" in reconfiguration.results:
-            raise ReconfigurationRefused(self.stream.name, [
-                f"reconfiguration {reconfiguration.id} already resumed the stream with plan {reconfiguration.plan_hash}; "
-                "re-run that plan to finish it, then reconfigure back if needed"])
+            raise ReconfigurationRefused(
+                self.stream.name,
+                [
+                    f"reconfiguration {reconfiguration.id} already resumed the stream with plan {reconfiguration.plan_hash}; "
+                    "re-run that plan to finish it, then reconfigure back if needed"
+                ],
+            )
         self._rollback(reconfiguration, f"aborted by {self.holder}")
         return reconfiguration
 
     def _refuse_early(self, stream: str, problems: list[str], trigger: dict[str, Any] | None) -> None:
-        self.ledger.append(stream=stream, kind="reconfiguration.refused", payload={"problems": problems, "trigger": trigger or {}})
+        self.ledger.append(
+            stream=stream, kind="reconfiguration.refused", payload={"problems": problems, "trigger": trigger or {}}
+        )
         raise ReconfigurationRefused(stream, problems)
 
     def step(self, reconfiguration: Reconfiguration, name: str) -> dict[str, Any]:
@@ -366,26 +440,42 @@ class Reconfigurer:
             return reconfiguration.results[name]
         missing = [s for s in STEPS[: STEPS.index(name)] if s not in reconfiguration.results]
         if missing:
-            raise ReconfigurationInterrupted(f"step {name} of reconfiguration {reconfiguration.id} needs {missing} first")
+            raise ReconfigurationInterrupted(
+                f"step {name} of reconfiguration {reconfiguration.id} needs {missing} first"
+            )
         stream, rid = reconfiguration.stream, reconfiguration.id
-        self.ledger.append(stream=stream, kind="step.begin", step=name, reconfiguration_id=rid, payload={"holder": self.holder})
+        self.ledger.append(
+            stream=stream, kind="step.begin", step=name, reconfiguration_id=rid, payload={"holder": self.holder}
+        )
         started = time.monotonic()
         try:
             result = getattr(self, f"_{name}")(reconfiguration)
         except ReconfigurationRefused as exc:
-            self.ledger.append(stream=stream, kind="step.failed", step=name, reconfiguration_id=rid, payload={"error": str(exc)})
+            self.ledger.append(
+                stream=stream, kind="step.failed", step=name, reconfiguration_id=rid, payload={"error": str(exc)}
+            )
             self._finish(reconfiguration, "refused", {"problems": exc.problems})
             raise
         except Exception as exc:
-            self.ledger.append(stream=stream, kind="step.failed", step=name, reconfiguration_id=rid,
-                               payload={"error": f"{type(exc).__name__}: {exc}"})
+            self.ledger.append(
+                stream=stream,
+                kind="step.failed",
+                step=name,
+                reconfiguration_id=rid,
+                payload={"error": f"{type(exc).__name__}: {exc}"},
+            )
             raise ReconfigurationInterrupted(
                 f"step {name} of reconfiguration {rid} of stream {stream!r} failed: {exc}. Nothing is lost: re-run the "
                 f"same plan to finish it, or `reconf reconfigure abort {stream}` to roll it back"
             ) from exc
         seconds = round(time.monotonic() - started, 3)
-        self.ledger.append(stream=stream, kind="step.end", step=name, reconfiguration_id=rid,
-                           payload={"seconds": seconds, "result": result})
+        self.ledger.append(
+            stream=stream,
+            kind="step.end",
+            step=name,
+            reconfiguration_id=rid,
+            payload={"seconds": seconds, "result": result},
+        )
         reconfiguration.results[name], reconfiguration.timings[name] = result, seconds
         if os.environ.get(KILL_AFTER_STEP_ENV) == name:
             os._exit(137)  # a test's stand-in for `kill -9` of the process running the reconfiguration
@@ -395,10 +485,19 @@ class Reconfigurer:
 
     def _finish(self, reconfiguration: Reconfiguration, outcome: str, details: dict[str, Any]) -> None:
         reconfiguration.outcome = outcome
-        payload = {**reconfiguration.started_payload(), "outcome": outcome, "steps": reconfiguration.results,
-                   "timings": reconfiguration.timings, **details}
-        self.ledger.append(stream=reconfiguration.stream, kind="reconfiguration.finished",
-                           reconfiguration_id=reconfiguration.id, payload=payload)
+        payload = {
+            **reconfiguration.started_payload(),
+            "outcome": outcome,
+            "steps": reconfiguration.results,
+            "timings": reconfiguration.timings,
+            **details,
+        }
+        self.ledger.append(
+            stream=reconfiguration.stream,
+            kind="reconfiguration.finished",
+            reconfiguration_id=reconfiguration.id,
+            payload=payload,
+        )
         CheckpointSnapshot(self._snapshot_dir(reconfiguration)).discard()
         self.stream.clean_up_drivers()  # a standby left unused, the old driver after a handover
         self.ledger.release_lock(reconfiguration.stream, reconfiguration.id)
@@ -423,27 +522,38 @@ class Reconfigurer:
         status = self.stream.status()
         checks["state"] = status.get("state")
         if status.get("state") == "failed":
-            problems.append(f"stream {r.stream!r} failed ({status.get('failure')}); fix and restart it before reconfiguring")
+            problems.append(
+                f"stream {r.stream!r} failed ({status.get('failure')}); fix and restart it before reconfiguring"
+            )
         elif status.get("state") != "running":
-            problems.append(f"stream {r.stream!r} is {status.get('state')}; start it (`reconf stream start {r.stream}`) "
-                            "before reconfiguring")
+            problems.append(
+                f"stream {r.stream!r} is {status.get('state')}; start it (`reconf stream start {r.stream}`) "
+                "before reconfiguring"
+            )
         checkpoint = self.stream.paths.checkpoint
         facts = checkpoint_facts(checkpoint)
         checks["checkpoint"] = facts.summary()
         if status.get("state") != "running" and not facts.committed:
-            problems.append(f"checkpoint {checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
-                            "start the stream so it finishes that batch")
-        capabilities = stream_capabilities(self.stream.definition(), MetricsStore(self.stream.paths.metrics).last_progress(),
-                                           checkpoint)
+            problems.append(
+                f"checkpoint {checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
+                "start the stream so it finishes that batch"
+            )
+        capabilities = stream_capabilities(
+            self.stream.definition(), MetricsStore(self.stream.paths.metrics).last_progress(), checkpoint
+        )
         checks["capabilities"] = capabilities.as_dict()
         if not capabilities.pause:
             problems.append(f"stream {r.stream!r} cannot pause at a batch boundary: {capabilities.reasons['pause']}")
         if r.needs_migration and r.strategy == "replay" and not capabilities.replay:
-            problems.append(f"the replay strategy cannot rebuild the state of stream {r.stream!r}: "
-                            f"{capabilities.reasons.get('replay')}; use strategy 'native'")
+            problems.append(
+                f"the replay strategy cannot rebuild the state of stream {r.stream!r}: "
+                f"{capabilities.reasons.get('replay')}; use strategy 'native'"
+            )
         if r.needs_migration and r.strategy == "precopy" and not capabilities.replay_recent:
-            problems.append(f"the precopy strategy replays the batches of stream {r.stream!r} since its copy, but "
-                            f"{capabilities.reasons.get('replay')}; use strategy 'native'")
+            problems.append(
+                f"the precopy strategy replays the batches of stream {r.stream!r} since its copy, but "
+                f"{capabilities.reasons.get('replay')}; use strategy 'native'"
+            )
         if r.needs_migration:
             problems += self._migration_problems(r, checkpoint, facts, checks)
         room = self._executor_room_problem(r, status.get("executors"))
@@ -453,8 +563,11 @@ class Reconfigurer:
             check = self.stream.code_check(r.target.logic.code_version)
             checks["code_version"] = check
             if not check["compatible"]:
-                problems.append(f"code version {r.target.logic.code_version!r} cannot read the checkpoint's state: "
-                                + "; ".join(check["problems"]) + "; keep the state schema or start a new stream")
+                problems.append(
+                    f"code version {r.target.logic.code_version!r} cannot read the checkpoint's state: "
+                    + "; ".join(check["problems"])
+                    + "; keep the state schema or start a new stream"
+                )
         if problems:
             raise ReconfigurationRefused(r.stream, problems)
         return {"checks": checks, "actions": r.actions}
@@ -463,20 +576,28 @@ class Reconfigurer:
         """Whether a standalone master can place the executors a cores change adds (same executor size only: the
         executors the stream holds are reused, in place or by the next SparkContext)."""
         now, target = r.current.resources, r.target.resources
-        same_shape = (now.master, now.executor_cores, now.executor_memory) == (target.master, target.executor_cores,
-                                                                             target.executor_memory)
+        same_shape = (now.master, now.executor_cores, now.executor_memory) == (
+            target.master,
+            target.executor_cores,
+            target.executor_memory,
+        )
         if not same_shape or not target.executor_cores or not target.max_cores or live is None:
             return None
-        return executor_room_problem(target.master, target.max_cores // target.executor_cores - live,
-                                     executor_cores=target.executor_cores,
-                                     executor_memory=self.stream.spec().executor_memory_setting,
-                                     home=self.stream.paths.home)
+        return executor_room_problem(
+            target.master,
+            target.max_cores // target.executor_cores - live,
+            executor_cores=target.executor_cores,
+            executor_memory=self.stream.spec().executor_memory_setting,
+            home=self.stream.paths.home,
+        )
 
     def _migration_problems(self, r: Reconfiguration, checkpoint, facts, checks: dict[str, Any]) -> list[str]:
         problems = []
         if facts.last_committed_batch is None:
-            problems.append(f"stream {r.stream!r} has not committed a micro-batch yet, so there is no state to migrate; "
-                            "wait for its first batch")
+            problems.append(
+                f"stream {r.stream!r} has not committed a micro-batch yet, so there is no state to migrate; "
+                "wait for its first batch"
+            )
         operators = stateful_operators(checkpoint)
         checks["operators"] = operators
         named = r.target.partitioning.state_partitions
@@ -484,23 +605,31 @@ class Reconfigurer:
             unknown = sorted(set(named) - set(operators))
             if unknown:
                 known = ", ".join(f"{k} ({v})" for k, v in operators.items()) or "none"
-                problems.append(f"partitioning.state_partitions names unknown stateful operator(s) {unknown}; "
-                                f"the checkpoint has {known}")
+                problems.append(
+                    f"partitioning.state_partitions names unknown stateful operator(s) {unknown}; "
+                    f"the checkpoint has {known}"
+                )
         if r.strategy in ("native", "precopy"):  # a precopy repartitions its copy the native way
             available, version = native_repartition_available()
             checks["spark"] = version
             if not available:
-                problems.append(f"PySpark {version} cannot repartition state offline (needs 4.2+); use strategy 'replay'")
+                problems.append(
+                    f"PySpark {version} cannot repartition state offline (needs 4.2+); use strategy 'replay'"
+                )
             if facts.provider and not facts.uses_rocksdb:
-                problems.append(f"checkpoint {checkpoint} keeps state with {facts.provider.rsplit('.', 1)[-1]}; the native "
-                                "migration supports RocksDB state only: use strategy 'replay', or run the stream with "
-                                "RocksDB state (the default)")
+                problems.append(
+                    f"checkpoint {checkpoint} keeps state with {facts.provider.rsplit('.', 1)[-1]}; the native "
+                    "migration supports RocksDB state only: use strategy 'replay', or run the stream with "
+                    "RocksDB state (the default)"
+                )
         state_bytes = tree_bytes(checkpoint / "state")
         free = free_bytes(checkpoint)
         checks["disk"] = {"state_bytes": state_bytes, "free_bytes": free}
         if free is not None and free < state_bytes + DISK_MARGIN_BYTES:  # None: a remote store, its quota is its own
-            problems.append(f"{free >> 20} MiB free next to {checkpoint}, but a migration writes a copy of the state "
-                            f"({state_bytes >> 20} MiB) plus {DISK_MARGIN_BYTES >> 20} MiB: free some disk")
+            problems.append(
+                f"{free >> 20} MiB free next to {checkpoint}, but a migration writes a copy of the state "
+                f"({state_bytes >> 20} MiB) plus {DISK_MARGIN_BYTES >> 20} MiB: free some disk"
+            )
         return problems
 
     def _prepare(self, r: Reconfiguration) -> dict[str, Any]:
@@ -514,13 +643,17 @@ class Reconfigurer:
             try:
                 result["executors"] = self.stream.add_executors(grow)
             except ReconfError as exc:  # nothing is paused yet: the stream runs on as it was
-                raise ReconfigurationRefused(r.stream, [f"the executors of this cores change did not come: {exc}"]) from exc
+                raise ReconfigurationRefused(
+                    r.stream, [f"the executors of this cores change did not come: {exc}"]
+                ) from exc
         if r.needs_new_context and self.handover and self.stream.supports_handover:
             try:
                 result["standby"] = self.stream.prepare_standby(r.standby_changes)
             except ReconfError as exc:  # the old driver restarts its SparkContext instead, as without a standby
                 result["standby"] = {"failed": str(exc)}
-        if r.needs_migration and r.strategy == "precopy":  # last: its catch-up rounds end as close to the pause as can be
+        if (
+            r.needs_migration and r.strategy == "precopy"
+        ):  # last: its catch-up rounds end as close to the pause as can be
             try:
                 result["precopy"] = self._precopy(r, result["history"])
             except ReconfError as exc:  # the migration runs the native way in the pause instead, and says so
@@ -535,7 +668,9 @@ class Reconfigurer:
             raise StreamStateError(falls_behind)
         started = time.monotonic()
         first = self.stream.precopy(partitions)
-        if not replay_keeps_pace(first, history):  # a verification now would leave the pause more to replay than it saves
+        if not replay_keeps_pace(
+            first, history
+        ):  # a verification now would leave the pause more to replay than it saves
             return {**first, "verified": None}
         verified = self._verify_copy(r, first)
         prepared = self.stream.precopy(partitions, close_enough=0)  # what committed while it was verified
@@ -551,8 +686,13 @@ class Reconfigurer:
             if last["from_batch"] != prepared["from_batch"]:
                 verified, replays = self._verify_copy(r, last), last["replays"]
             prepared, rounds = {**last, "replays": replays}, rounds + last["rounds"]
-        return {**prepared, "verified": verified, "rounds": rounds, "boundary_wait_s": waited_s,
-                "seconds": round(time.monotonic() - started, 3)}
+        return {
+            **prepared,
+            "verified": verified,
+            "rounds": rounds,
+            "boundary_wait_s": waited_s,
+            "seconds": round(time.monotonic() - started, 3),
+        }
 
     def _await_batch_boundary(self, history: dict[str, Any]) -> float:
         """Wait until the live stream has no batch in flight (at most 1.5 of its recent batches); the seconds waited.
@@ -579,8 +719,10 @@ class Reconfigurer:
         live, copy = map(StateSummary.from_dict, self.stream.states([(generation - 1, batch), (generation, batch + 1)]))
         verification = verify_migration(live, copy, r.target.partitioning.state_partition_count)
         if not verification.ok:
-            raise StreamStateError(f"the prepared copy differs from the live state at batch {batch}: "
-                                   + "; ".join(verification.problems or verification.gx.failures))
+            raise StreamStateError(
+                f"the prepared copy differs from the live state at batch {batch}: "
+                + "; ".join(verification.problems or verification.gx.failures)
+            )
         return {**verification.as_dict(), "live_batch": batch, "seconds": round(time.monotonic() - started, 3)}
 
     def _recent_backlog(self) -> dict[str, Any]:
@@ -589,14 +731,17 @@ class Reconfigurer:
         store = MetricsStore(self.stream.paths.metrics)
         records, _ = store.read(store.tail_offset(1 << 20))
         spec = self.stream.spec()
-        batches = committed_batches(records[-4 * BACKLOG_HISTORY_BATCHES:])
+        batches = committed_batches(records[-4 * BACKLOG_HISTORY_BATCHES :])
         recent = batches.tail(BACKLOG_HISTORY_BATCHES)
         rate = offered_rate(recent)
         committed = recent["committed_at"].astype(float)
-        return {"normal_backlog_events": normal_backlog(recent, rate, spec.trigger_interval_s), "batches": len(recent),
-                "offered_events_per_s": rate,
-                "batch_s": float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
-                "seconds_per_batch": float(committed.diff().median()) if len(recent) > 1 else None}
+        return {
+            "normal_backlog_events": normal_backlog(recent, rate, spec.trigger_interval_s),
+            "batches": len(recent),
+            "offered_events_per_s": rate,
+            "batch_s": float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
+            "seconds_per_batch": float(committed.diff().median()) if len(recent) > 1 else None,
+        }
 
     def _pause(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_driver()
@@ -606,7 +751,9 @@ class Reconfigurer:
         # at the old cap, with the new settings (a re-planned one would be a whole catch-up batch of the new cap, and
         # the downtime ends at its commit). Otherwise the standby, or this driver, finishes it first.
         keep = r.keeps_interrupted_batch
-        report = self.stream.pause(self.pause_timeout_s, finish="pid" not in standby and not keep, keep_interrupted=keep)
+        report = self.stream.pause(
+            self.pause_timeout_s, finish="pid" not in standby and not keep, keep_interrupted=keep
+        )
         self._record_lead(r)
         handover = None
         if "pid" in standby:
@@ -620,8 +767,12 @@ class Reconfigurer:
                 report = self._finish_interrupted(report)
         if keep:
             report["interrupted_batch_kept"] = report.get("attempts") == 2
-        result = {**report, "paused_at": paused_at, "generation": self.stream.paths.generation,
-                  "batch_id": report.get("last_committed_batch")}
+        result = {
+            **report,
+            "paused_at": paused_at,
+            "generation": self.stream.paths.generation,
+            "batch_id": report.get("last_committed_batch"),
+        }
         if handover is not None:
             result["handover"] = handover
         return result
@@ -629,9 +780,16 @@ class Reconfigurer:
     def _record_lead(self, r: Reconfiguration) -> None:
         """Tell the stream's metrics how long this reconfiguration ran before its pause (the steps before it): the
         backlog went on moving at the old settings that long, which a policy weighs before asking for the next one."""
-        lead_s = sum(r.timings.get(step, 0.0) for step in STEPS[:STEPS.index("pause")])
-        MetricsStore(self.stream.paths.metrics).append({"kind": "lifecycle", "stream": self.stream.name, "event": "paused",
-                                                        "reconfiguration_id": r.id, "lead_s": round(lead_s, 3)})
+        lead_s = sum(r.timings.get(step, 0.0) for step in STEPS[: STEPS.index("pause")])
+        MetricsStore(self.stream.paths.metrics).append(
+            {
+                "kind": "lifecycle",
+                "stream": self.stream.name,
+                "event": "paused",
+                "reconfiguration_id": r.id,
+                "lead_s": round(lead_s, 3),
+            }
+        )
 
     def _finish_interrupted(self, report: dict[str, Any]) -> dict[str, Any]:
         """Finish in the driver now in charge a batch the live driver's stop left planned (``report``: that stop's)."""
@@ -641,9 +799,12 @@ class Reconfigurer:
             self.stream.clean_up_drivers()
             self.stream.ensure_driver()
             finished = {**self.stream.pause(self.pause_timeout_s), "first_attempt_failed": str(exc)}
-        report = {**report, "last_committed_batch": finished["last_committed_batch"],
-                  "finished_batch": finished.get("finished_batch"),
-                  "seconds": round(report["seconds"] + finished["seconds"], 3)}
+        report = {
+            **report,
+            "last_committed_batch": finished["last_committed_batch"],
+            "finished_batch": finished.get("finished_batch"),
+            "seconds": round(report["seconds"] + finished["seconds"], 3),
+        }
         if "first_attempt_failed" in finished:
             report["first_attempt_failed"] = finished["first_attempt_failed"]
         return report
@@ -670,8 +831,13 @@ class Reconfigurer:
             if snapshot.exists and snapshot.manifest()["batch_id"] == paused["batch_id"]:
                 facts = checkpoint_facts(checkpoint)
                 if facts.state_partitions == partitions and facts.committed:
-                    return {"strategy": "native", "skipped": True, "reason": "migrated before an interruption",
-                            "batch_id": facts.last_committed_batch, "generation": paused["generation"]}
+                    return {
+                        "strategy": "native",
+                        "skipped": True,
+                        "reason": "migrated before an interruption",
+                        "batch_id": facts.last_committed_batch,
+                        "generation": paused["generation"],
+                    }
                 restored = snapshot.restore()  # an interrupted attempt: back to the paused batch, then again
             else:
                 snapshot.take(checkpoint, paused["batch_id"])
@@ -698,13 +864,15 @@ class Reconfigurer:
             before = StateSummary.from_dict(baseline)  # nothing ran between prepare and pause: no need to read it again
             after = StateSummary.from_dict(self.stream.state())
         else:  # both in one Spark job: the pause pays a job's fixed costs once
-            before, after = map(StateSummary.from_dict, self.stream.states([(paused["generation"], paused["batch_id"]),
-                                                                            (None, None)]))
+            before, after = map(
+                StateSummary.from_dict, self.stream.states([(paused["generation"], paused["batch_id"]), (None, None)])
+            )
         verification = verify_migration(before, after, r.target.partitioning.state_partition_count)
         result = {**verification.as_dict(), "before_batch": paused["batch_id"], "after_batch": migrated.get("batch_id")}
         if not verification.ok:
-            result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(verification.problems or
-                                                                                         verification.gx.failures))
+            result["rolled_back"] = self._rollback(
+                r, "verification failed: " + "; ".join(verification.problems or verification.gx.failures)
+            )
         return result
 
     def _verify_delta(self, r: Reconfiguration, migrated: dict[str, Any]) -> dict[str, Any] | None:
@@ -714,15 +882,24 @@ class Reconfigurer:
         verified = prepared.get("verified")
         if r.strategy != "precopy" or "replays" not in migrated or not verified:
             return None
-        replays = [run for run in prepared.get("replays", []) + migrated["replays"]
-                   if run["batch_id"] - 1 > verified["live_batch"]]  # replayed after the copy was verified
+        replays = [
+            run
+            for run in prepared.get("replays", []) + migrated["replays"]
+            if run["batch_id"] - 1 > verified["live_batch"]
+        ]  # replayed after the copy was verified
         live = self._live_state_counts({run["batch_id"] - 1 for run in replays})
         problems = delta_problems(live, replays, shift=1)
         if problems is None:
             return None
-        result = {"ok": not problems, "problems": problems, "delta_batches": len(replays),
-                  "copy_verified_at": verified["live_batch"], "stores": verified["stores"],
-                  "before_batch": r.results["pause"]["batch_id"], "after_batch": migrated.get("batch_id")}
+        result = {
+            "ok": not problems,
+            "problems": problems,
+            "delta_batches": len(replays),
+            "copy_verified_at": verified["live_batch"],
+            "stores": verified["stores"],
+            "before_batch": r.results["pause"]["batch_id"],
+            "after_batch": migrated.get("batch_id"),
+        }
         if problems:
             result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(problems))
         return result
@@ -734,8 +911,11 @@ class Reconfigurer:
         counts = {}
         for record in records:
             progress = record.get("progress") or {}
-            if record.get("kind") == "progress" and progress.get("batchId") in batches \
-                    and "addBatch" in (progress.get("durationMs") or {}):
+            if (
+                record.get("kind") == "progress"
+                and progress.get("batchId") in batches
+                and "addBatch" in (progress.get("durationMs") or {})
+            ):
                 counts[progress["batchId"]] = state_row_counts(progress)
         return counts
 
@@ -786,8 +966,11 @@ class Reconfigurer:
         self.stream.ensure_running()
         migrated = r.results["migrate"]
         details = {
-            "batches": {"paused_at": r.results["pause"].get("batch_id"), "migration": migrated.get("batch_id"),
-                        "generation": self.stream.paths.generation},
+            "batches": {
+                "paused_at": r.results["pause"].get("batch_id"),
+                "migration": migrated.get("batch_id"),
+                "generation": self.stream.paths.generation,
+            },
             "verification": r.results["verify"],
             "observation": r.results["observe"],
             "removed_checkpoints": self._remove_older_generations(),

@@ -19,13 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
 from dagster_reconf.core.progress.state_rows import StateCounts
 from dagster_reconf.core.spark.state_reader import StateSummary, StoreSummary
+from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
 
-__all__ = ["MigrationVerification", "delta_problems", "verification_table", "verify_migration",
-           "warm_up_verification"]
-
+__all__ = ["MigrationVerification", "delta_problems", "verification_table", "verify_migration", "warm_up_verification"]
 
 
 @dataclass
@@ -42,8 +40,13 @@ class MigrationVerification:
         return not self.problems and self.gx.success
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "problems": self.problems, "gx": {"success": self.gx.success, "evaluated": self.gx.evaluated,
-                "failures": self.gx.failures}, "stores": self.table.to_dict(orient="records"), **self.details}
+        return {
+            "ok": self.ok,
+            "problems": self.problems,
+            "gx": {"success": self.gx.success, "evaluated": self.gx.evaluated, "failures": self.gx.failures},
+            "stores": self.table.to_dict(orient="records"),
+            **self.details,
+        }
 
 
 def verification_table(before: StateSummary, after: StateSummary, partitions: int) -> pd.DataFrame:
@@ -52,19 +55,33 @@ def verification_table(before: StateSummary, after: StateSummary, partitions: in
     rows = []
     for key in sorted(set(mine) | set(theirs)):
         old, new = mine.get(key), theirs.get(key)
-        rows.append({
-            "store": key,
-            "operator": (old or new).operator,  # type: ignore[union-attr]
-            "rows_before": old.rows if old else -1,
-            "rows_after": new.rows if new else -1,
-            "checksum_before": old.checksum if old else "",
-            "checksum_after": new.checksum if new else "",
-            "max_partition_id": new.max_partition_id if new else -1,
-            "planned_partitions": partitions,
-            "checkpoint_partitions": after.partitions if after.partitions is not None else -1,
-        })
-    return pd.DataFrame(rows, columns=["store", "operator", "rows_before", "rows_after", "checksum_before", "checksum_after",
-                                       "max_partition_id", "planned_partitions", "checkpoint_partitions"])
+        rows.append(
+            {
+                "store": key,
+                "operator": (old or new).operator,  # type: ignore[union-attr]
+                "rows_before": old.rows if old else -1,
+                "rows_after": new.rows if new else -1,
+                "checksum_before": old.checksum if old else "",
+                "checksum_after": new.checksum if new else "",
+                "max_partition_id": new.max_partition_id if new else -1,
+                "planned_partitions": partitions,
+                "checkpoint_partitions": after.partitions if after.partitions is not None else -1,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "store",
+            "operator",
+            "rows_before",
+            "rows_after",
+            "checksum_before",
+            "checksum_after",
+            "max_partition_id",
+            "planned_partitions",
+            "checkpoint_partitions",
+        ],
+    )
 
 
 def verify_migration(before: StateSummary, after: StateSummary, partitions: int) -> MigrationVerification:
@@ -76,11 +93,20 @@ def verify_migration(before: StateSummary, after: StateSummary, partitions: int)
         gx.expectations.ExpectTableRowCountToEqual(value=len(before.stores)),
         gx.expectations.ExpectColumnPairValuesToBeEqual(column_A="rows_before", column_B="rows_after"),
         gx.expectations.ExpectColumnPairValuesToBeEqual(column_A="checksum_before", column_B="checksum_after"),
-        gx.expectations.ExpectColumnValuesToBeBetween(column="max_partition_id", min_value=-1, max_value=partitions - 1),
+        gx.expectations.ExpectColumnValuesToBeBetween(
+            column="max_partition_id", min_value=-1, max_value=partitions - 1
+        ),
         gx.expectations.ExpectColumnValuesToBeInSet(column="checkpoint_partitions", value_set=[partitions]),
     ]
-    outcome = validate_frame(table, "state_migration", expectations) if len(table) else ValidationOutcome(
-        not before.stores and not after.stores, 0, [] if not after.stores else ["state stores appeared from nowhere"])
+    outcome = (
+        validate_frame(table, "state_migration", expectations)
+        if len(table)
+        else ValidationOutcome(
+            not before.stores and not after.stores,
+            0,
+            [] if not after.stores else ["state stores appeared from nowhere"],
+        )
+    )
     return MigrationVerification(problems, table, outcome, {"rows": before.rows, "partitions": partitions})
 
 
@@ -94,8 +120,10 @@ def delta_problems(live: dict[int, StateCounts], replays: list[dict[str, Any]], 
         if batch not in live:
             return None
         if replay["state"] != live[batch]:
-            problems.append(f"live batch {batch} left state rows {live[batch]}, its replay into the copy (batch "
-                            f"{replay['batch_id']}) {replay['state']}")
+            problems.append(
+                f"live batch {batch} left state rows {live[batch]}, its replay into the copy (batch "
+                f"{replay['batch_id']}) {replay['state']}"
+            )
     return problems
 
 

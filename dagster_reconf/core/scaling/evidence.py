@@ -17,20 +17,34 @@ from typing import Any
 
 import pandas as pd
 
-from dagster_reconf.core.store.metrics import record_row
-from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.traces.store import TraceStore
-from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.policy import Decision, Observation, ScalingPolicy, observe
 from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
+from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.metrics import record_row
+from dagster_reconf.core.traces.store import TraceStore
 
 __all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "settled_batches", "shared_cpus"]
 
 KEPT_ROWS = 60
 KEPT_SAMPLE_ROWS = 12  # the newest rows keep their Python CPU samples (a window decides on fewer; cursors stay small)
-_ROW_FIELDS = ("batch_id", "query_id", "timestamp", "events", "batch_duration_ms", "end_offset", "latest_offset",
-               "backlog_events", "backlog_unknown", "python_cpu_s", "python_cpu_samples", "state_commit_ms", "python_workers",
-               "python_task_cpu_ms", "source_kinds")
+_ROW_FIELDS = (
+    "batch_id",
+    "query_id",
+    "timestamp",
+    "events",
+    "batch_duration_ms",
+    "end_offset",
+    "latest_offset",
+    "backlog_events",
+    "backlog_unknown",
+    "python_cpu_s",
+    "python_cpu_samples",
+    "state_commit_ms",
+    "python_workers",
+    "python_task_cpu_ms",
+    "source_kinds",
+)
 
 
 @dataclass
@@ -51,7 +65,11 @@ class ConfigurationWindow:
         for record in records:
             if record.get("kind") == "lifecycle" and record.get("event") == "settings" and record.get("spec"):
                 self.spec = record["spec"]  # the same configuration, better known (an attached stream's trigger)
-            elif record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
+            elif (
+                record.get("kind") == "lifecycle"
+                and record.get("event") in ("started", "restarted")
+                and record.get("spec")
+            ):
                 if self.spec and self.rows:
                     self.previous = {"spec": self.spec, "started_at": self.started_at, "rows": self.rows[-keep:]}
                 self.spec = record["spec"]
@@ -61,14 +79,22 @@ class ConfigurationWindow:
                 self.terminated = False
                 if record.get("seconds") is not None:
                     self.restart_seconds = [*self.restart_seconds[-19:], float(record["seconds"])]
-            elif record.get("kind") == "lifecycle" and record.get("event") == "paused" and record.get("lead_s") is not None:
+            elif (
+                record.get("kind") == "lifecycle"
+                and record.get("event") == "paused"
+                and record.get("lead_s") is not None
+            ):
                 self.lead_seconds = [*self.lead_seconds[-19:], float(record["lead_s"])]
             elif record.get("kind") == "lifecycle" and record.get("event") == "query_terminated":
                 self.terminated = True
             elif record.get("kind") == "progress":
-                row = {**record_row(record), "python_cpu_s": record.get("python_cpu_s"),
-                       "python_cpu_samples": record.get("python_cpu_samples"), "python_workers": record.get("python_workers"),
-                       "python_task_cpu_ms": record.get("python_task_cpu_ms")}
+                row = {
+                    **record_row(record),
+                    "python_cpu_s": record.get("python_cpu_s"),
+                    "python_cpu_samples": record.get("python_cpu_samples"),
+                    "python_workers": record.get("python_workers"),
+                    "python_task_cpu_ms": record.get("python_task_cpu_ms"),
+                }
                 self.rows.append({k: (str(row[k]) if k == "timestamp" else row[k]) for k in _ROW_FIELDS})
         self.rows = self.rows[-keep:]
         for row in self.rows[:-KEPT_SAMPLE_ROWS]:
@@ -104,8 +130,14 @@ class ConfigurationWindow:
         return cls(**data) if data else cls()
 
 
-def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
-           activities: Callable[[float, float], pd.DataFrame] | None = None, *, plan: bool = True) -> Decision:
+def decide(
+    policy: ScalingPolicy,
+    window: ConfigurationWindow,
+    now: float,
+    activities: Callable[[float, float], pd.DataFrame] | None = None,
+    *,
+    plan: bool = True,
+) -> Decision:
     """The policy's decision for the configuration in ``window``.
 
     Args:
@@ -133,12 +165,17 @@ def decide(policy: ScalingPolicy, window: ConfigurationWindow, now: float,
         if current is None or not window.previous:
             return current
         before = StreamSpec.parse(window.previous["spec"])
-        earlier = _profile(activities, before, settled_batches(_frame(window.previous["rows"]), window.previous["started_at"],
-                                                                cfg.stabilization_s), cfg.warmup_batches)
+        earlier = _profile(
+            activities,
+            before,
+            settled_batches(_frame(window.previous["rows"]), window.previous["started_at"], cfg.stabilization_s),
+            cfg.warmup_batches,
+        )
         return current if earlier is None else fit_task_costs(current, earlier)
 
-    return policy.decide(spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s,
-                         lead_s=window.lead_s, plan=plan)
+    return policy.decide(
+        spec.name, knobs, obs, profile, epoch=window.epoch, restart_s=window.restart_s, lead_s=window.lead_s, plan=plan
+    )
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -166,15 +203,18 @@ def settled_batches(frame: pd.DataFrame, started_at: float, stabilization_s: flo
     return settled.reset_index(drop=True)
 
 
-def _profile(activities: Callable[[float, float], pd.DataFrame], spec: StreamSpec, frame: pd.DataFrame,
-             warmup_batches: int) -> StreamProfile | None:
+def _profile(
+    activities: Callable[[float, float], pd.DataFrame], spec: StreamSpec, frame: pd.DataFrame, warmup_batches: int
+) -> StreamProfile | None:
     """The profile of one configuration's settled batches, None where traces do not cover them."""
     if frame.empty:
         return None
     lo = frame["timestamp"].min().timestamp() * 1000.0 - spec.trigger_interval_s * 1000.0
     hi = frame["timestamp"].max().timestamp() * 1000.0 + 60_000.0
     try:
-        return profile_stream(activities(lo, hi), frame, Knobs.of(spec), warmup_batches=warmup_batches, cpus=shared_cpus(spec))
+        return profile_stream(
+            activities(lo, hi), frame, Knobs.of(spec), warmup_batches=warmup_batches, cpus=shared_cpus(spec)
+        )
     except ProfileError:
         return None
 
@@ -184,8 +224,9 @@ def shared_cpus(spec: StreamSpec) -> float:
     return float(os.cpu_count() or 1) if spec.master.startswith("local") else float("inf")
 
 
-def ingest_and_read(store: TraceStore, event_log_dir: Any, max_events: int | None = None,
-                    query_ids: Collection[str] | None = None) -> Callable[[float, float], pd.DataFrame]:
+def ingest_and_read(
+    store: TraceStore, event_log_dir: Any, max_events: int | None = None, query_ids: Collection[str] | None = None
+) -> Callable[[float, float], pd.DataFrame]:
     """``activities`` for :func:`decide`: ingest what is new in the event logs (at most ``max_events``), then read the
     window: only ``query_ids``' activities where given (an attached application's log holds its other queries too)."""
 

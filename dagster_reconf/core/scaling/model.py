@@ -61,11 +61,17 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.profile import StreamProfile
+from dagster_reconf.core.scaling.scaling_plan import Knobs
 
 __all__ = [
-    "Limits", "MicroBatchPlan", "ds2_parallelism", "operator_graph", "plan_micro_batches", "plan_summary", "skewed_operators",
+    "Limits",
+    "MicroBatchPlan",
+    "ds2_parallelism",
+    "operator_graph",
+    "plan_micro_batches",
+    "plan_summary",
+    "skewed_operators",
 ]
 
 
@@ -105,8 +111,12 @@ def operator_graph(profile: StreamProfile) -> nx.DiGraph:
     graph = nx.DiGraph()
     ops = profile.operators
     for row in ops.itertuples():
-        graph.add_node(row.operator, true_processing_rate=row.true_processing_rate, selectivity=row.selectivity,
-                       records_in_per_event=row.records_in_per_event)
+        graph.add_node(
+            row.operator,
+            true_processing_rate=row.true_processing_rate,
+            selectivity=row.selectivity,
+            records_in_per_event=row.records_in_per_event,
+        )
     jobs = ops["operator"].str.extract(r"^j(\d+)\.")[0]
     for job in jobs.unique():
         members = ops[jobs == job]
@@ -154,8 +164,13 @@ def skewed_operators(profile: StreamProfile, threshold: float = 3.0, min_share: 
     return ops.loc[hot, "operator"].tolist()
 
 
-def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: float = 0.0, restart_s: float = 0.0,
-                       limits: Limits | None = None) -> MicroBatchPlan:
+def plan_micro_batches(
+    profile: StreamProfile,
+    source_rate: float,
+    backlog: float = 0.0,
+    restart_s: float = 0.0,
+    limits: Limits | None = None,
+) -> MicroBatchPlan:
     """Knobs that sustain ``source_rate`` (and clear ``backlog``) within ``limits`` (see module docstring)."""
     limits = limits or Limits()
     current = profile.knobs
@@ -170,28 +185,42 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         state = current.state_partitions
         if stateful and cores > state and limits.allow_state_migration:
             state = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
-        return Knobs(cores=cores, source_partitions=_source_partitions(current, cores), state_partitions=state,
-                     trigger_interval_s=interval)
+        return Knobs(
+            cores=cores,
+            source_partitions=_source_partitions(current, cores),
+            state_partitions=state,
+            trigger_interval_s=interval,
+        )
 
     cores, interval = _cores_and_interval(profile, knobs_with, source_rate, target, limits, notes)
 
     state_partitions = current.state_partitions
     if stateful and cores > state_partitions:
         if not limits.allow_state_migration:
-            notes.append(f"{cores} cores wanted but only {state_partitions} state partitions and state migration is off")
+            notes.append(
+                f"{cores} cores wanted but only {state_partitions} state partitions and state migration is off"
+            )
         elif _state_limits(profile, knobs_with(cores, interval), current.state_partitions, limits, source_rate, target):
             state_partitions = knobs_with(cores, interval).state_partitions
-            notes.append(f"state partitions {current.state_partitions} -> {state_partitions} so {cores} cores can share the state")
+            notes.append(
+                f"state partitions {current.state_partitions} -> {state_partitions} so {cores} cores can share the state"
+            )
         else:
             kept = knobs_with(cores, interval).model_copy(update={"state_partitions": state_partitions})
             sustained = profile.capacity(kept, limits.utilization)
             reachable = min(source_rate, profile.capacity(knobs_with(cores, interval), limits.utilization))
             keeps_up = sustained >= reachable
-            notes.append(f"state partitions stay {state_partitions}: at {cores} cores the stateful stages "
-                         + ("keep up with them" if keeps_up else f"fall {1 - sustained / reachable:.1%} short with them")
-                         + f" ({sustained:.0f} events/s at {limits.utilization:.0%} of the interval, for {source_rate:.0f} "
-                         "wanted), " + ("and a state migration would lengthen the pause" if keeps_up else
-                                        f"under the {STATE_CAPACITY_TOLERANCE:.0%} that is worth a state migration in the pause"))
+            notes.append(
+                f"state partitions stay {state_partitions}: at {cores} cores the stateful stages "
+                + ("keep up with them" if keeps_up else f"fall {1 - sustained / reachable:.1%} short with them")
+                + f" ({sustained:.0f} events/s at {limits.utilization:.0%} of the interval, for {source_rate:.0f} "
+                "wanted), "
+                + (
+                    "and a state migration would lengthen the pause"
+                    if keeps_up
+                    else f"under the {STATE_CAPACITY_TOLERANCE:.0%} that is worth a state migration in the pause"
+                )
+            )
     if stateful:
         aligned = next((d for d in range(cores, state_partitions + 1) if state_partitions % d == 0), cores)
         if aligned != cores and aligned <= limits.max_cores:
@@ -213,20 +242,30 @@ def plan_micro_batches(profile: StreamProfile, source_rate: float, backlog: floa
         "target_rate": target,
         "batch_ms_planned": profile.batch_ms_for(planned_batch, knobs),
         **dict(zip(("batch_ms_planned_low", "batch_ms_planned_high"), profile.batch_ms_band(planned_batch, knobs))),
-        "utilization_planned": target / max(profile.capacity(knobs), 1e-9) if math.isfinite(profile.capacity(knobs)) else 0.0,
+        "utilization_planned": target / max(profile.capacity(knobs), 1e-9)
+        if math.isfinite(profile.capacity(knobs))
+        else 0.0,
         "coordination_share": profile.fixed_ms_for(knobs) / (interval * 1000.0) if interval > 0 else 0.0,
     }
     point, low, high = (predicted[k] for k in ("batch_ms_planned", "batch_ms_planned_low", "batch_ms_planned_high"))
     if low < (1.0 - BAND_NOTED) * point or high > (1.0 + BAND_NOTED) * point:
-        notes.append(f"uncertain: a batch under the plan takes {point:.0f} ms, anywhere from {low:.0f} to {high:.0f} ms "
-                     "by what one configuration cannot tell (tasks that shared CPUs waiting or queueing for them, Python "
-                     "CPU per event or per task, tasks sharing CPUs overlapping their waits or not); a second "
-                     "configuration narrows it")
+        notes.append(
+            f"uncertain: a batch under the plan takes {point:.0f} ms, anywhere from {low:.0f} to {high:.0f} ms "
+            "by what one configuration cannot tell (tasks that shared CPUs waiting or queueing for them, Python "
+            "CPU per event or per task, tasks sharing CPUs overlapping their waits or not); a second "
+            "configuration narrows it"
+        )
     return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)
 
 
-def _cores_and_interval(profile: StreamProfile, knobs_with: Callable[[int, float], Knobs], source_rate: float,
-                        target: float, limits: Limits, notes: list[str]) -> tuple[int, float]:
+def _cores_and_interval(
+    profile: StreamProfile,
+    knobs_with: Callable[[int, float], Knobs],
+    source_rate: float,
+    target: float,
+    limits: Limits,
+    notes: list[str],
+) -> tuple[int, float]:
     """The shortest trigger interval (the current one, or longer in half seconds) at which some core count
     sustains ``source_rate``, and the core count there.
 
@@ -244,38 +283,64 @@ def _cores_and_interval(profile: StreamProfile, knobs_with: Callable[[int, float
     """
     current = profile.knobs
     core_counts = range(limits.min_cores, limits.max_cores + 1)
-    steps = int(max(0.0, limits.max_trigger_interval_s - current.trigger_interval_s) * 2) if current.trigger_interval_s > 0 else 0
+    steps = (
+        int(max(0.0, limits.max_trigger_interval_s - current.trigger_interval_s) * 2)
+        if current.trigger_interval_s > 0
+        else 0
+    )
     for interval in (current.trigger_interval_s + 0.5 * k for k in range(steps + 1)):
         knobs = {c: knobs_with(c, interval) for c in core_counts}
-        sustaining = [c for c, k in knobs.items() if profile.capacity(k, limits.utilization) >= source_rate
-                      and _interval_for(profile.fixed_ms_for(k), interval, limits) == interval]
+        sustaining = [
+            c
+            for c, k in knobs.items()
+            if profile.capacity(k, limits.utilization) >= source_rate
+            and _interval_for(profile.fixed_ms_for(k), interval, limits) == interval
+        ]
         if not sustaining:
             continue
         catching_up = [c for c in sustaining if profile.capacity(knobs[c]) >= target]
         cores = catching_up[0] if catching_up else sustaining[-1]
         if limits.utilization_floor > 0 and profile.capacity(knobs[cores], limits.utilization_floor) > source_rate:
-            in_band = [c for c in sustaining if c <= cores and profile.capacity(knobs[c], limits.utilization_floor) <= source_rate]
+            in_band = [
+                c
+                for c in sustaining
+                if c <= cores and profile.capacity(knobs[c], limits.utilization_floor) <= source_rate
+            ]
             bounded = in_band[-1] if in_band else sustaining[0]
             if bounded != cores:
-                notes.append(f"catch-up cut back to {bounded} cores ({cores} would leave the steady state below "
-                             f"{limits.utilization_floor:.0%} of the interval); the backlog clears more slowly")
+                notes.append(
+                    f"catch-up cut back to {bounded} cores ({cores} would leave the steady state below "
+                    f"{limits.utilization_floor:.0%} of the interval); the backlog clears more slowly"
+                )
                 cores = bounded
         if interval != current.trigger_interval_s:
-            notes.append(f"fixed costs {profile.fixed_ms_for(knobs[cores]):.0f} ms per batch: at "
-                         f"{current.trigger_interval_s:g} s no core count sustains the rate with them under "
-                         f"{limits.max_coordination:.0%} of the interval; trigger interval {current.trigger_interval_s:g} s -> {interval:g} s")
+            notes.append(
+                f"fixed costs {profile.fixed_ms_for(knobs[cores]):.0f} ms per batch: at "
+                f"{current.trigger_interval_s:g} s no core count sustains the rate with them under "
+                f"{limits.max_coordination:.0%} of the interval; trigger interval {current.trigger_interval_s:g} s -> {interval:g} s"
+            )
         return cores, interval
     cores = limits.max_cores
-    interval = _interval_for(profile.fixed_ms_for(knobs_with(cores, current.trigger_interval_s)), current.trigger_interval_s, limits)
-    cpu_bound = math.isfinite(profile.cpus) and profile.capacity(knobs_with(cores, interval), limits.utilization) < source_rate
-    notes.append("no core count up to the maximum sustains the rate: "
-                 + ("its CPU work needs more CPUs than this machine has (run on a cluster)" if cpu_bound else
-                    "operators that cannot be parallelized, or fixed batch costs, take the budget"))
+    interval = _interval_for(
+        profile.fixed_ms_for(knobs_with(cores, current.trigger_interval_s)), current.trigger_interval_s, limits
+    )
+    cpu_bound = (
+        math.isfinite(profile.cpus) and profile.capacity(knobs_with(cores, interval), limits.utilization) < source_rate
+    )
+    notes.append(
+        "no core count up to the maximum sustains the rate: "
+        + (
+            "its CPU work needs more CPUs than this machine has (run on a cluster)"
+            if cpu_bound
+            else "operators that cannot be parallelized, or fixed batch costs, take the budget"
+        )
+    )
     return cores, interval
 
 
-def _state_limits(profile: StreamProfile, grown: Knobs, state_partitions: int, limits: Limits, source_rate: float,
-                  target: float) -> bool:
+def _state_limits(
+    profile: StreamProfile, grown: Knobs, state_partitions: int, limits: Limits, source_rate: float, target: float
+) -> bool:
     """Whether keeping ``state_partitions`` under ``grown``'s cores falls short of what those cores were planned for:
     DS2 sizes each operator, and a stateful stage whose work is small keeps up with fewer partitions than there are
     cores. Kept, the configuration must sustain ``source_rate`` at the target utilization and reach ``target`` (rate
@@ -290,9 +355,11 @@ def _state_limits(profile: StreamProfile, grown: Knobs, state_partitions: int, l
     def short(kept_rate: float, grown_rate: float, wanted: float) -> bool:
         return kept_rate < (1.0 - STATE_CAPACITY_TOLERANCE) * min(grown_rate, wanted)
 
-    return (short(profile.capacity(kept, limits.utilization), profile.capacity(grown, limits.utilization), source_rate)
-            or short(with_kept, with_more, target)
-            or _interval_for(profile.fixed_ms_for(kept), grown.trigger_interval_s, limits) != grown.trigger_interval_s)
+    return (
+        short(profile.capacity(kept, limits.utilization), profile.capacity(grown, limits.utilization), source_rate)
+        or short(with_kept, with_more, target)
+        or _interval_for(profile.fixed_ms_for(kept), grown.trigger_interval_s, limits) != grown.trigger_interval_s
+    )
 
 
 def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
@@ -308,7 +375,9 @@ def _source_partitions(current: Knobs, cores: int) -> int | None:
     return cores if current.source_partitions is not None else None
 
 
-def _batch_cap(profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float) -> int | None:
+def _batch_cap(
+    profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float
+) -> int | None:
     """Keep a cap per batch (if the stream has one) in step with what a batch can process within the interval.
 
     The cap is in the source's own unit (records, offsets, files), so it is scaled by the
@@ -324,8 +393,12 @@ def _batch_cap(profile: StreamProfile, current: Knobs, cores: int, state_partiti
         return current.max_per_trigger
     if cores == current.cores and interval == current.trigger_interval_s:
         return current.max_per_trigger
-    knobs = Knobs(cores=cores, source_partitions=_source_partitions(current, cores), state_partitions=state_partitions,
-                  trigger_interval_s=interval)
+    knobs = Knobs(
+        cores=cores,
+        source_partitions=_source_partitions(current, cores),
+        state_partitions=state_partitions,
+        trigger_interval_s=interval,
+    )
     planned = profile.capacity(knobs, utilization=1.0) * interval
     now = max(profile.capacity(current, utilization=1.0) * current.trigger_interval_s, profile.events_per_batch)
     if not (math.isfinite(planned) and math.isfinite(now)) or planned <= 0 or now <= 0:
@@ -342,8 +415,14 @@ def _report(profile: StreamProfile, knobs: Knobs, target_rate: float) -> pd.Data
     """The scaling report per operator: parallelism a -> b, capacity, target rate, the evidence."""
     ops = profile.operators
     graph = operator_graph(profile)
-    ds2 = ds2_parallelism(graph, {row.operator: target_rate * row.records_in_per_event
-                                  for row in ops.itertuples() if graph.in_degree(row.operator) == 0})
+    ds2 = ds2_parallelism(
+        graph,
+        {
+            row.operator: target_rate * row.records_in_per_event
+            for row in ops.itertuples()
+            if graph.in_degree(row.operator) == 0
+        },
+    )
     now, planned = profile.parallelism(profile.knobs), profile.parallelism(knobs)
     budget_now = _budget(profile, profile.knobs)
     budget_planned = _budget(profile, knobs)
@@ -352,29 +431,35 @@ def _report(profile: StreamProfile, knobs: Knobs, target_rate: float) -> pd.Data
     with np.errstate(divide="ignore"):
         # events/s the operator keeps up with if it had the whole budget: share * 1000 ms / (ms per event)
         capacity_now = np.where(stage_now > 0, budget_now * 1000.0 / np.maximum(stage_now, 1e-12), np.inf)
-        capacity_planned = np.where(stage_planned > 0, budget_planned * 1000.0 / np.maximum(stage_planned, 1e-12), np.inf)
-    return pd.DataFrame({
-        "operator": ops["operator"],
-        "kind": ops["kind"],
-        "parallelism_now": now.astype(int),
-        "parallelism_planned": planned.astype(int),
-        "ds2_parallelism": [ds2[o]["parallelism"] for o in ops["operator"]],
-        "target_records_per_s": target_rate * ops["records_in_per_event"],
-        "true_processing_rate": ops["true_processing_rate"],
-        "selectivity": ops["selectivity"],
-        "work_ms_per_event": work,
-        "cpu_ms_per_event": ops["cpu_ms_per_event"],
-        "capacity_now_events_per_s": capacity_now,
-        "capacity_planned_events_per_s": capacity_planned,
-        "skew": ops["skew"],
-    })
+        capacity_planned = np.where(
+            stage_planned > 0, budget_planned * 1000.0 / np.maximum(stage_planned, 1e-12), np.inf
+        )
+    return pd.DataFrame(
+        {
+            "operator": ops["operator"],
+            "kind": ops["kind"],
+            "parallelism_now": now.astype(int),
+            "parallelism_planned": planned.astype(int),
+            "ds2_parallelism": [ds2[o]["parallelism"] for o in ops["operator"]],
+            "target_records_per_s": target_rate * ops["records_in_per_event"],
+            "true_processing_rate": ops["true_processing_rate"],
+            "selectivity": ops["selectivity"],
+            "work_ms_per_event": work,
+            "cpu_ms_per_event": ops["cpu_ms_per_event"],
+            "capacity_now_events_per_s": capacity_now,
+            "capacity_planned_events_per_s": capacity_planned,
+            "skew": ops["skew"],
+        }
+    )
 
 
 def _budget(profile: StreamProfile, knobs: Knobs) -> float:
     """Share of the trigger interval left for work after a batch's fixed costs."""
     if knobs.trigger_interval_s <= 0:
         return 1.0
-    return max(0.0, knobs.trigger_interval_s * 1000.0 - profile.fixed_ms_for(knobs)) / (knobs.trigger_interval_s * 1000.0)
+    return max(0.0, knobs.trigger_interval_s * 1000.0 - profile.fixed_ms_for(knobs)) / (
+        knobs.trigger_interval_s * 1000.0
+    )
 
 
 def plan_summary(plan: MicroBatchPlan) -> dict[str, Any]:

@@ -25,14 +25,21 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dagster_reconf.core.errors import validated
-from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.model import Limits, plan_micro_batches, skewed_operators
 from dagster_reconf.core.scaling.profile import StreamProfile
+from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 
 __all__ = [
-    "POLICIES", "DS2Policy", "Decision", "DhalionPolicy", "DynamicAllocationPolicy", "Observation", "PolicyConfig",
+    "POLICIES",
+    "DS2Policy",
+    "Decision",
+    "DhalionPolicy",
+    "DynamicAllocationPolicy",
+    "Observation",
+    "PolicyConfig",
     "ScalingPolicy",
-    "median_restart_s", "observe",
+    "median_restart_s",
+    "observe",
 ]
 
 Action = Literal["scale_up", "scale_down", "hold", "skew"]
@@ -46,19 +53,29 @@ class PolicyConfig(BaseModel):
 
     window_batches: int = Field(6, ge=2, description="Batches of the current configuration a decision needs.")
     warmup_batches: int = Field(2, ge=0, description="First batches after a restart left out (warm-up).")
-    stabilization_s: float = Field(10.0, ge=0, description="After a reconfiguration: no decision, and its batches are not evidence.")
+    stabilization_s: float = Field(
+        10.0, ge=0, description="After a reconfiguration: no decision, and its batches are not evidence."
+    )
     utilization_target: float = Field(0.7, gt=0, le=1, description="Share of the trigger interval a batch should take.")
-    utilization_low: float = Field(0.35, ge=0, le=1, description="Below this, and no backlog, the stream is over-provisioned.")
+    utilization_low: float = Field(
+        0.35, ge=0, le=1, description="Below this, and no backlog, the stream is over-provisioned."
+    )
     utilization_high: float = Field(0.9, gt=0, le=2, description="Above this the stream is at its limit.")
-    backlog_growth_tolerance: float = Field(0.05, ge=0, description="Backlog growth, as a share of the source rate, still healthy.")
-    scale_down_delay_s: float = Field(30.0, ge=0, description="Age before a scale-down, and its plan covers this long's peak rate.")
+    backlog_growth_tolerance: float = Field(
+        0.05, ge=0, description="Backlog growth, as a share of the source rate, still healthy."
+    )
+    scale_down_delay_s: float = Field(
+        30.0, ge=0, description="Age before a scale-down, and its plan covers this long's peak rate."
+    )
     catch_up_s: float = Field(60.0, gt=0, description="Clear the backlog within this long.")
     min_cores: int = Field(1, ge=1)
     max_cores: int = Field(32, ge=1)
     min_state_partitions: int = Field(1, ge=1)
     max_state_partitions: int = Field(512, ge=1)
     max_trigger_interval_s: float = Field(30.0, gt=0)
-    max_coordination: float = Field(0.25, gt=0, lt=1, description="Largest share of the interval fixed batch costs may take.")
+    max_coordination: float = Field(
+        0.25, gt=0, lt=1, description="Largest share of the interval fixed batch costs may take."
+    )
     allow_state_migration: bool = Field(True, description="May plans change state partitions (a state migration)?")
     default_restart_s: float = Field(3.0, ge=0, description="Restart time assumed before one was measured.")
     recommend_only: bool = Field(False, description="Materialize plans but never request a reconfiguration run.")
@@ -84,11 +101,18 @@ class PolicyConfig(BaseModel):
         """The model's limits. A plan keeps its steady state halfway between the low edge and the target, a margin
         for the model's error: below the low edge the policy would scale it down again once the backlog is gone."""
         floor = (self.utilization_low + self.utilization_target) / 2
-        return Limits(utilization=self.utilization_target, utilization_floor=floor, max_coordination=self.max_coordination,
-                      catch_up_s=self.catch_up_s, min_cores=self.min_cores,
-                      max_cores=self.max_cores, min_state_partitions=self.min_state_partitions,
-                      max_state_partitions=self.max_state_partitions, max_trigger_interval_s=self.max_trigger_interval_s,
-                      allow_state_migration=self.allow_state_migration)
+        return Limits(
+            utilization=self.utilization_target,
+            utilization_floor=floor,
+            max_coordination=self.max_coordination,
+            catch_up_s=self.catch_up_s,
+            min_cores=self.min_cores,
+            max_cores=self.max_cores,
+            min_state_partitions=self.min_state_partitions,
+            max_state_partitions=self.max_state_partitions,
+            max_trigger_interval_s=self.max_trigger_interval_s,
+            allow_state_migration=self.allow_state_migration,
+        )
 
 
 @dataclass(frozen=True)
@@ -115,8 +139,13 @@ class Observation:
         return self.backlog > self.source_rate * trigger_interval_s
 
 
-def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: float, warmup_batches: int = 2,
-            peak_span_s: float = 0.0) -> Observation:
+def observe(
+    progress: pd.DataFrame,
+    trigger_interval_s: float,
+    config_age_s: float,
+    warmup_batches: int = 2,
+    peak_span_s: float = 0.0,
+) -> Observation:
     """Summarize one configuration's progress rows (``metrics.progress_frame``), warm-up left out.
 
     The offered rate is read over the newest batches, the backlog's growth fitted over the whole window.
@@ -136,7 +165,11 @@ def observe(progress: pd.DataFrame, trigger_interval_s: float, config_age_s: flo
         reasons = rows["backlog_unknown"].dropna() if "backlog_unknown" in rows else pd.Series(dtype=object)
         reason = str(reasons.iloc[-1]) if len(reasons) else "the source reports no backlog"
     events = rows["events"].astype(float) if "events" in rows else pd.Series(0.0, index=rows.index)
-    end = rows["end_offset"].astype(float) if "end_offset" in rows and rows["end_offset"].notna().all() else events.cumsum()
+    end = (
+        rows["end_offset"].astype(float)
+        if "end_offset" in rows and rows["end_offset"].notna().all()
+        else events.cumsum()
+    )
     offered = (end + rows["backlog_events"].astype(float))[~unknown] if len(rows) else end
     rows, events = rows[~unknown], events[~unknown]
     if len(rows) < 2:
@@ -172,8 +205,11 @@ def _offered_rates(t: np.ndarray, offered: np.ndarray, peak_span_s: float) -> di
     rates = np.divide(offered - offered[first], elapsed, out=np.zeros(len(t)), where=elapsed > 0)
     span_s = max(peak_span_s, float(elapsed[-1]))
     spans = (elapsed > 0) & (t >= t[-1] - span_s)
-    return {"source_rate": float(rates[-1]), "peak_rate": float(rates[spans].max()) if spans.any() else 0.0,
-            "peak_span_s": span_s}
+    return {
+        "source_rate": float(rates[-1]),
+        "peak_rate": float(rates[spans].max()) if spans.any() else 0.0,
+        "peak_span_s": span_s,
+    }
 
 
 def _settled(obs: Observation, current: Knobs) -> bool:
@@ -214,9 +250,18 @@ class ScalingPolicy(ABC):
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config or PolicyConfig()
 
-    def decide(self, stream: str, current: Knobs, observation: Observation, profile: ProfileSource = None,
-               *, epoch: str = "", restart_s: float | None = None, lead_s: float | None = None,
-               plan: bool = True) -> Decision:
+    def decide(
+        self,
+        stream: str,
+        current: Knobs,
+        observation: Observation,
+        profile: ProfileSource = None,
+        *,
+        epoch: str = "",
+        restart_s: float | None = None,
+        lead_s: float | None = None,
+        plan: bool = True,
+    ) -> Decision:
         """Decide for ``stream`` running with ``current`` knobs.
 
         ``restart_s``: the measured restart (the pause); ``lead_s``: the measured time a
@@ -231,15 +276,31 @@ class ScalingPolicy(ABC):
         decision = self._decide(stream, current, observation, profile, epoch, restart_s, lead_s or 0.0, plan)
         return replace(decision, current=current)
 
-    def _decide(self, stream: str, current: Knobs, observation: Observation, profile: ProfileSource, epoch: str,
-                restart_s: float | None, lead_s: float, plan: bool) -> Decision:
+    def _decide(
+        self,
+        stream: str,
+        current: Knobs,
+        observation: Observation,
+        profile: ProfileSource,
+        epoch: str,
+        restart_s: float | None,
+        lead_s: float,
+        plan: bool,
+    ) -> Decision:
         cfg, obs = self.config, observation
         if obs.config_age_s < cfg.stabilization_s:
-            return Decision("hold", f"stabilizing: {obs.config_age_s:.0f} s since the last reconfiguration "
-                                    f"(< {cfg.stabilization_s:g} s)", obs)
+            return Decision(
+                "hold",
+                f"stabilizing: {obs.config_age_s:.0f} s since the last reconfiguration (< {cfg.stabilization_s:g} s)",
+                obs,
+            )
         if obs.backlog_unknown is not None:
-            return Decision("hold", f"backlog unknown: {obs.backlog_unknown}; without it the policy cannot tell whether "
-                                    "the stream keeps up", obs)
+            return Decision(
+                "hold",
+                f"backlog unknown: {obs.backlog_unknown}; without it the policy cannot tell whether "
+                "the stream keeps up",
+                obs,
+            )
         if obs.batches < cfg.window_batches:
             return Decision("hold", f"metric window not full: {obs.batches} of {cfg.window_batches} batches", obs)
         direction = self._direction(obs, current)
@@ -247,27 +308,45 @@ class ScalingPolicy(ABC):
         if direction is None and plan and self._may_be_over_provisioned(obs, current):
             direction, model_check = "scale_down", True  # the model decides (see DS2Policy)
         if direction is None and obs.backlog_growth < 0 and obs.has_backlog(current.trigger_interval_s):
-            return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s "
-                                    f"(clear in {obs.backlog / -obs.backlog_growth:.0f} s < {cfg.catch_up_s:g} s)", obs)
+            return Decision(
+                "hold",
+                f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s "
+                f"(clear in {obs.backlog / -obs.backlog_growth:.0f} s < {cfg.catch_up_s:g} s)",
+                obs,
+            )
         if direction is None:
-            return Decision("hold", f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
-                                    f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s", obs)
+            return Decision(
+                "hold",
+                f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
+                f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s",
+                obs,
+            )
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
-            signal = (f"in band (utilization {obs.utilization:.2f}), but perhaps over-provisioned: the model-checked scale-down waits"
-                      if model_check else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits")
+            signal = (
+                f"in band (utilization {obs.utilization:.2f}), but perhaps over-provisioned: the model-checked scale-down waits"
+                if model_check
+                else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits"
+            )
             return Decision("hold", f"{signal} {cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
         if not plan:
-            return Decision(direction, f"{direction.replace('_', ' ')} wanted: utilization {obs.utilization:.2f}, backlog "
-                                       f"{obs.backlog:,.0f} events ({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of "
-                                       f"{obs.source_rate:,.0f} events/s", obs)
+            return Decision(
+                direction,
+                f"{direction.replace('_', ' ')} wanted: utilization {obs.utilization:.2f}, backlog "
+                f"{obs.backlog:,.0f} events ({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of "
+                f"{obs.source_rate:,.0f} events/s",
+                obs,
+            )
         # The backlog grows through the restart and then through the warm-up that stabilization waits out
         # (a new SparkContext starts its Python workers in its first batches): the catch-up counts both.
         restart = (cfg.default_restart_s if restart_s is None else restart_s) + cfg.stabilization_s
         measured = profile() if callable(profile) else profile
         decision = self._plan(stream, current, obs, measured, direction, epoch, restart, lead_s)
         if model_check and decision.action == "hold":  # the model found no worthwhile saving: the stream is in band
-            decision = replace(decision, reason=f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} "
-                                                f"events ({obs.backlog_growth:+,.0f}/s); {decision.reason}")
+            decision = replace(
+                decision,
+                reason=f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} "
+                f"events ({obs.backlog_growth:+,.0f}/s); {decision.reason}",
+            )
         return replace(decision, profile=measured)
 
     def _direction(self, obs: Observation, current: Knobs) -> Action | None:
@@ -296,16 +375,43 @@ class ScalingPolicy(ABC):
         return False
 
     @abstractmethod
-    def _plan(self, stream: str, current: Knobs, obs: Observation, profile: StreamProfile | None, direction: Action,
-              epoch: str, restart_s: float, lead_s: float) -> Decision:
+    def _plan(
+        self,
+        stream: str,
+        current: Knobs,
+        obs: Observation,
+        profile: StreamProfile | None,
+        direction: Action,
+        epoch: str,
+        restart_s: float,
+        lead_s: float,
+    ) -> Decision:
         """How far to move, once the shared checks say to move."""
 
-    def _decision(self, stream: str, current: Knobs, target: Knobs, obs: Observation, direction: Action, reason: str,
-                  epoch: str, report: list[dict[str, Any]] | None = None, predicted: dict[str, float] | None = None) -> Decision:
+    def _decision(
+        self,
+        stream: str,
+        current: Knobs,
+        target: Knobs,
+        obs: Observation,
+        direction: Action,
+        reason: str,
+        epoch: str,
+        report: list[dict[str, Any]] | None = None,
+        predicted: dict[str, float] | None = None,
+    ) -> Decision:
         if target == current:
             return Decision("hold", f"{direction.replace('_', ' ')} wanted, but {reason}", obs)
-        plan = ScalingPlan(stream=stream, policy=self.name, current=current, target=target, reason=reason, epoch=epoch,
-                           report=report or [], predicted={**(predicted or {}), **{f"observed_{k}": v for k, v in obs.as_dict().items()}})
+        plan = ScalingPlan(
+            stream=stream,
+            policy=self.name,
+            current=current,
+            target=target,
+            reason=reason,
+            epoch=epoch,
+            report=report or [],
+            predicted={**(predicted or {}), **{f"observed_{k}": v for k, v in obs.as_dict().items()}},
+        )
         return Decision(direction, reason, obs, plan, recommend_only=self.config.recommend_only)
 
     def _bounded(self, current: Knobs, cores: int) -> Knobs:
@@ -351,9 +457,11 @@ def _clears_sooner(obs: Observation, at_pause: float, capacity: float, restart_s
         clear_after = math.inf
     if clear_after < (1.0 - CATCH_UP_GAIN) * clear_now:
         return None
-    return (f"catching up: backlog {obs.backlog:,.0f} events shrinks {clearing:,.0f}/s (clear in {clear_now:.0f} s); "
-            f"more cores would clear it in {clear_after:.0f} s, counting {lead_s:.0f} s until the pause and "
-            f"{restart_s:.0f} s of restart and warm-up: not {CATCH_UP_GAIN:.0%} sooner, not worth a reconfiguration")
+    return (
+        f"catching up: backlog {obs.backlog:,.0f} events shrinks {clearing:,.0f}/s (clear in {clear_now:.0f} s); "
+        f"more cores would clear it in {clear_after:.0f} s, counting {lead_s:.0f} s until the pause and "
+        f"{restart_s:.0f} s of restart and warm-up: not {CATCH_UP_GAIN:.0%} sooner, not worth a reconfiguration"
+    )
 
 
 def _steady_utilization(profile: StreamProfile, knobs: Knobs, rate: float) -> float:
@@ -367,7 +475,9 @@ class DS2Policy(ScalingPolicy):
 
     name = "ds2"
 
-    def _over_provisioning(self, profile: StreamProfile, current: Knobs, target: Knobs, rate: float) -> tuple[bool, str]:
+    def _over_provisioning(
+        self, profile: StreamProfile, current: Knobs, target: Knobs, rate: float
+    ) -> tuple[bool, str]:
         """Whether the model finds ``current`` over-provisioned, and why (or why not): it puts the steady state on
         its cores below the floor DS2's own plans keep (:meth:`PolicyConfig.limits`), or fewer cores (``target``'s,
         or any count between, at the current interval) run it no slower.
@@ -389,27 +499,39 @@ class DS2Policy(ScalingPolicy):
         planned = _steady_utilization(profile, target, rate)
         no_slower = None
         if math.isfinite(now):
-            no_slower = ((target.cores, planned) if planned <= now * (1.0 + NO_GAIN_TOLERANCE)
-                         else self._no_slower_with_fewer(profile, current, rate, now))
+            no_slower = (
+                (target.cores, planned)
+                if planned <= now * (1.0 + NO_GAIN_TOLERANCE)
+                else self._no_slower_with_fewer(profile, current, rate, now)
+            )
         if no_slower is not None:
-            return True, (f"over-provisioned: {current.cores} cores buy nothing (the model: {now:.0%} of the interval; "
-                          f"{no_slower[0]} cores: {no_slower[1]:.0%})")
-        return False, (f"the model puts {current.cores} cores at or above {floor:.0%} of the interval for {rate:,.0f} "
-                       f"events/s ({now:.0%}; {target.cores} cores: {planned:.0%}; no fewer within "
-                       f"{NO_GAIN_TOLERANCE:.0%} of it): not over-provisioned")
+            return True, (
+                f"over-provisioned: {current.cores} cores buy nothing (the model: {now:.0%} of the interval; "
+                f"{no_slower[0]} cores: {no_slower[1]:.0%})"
+            )
+        return False, (
+            f"the model puts {current.cores} cores at or above {floor:.0%} of the interval for {rate:,.0f} "
+            f"events/s ({now:.0%}; {target.cores} cores: {planned:.0%}; no fewer within "
+            f"{NO_GAIN_TOLERANCE:.0%} of it): not over-provisioned"
+        )
 
-    def _no_slower_with_fewer(self, profile: StreamProfile, current: Knobs, rate: float, now: float) -> tuple[int, float] | None:
+    def _no_slower_with_fewer(
+        self, profile: StreamProfile, current: Knobs, rate: float, now: float
+    ) -> tuple[int, float] | None:
         """The fewest cores (at the current interval and partitions) whose steady state the model puts within
         :data:`NO_GAIN_TOLERANCE` of ``now`` (the current cores' share of the interval), and that share."""
         for cores in range(self.config.min_cores, current.cores):
             source = cores if current.source_partitions is not None else None
-            share = _steady_utilization(profile, current.model_copy(update={"cores": cores, "source_partitions": source}), rate)
+            share = _steady_utilization(
+                profile, current.model_copy(update={"cores": cores, "source_partitions": source}), rate
+            )
             if share <= now * (1.0 + NO_GAIN_TOLERANCE):
                 return cores, share
         return None
 
-    def _rate_still_moving(self, profile: StreamProfile, obs: Observation, target: Knobs, at_pause: float,
-                           restart_s: float, limits: Limits) -> str | None:
+    def _rate_still_moving(
+        self, profile: StreamProfile, obs: Observation, target: Knobs, at_pause: float, restart_s: float, limits: Limits
+    ) -> str | None:
         """Why a scale-down to ``target`` waits for the offered rate to hold (None: it holds).
 
         The recent rate spans three intervals; a load that fell inside them reads somewhere between
@@ -421,9 +543,11 @@ class DS2Policy(ScalingPolicy):
         at_peak = plan_micro_batches(profile, obs.peak_rate, at_pause, restart_s, limits).knobs
         if at_peak.cores <= target.cores:
             return None
-        return (f"fewer cores wanted, but the offered rate moved within the last {obs.peak_span_s:.0f} s: "
-                f"{obs.peak_rate:,.0f} events/s at its highest, {obs.source_rate:,.0f} now; DS2 needs {at_peak.cores} "
-                f"cores for the first and {target.cores} for the second: waiting for a rate that holds")
+        return (
+            f"fewer cores wanted, but the offered rate moved within the last {obs.peak_span_s:.0f} s: "
+            f"{obs.peak_rate:,.0f} events/s at its highest, {obs.source_rate:,.0f} now; DS2 needs {at_peak.cores} "
+            f"cores for the first and {target.cores} for the second: waiting for a rate that holds"
+        )
 
     def _may_be_over_provisioned(self, obs: Observation, current: Knobs) -> bool:
         """In band, settled, with cores to give back: ask the model (its plan needs traces). Above the target
@@ -434,11 +558,17 @@ class DS2Policy(ScalingPolicy):
 
     def _plan(self, stream, current, obs, profile, direction, epoch, restart_s, lead_s):
         if profile is None:
-            return Decision("hold", f"{direction.replace('_', ' ')} wanted, but no traces cover the window to plan from", obs)
+            return Decision(
+                "hold", f"{direction.replace('_', ' ')} wanted, but no traces cover the window to plan from", obs
+            )
         skewed = skewed_operators(profile)
         if skewed:
-            return Decision("skew", f"{', '.join(skewed)}: one task does most of the work (hot partition); more "
-                                    "parallelism will not help: fix the key skew instead", obs)
+            return Decision(
+                "skew",
+                f"{', '.join(skewed)}: one task does most of the work (hot partition); more "
+                "parallelism will not help: fix the key skew instead",
+                obs,
+            )
         limits = self.config.limits()
         if direction == "scale_up" and obs.backlog_growth >= 0:  # it falls behind at these cores: fewer will not do
             limits = replace(limits, min_cores=max(limits.min_cores, current.cores))
@@ -447,8 +577,11 @@ class DS2Policy(ScalingPolicy):
         planned = plan_micro_batches(profile, obs.source_rate, at_pause, restart_s, limits)
         target = planned.knobs
         if direction == "scale_down" and target.cores >= current.cores:
-            return Decision("hold", f"fewer cores wanted, but the model needs {target.cores} for "
-                                    f"{planned.target_rate:,.0f} events/s", obs)
+            return Decision(
+                "hold",
+                f"fewer cores wanted, but the model needs {target.cores} for {planned.target_rate:,.0f} events/s",
+                obs,
+            )
         if direction == "scale_down" and obs.peak_rate > obs.source_rate:
             moving = self._rate_still_moving(profile, obs, target, at_pause, restart_s, limits)
             if moving is not None:
@@ -464,9 +597,13 @@ class DS2Policy(ScalingPolicy):
         if direction == "scale_up" and clearing and target.cores <= current.cores:
             # Clearing, if more slowly than catch_up_s, at the cores the model keeps: the plan cut its catch-up back
             # (more cores would idle once caught up), and another pause would only add to the backlog.
-            return Decision("hold", f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
-                                    f"the model needs {target.cores} cores for the steady state, and more would leave "
-                                    "it over-provisioned once caught up", obs)
+            return Decision(
+                "hold",
+                f"catching up: backlog {obs.backlog:,.0f} events shrinks {-obs.backlog_growth:,.0f}/s; "
+                f"the model needs {target.cores} cores for the steady state, and more would leave "
+                "it over-provisioned once caught up",
+                obs,
+            )
         if direction == "scale_up" and clearing:
             sooner = _clears_sooner(obs, at_pause, planned.predicted["capacity_planned"], restart_s, lead_s)
             if sooner is not None:
@@ -476,13 +613,19 @@ class DS2Policy(ScalingPolicy):
             # A rising backlog the model's capacity does not explain (a file landing just after a trigger) is no reason
             # to pause for a longer interval alone: the fixed-cost share it would bound costs throughput only near
             # the capacity, and there is plenty left.
-            return Decision("hold", f"scale up wanted, but DS2: the cores in place ({current.cores}) sustain "
-                                    f"{planned.target_rate:,.0f} events/s (capacity {sustained:,.0f} "
-                                    f"at {limits.utilization:.0%} of the interval); a plan that only moves the trigger interval "
-                                    f"({current.trigger_interval_s:g} s -> {target.trigger_interval_s:g} s) is not worth a pause", obs)
-        reason = (f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
-                  f"needs {target.cores} cores; capacity {planned.predicted['capacity_now']:,.0f} -> "
-                  f"{planned.predicted['capacity_planned']:,.0f} events/s")
+            return Decision(
+                "hold",
+                f"scale up wanted, but DS2: the cores in place ({current.cores}) sustain "
+                f"{planned.target_rate:,.0f} events/s (capacity {sustained:,.0f} "
+                f"at {limits.utilization:.0%} of the interval); a plan that only moves the trigger interval "
+                f"({current.trigger_interval_s:g} s -> {target.trigger_interval_s:g} s) is not worth a pause",
+                obs,
+            )
+        reason = (
+            f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
+            f"needs {target.cores} cores; capacity {planned.predicted['capacity_now']:,.0f} -> "
+            f"{planned.predicted['capacity_planned']:,.0f} events/s"
+        )
         if planned.notes:
             reason += "; " + "; ".join(planned.notes)
         if over_provisioned:
@@ -503,8 +646,9 @@ class DhalionPolicy(ScalingPolicy):
             slowest = profile.operators.assign(load=profile.stage_ms_per_event(current))
             bottleneck = f" at the bottleneck {slowest.sort_values('load').iloc[-1]['operator']}"
         target = self._bounded(current, current.cores + step)
-        return self._decision(stream, current, target, obs, direction,
-                              f"Dhalion: {'+' if step > 0 else ''}{step} core{bottleneck}", epoch)
+        return self._decision(
+            stream, current, target, obs, direction, f"Dhalion: {'+' if step > 0 else ''}{step} core{bottleneck}", epoch
+        )
 
 
 class DynamicAllocationPolicy(ScalingPolicy):
@@ -515,8 +659,15 @@ class DynamicAllocationPolicy(ScalingPolicy):
     def _plan(self, stream, current, obs, profile, direction, epoch, restart_s, lead_s):
         cores = current.cores * 2 if direction == "scale_up" else max(1, current.cores // 2)
         target = self._bounded(current, cores)
-        return self._decision(stream, current, target, obs, direction,
-                              f"dynamic allocation: {current.cores} -> {target.cores} cores", epoch)
+        return self._decision(
+            stream,
+            current,
+            target,
+            obs,
+            direction,
+            f"dynamic allocation: {current.cores} -> {target.cores} cores",
+            epoch,
+        )
 
 
 POLICIES: dict[str, type[ScalingPolicy]] = {p.name: p for p in (DS2Policy, DhalionPolicy, DynamicAllocationPolicy)}
@@ -526,4 +677,3 @@ def median_restart_s(lifecycle: list[dict[str, Any]]) -> float | None:
     """Median measured restart time from lifecycle records (``restarted`` with ``seconds``), None if none."""
     seconds = [float(r["seconds"]) for r in lifecycle if r.get("event") == "restarted" and r.get("seconds") is not None]
     return float(np.median(seconds)) if seconds else None
-

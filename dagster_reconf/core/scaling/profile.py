@@ -100,17 +100,31 @@ import pandas as pd
 from scipy.optimize import nnls
 
 from dagster_reconf.core.errors import ReconfError
-from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.python_cpu_split import split_python_cpu
+from dagster_reconf.core.scaling.scaling_plan import Knobs
 
 __all__ = ["OPERATOR_COLUMNS", "ProfileError", "StreamProfile", "fit_task_costs", "profile_stream", "still_warming"]
 
 
 USEFUL_ACTIVITIES = ("deserialization", "processing", "serialization")
 OPERATOR_COLUMNS = [
-    "operator", "kind", "depth", "tasks", "work_ms_per_event", "cpu_ms_per_event", "wait_ms_per_event",
-    "records_in_per_event", "selectivity", "true_processing_rate", "true_output_rate", "overhead_ms", "skew",
-    "task_cpu_ms", "task_wait_ms", "queue_ms_per_event", "slowest_queue_ms",
+    "operator",
+    "kind",
+    "depth",
+    "tasks",
+    "work_ms_per_event",
+    "cpu_ms_per_event",
+    "wait_ms_per_event",
+    "records_in_per_event",
+    "selectivity",
+    "true_processing_rate",
+    "true_output_rate",
+    "overhead_ms",
+    "skew",
+    "task_cpu_ms",
+    "task_wait_ms",
+    "queue_ms_per_event",
+    "slowest_queue_ms",
 ]
 
 
@@ -142,26 +156,39 @@ class StreamProfile:
     def _columns(self) -> dict[str, np.ndarray]:
         """The operator columns the predictions read, as numpy (a planner evaluates thousands of knobs)."""
         ops = self.operators
-        numbers = {name: ops[name].to_numpy(dtype=np.float64)
-                   for name in ("tasks", "cpu_ms_per_event", "wait_ms_per_event", "overhead_ms", "task_cpu_ms",
-                                "task_wait_ms")}
+        numbers = {
+            name: ops[name].to_numpy(dtype=np.float64)
+            for name in ("tasks", "cpu_ms_per_event", "wait_ms_per_event", "overhead_ms", "task_cpu_ms", "task_wait_ms")
+        }
         for name in ("queue_ms_per_event", "slowest_queue_ms"):  # 0 in a profile built without them
             numbers[name] = ops[name].to_numpy(dtype=np.float64) if name in ops else np.zeros(len(ops))
-        return {**numbers, "source": (ops["kind"] == "source").to_numpy(dtype=bool),
-                "shuffle": (ops["kind"] == "shuffle").to_numpy(dtype=bool), "split": (ops["kind"] == "split").to_numpy(dtype=bool)}
+        return {
+            **numbers,
+            "source": (ops["kind"] == "source").to_numpy(dtype=bool),
+            "shuffle": (ops["kind"] == "shuffle").to_numpy(dtype=bool),
+            "split": (ops["kind"] == "split").to_numpy(dtype=bool),
+        }
 
     def tasks(self, knobs: Knobs) -> np.ndarray:
         """Tasks each operator runs per batch under ``knobs`` (its partitions)."""
         col = self._columns
-        return np.where(col["source"], float(knobs.source_partitions or 1),
-                        np.where(col["shuffle"], float(knobs.state_partitions),
-                                 np.where(col["split"], np.maximum(col["tasks"], float(knobs.cores)), col["tasks"])))
+        return np.where(
+            col["source"],
+            float(knobs.source_partitions or 1),
+            np.where(
+                col["shuffle"],
+                float(knobs.state_partitions),
+                np.where(col["split"], np.maximum(col["tasks"], float(knobs.cores)), col["tasks"]),
+            ),
+        )
 
     def parallelism(self, knobs: Knobs) -> np.ndarray:
         """Tasks of each operator that can run at once under ``knobs``."""
         return np.minimum(self.tasks(knobs), knobs.cores)
 
-    def _lines(self, knobs: Knobs, *, queued_set_ups: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _lines(
+        self, knobs: Knobs, *, queued_set_ups: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Each stage's time as two lines in the batch's events ``e``: its CPU over the CPUs (``a*e + b``) and its
         tasks' own time over the tasks at once (``a2*e + b2``); the stage takes the longer (see module docstring).
         ``queued_set_ups``: the tasks' side pays their set-ups over the CPUs where ``knobs`` brings contention
@@ -263,9 +290,15 @@ class StreamProfile:
         ops = self.operators
         if "queue_ms_per_event" not in ops:
             return self
-        return replace(self, operators=ops.assign(
-            wait_ms_per_event=ops["wait_ms_per_event"] + ops["queue_ms_per_event"], queue_ms_per_event=0.0,
-            overhead_ms=ops["overhead_ms"] + ops["slowest_queue_ms"], slowest_queue_ms=0.0))
+        return replace(
+            self,
+            operators=ops.assign(
+                wait_ms_per_event=ops["wait_ms_per_event"] + ops["queue_ms_per_event"],
+                queue_ms_per_event=0.0,
+                overhead_ms=ops["overhead_ms"] + ops["slowest_queue_ms"],
+                slowest_queue_ms=0.0,
+            ),
+        )
 
     def queued_reading(self) -> "StreamProfile":
         """This profile with the other reading of its stages measured with more tasks than CPUs: their tasks' time held
@@ -277,8 +310,12 @@ class StreamProfile:
         cpu_side = (a + b / max(self.events_per_batch, 1e-9)) * q  # the CPU line per event, in the tasks' time
         ops = waiting.operators
         wait = ops["wait_ms_per_event"].to_numpy(dtype=np.float64)
-        return replace(waiting, operators=ops.assign(
-            wait_ms_per_event=np.where(self._measured_shared, np.maximum(0.0, wait - cpu_side), wait)))
+        return replace(
+            waiting,
+            operators=ops.assign(
+                wait_ms_per_event=np.where(self._measured_shared, np.maximum(0.0, wait - cpu_side), wait)
+            ),
+        )
 
     def per_task_reading(self) -> "StreamProfile":
         """This profile with the other reading of its Python stages whose costs per task are not separated yet: all
@@ -286,9 +323,13 @@ class StreamProfile:
         ops = self.operators
         unknown = _runs_python(ops["operator"]) & ~ops["operator"].isin(self.task_costs_fitted).to_numpy()
         per_batch = ops["cpu_ms_per_event"] * self.events_per_batch + ops["task_cpu_ms"] * ops["tasks"]
-        return replace(self, operators=ops.assign(
-            cpu_ms_per_event=ops["cpu_ms_per_event"].where(~unknown, 0.0),
-            task_cpu_ms=ops["task_cpu_ms"].where(~unknown, per_batch / ops["tasks"].clip(lower=1))))
+        return replace(
+            self,
+            operators=ops.assign(
+                cpu_ms_per_event=ops["cpu_ms_per_event"].where(~unknown, 0.0),
+                task_cpu_ms=ops["task_cpu_ms"].where(~unknown, per_batch / ops["tasks"].clip(lower=1)),
+            ),
+        )
 
     def contended_batch_ms_for(self, events: float, knobs: Knobs) -> float:
         """The longest a batch of ``events`` can take under ``knobs`` where its tasks share the CPUs: Brent's bound.
@@ -303,7 +344,9 @@ class StreamProfile:
         """
         a, b, a2, b2 = self._lines(knobs, queued_set_ups=False)  # the sum counts the set-ups' queueing once
         q = self.parallelism(knobs)
-        b = b - np.where(self._queue_again(q), self._columns["slowest_queue_ms"], 0.0)  # that queueing once: tasks' side
+        b = b - np.where(
+            self._queue_again(q), self._columns["slowest_queue_ms"], 0.0
+        )  # that queueing once: tasks' side
         shared = q > self.cpus
         return self._base_ms + float((a2 * events + b2 + np.where(shared, a * events + b, 0.0)).sum())
 
@@ -314,8 +357,14 @@ class StreamProfile:
         (:meth:`contended_batch_ms_for`), their set-ups queueing before all waits or overlapping some (measured: a
         self-join's scans at 10 tasks on 2 CPUs ran 19 % under the queued reading). :meth:`batch_ms_for` lies within."""
         per_task = self.per_task_reading()
-        readings = (self, self.waiting_reading(), self.queued_reading(), per_task, per_task.waiting_reading(),
-                    per_task.queued_reading())
+        readings = (
+            self,
+            self.waiting_reading(),
+            self.queued_reading(),
+            per_task,
+            per_task.waiting_reading(),
+            per_task.queued_reading(),
+        )
         low = min(reading.batch_ms_for(events, knobs, queued_set_ups=False) for reading in readings)
         return low, max(reading.contended_batch_ms_for(events, knobs) for reading in readings)
 
@@ -343,8 +392,14 @@ class StreamProfile:
         return self.fixed_ms_for(self.knobs)
 
 
-def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knobs, *, warmup_batches: int = 1,
-                   cpus: float = float("inf")) -> StreamProfile:
+def profile_stream(
+    activities: pd.DataFrame,
+    progress: pd.DataFrame,
+    knobs: Knobs,
+    *,
+    warmup_batches: int = 1,
+    cpus: float = float("inf"),
+) -> StreamProfile:
     """Profile the operators of the batches in ``progress`` from their ``activities``.
 
     Args:
@@ -374,10 +429,20 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     useful = timeline[timeline["activity"].isin(USEFUL_ACTIVITIES)]
 
     per_task = useful.groupby(["operator", "batch_id", "task_id"], sort=False).agg(
-        work=("duration", "sum"), cpu=("cpu_ms", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"))
+        work=("duration", "sum"),
+        cpu=("cpu_ms", "sum"),
+        records_in=("records_in", "sum"),
+        records_out=("records_out", "sum"),
+    )
     per_stage = per_task.groupby(["operator", "batch_id"]).agg(
-        work=("work", "sum"), cpu=("cpu", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
-        tasks=("work", "size"), slowest=("work", "max"), median_task=("work", "median"))
+        work=("work", "sum"),
+        cpu=("cpu", "sum"),
+        records_in=("records_in", "sum"),
+        records_out=("records_out", "sum"),
+        tasks=("work", "size"),
+        slowest=("work", "max"),
+        median_task=("work", "median"),
+    )
     spans = timeline.groupby(["operator", "batch_id"]).agg(lo=("start_ms", "min"), hi=("end_ms", "max"))
     per_stage = per_stage.join((spans["hi"] - spans["lo"]).rename("span"), how="inner")
     batch_ids = per_stage.index.get_level_values("batch_id")
@@ -391,18 +456,30 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     total_events = float(batches.loc[stage_time.index, "events"].sum())
 
     ops = per_stage.groupby("operator").agg(
-        work=("work", "sum"), cpu=("cpu", "sum"), records_in=("records_in", "sum"), records_out=("records_out", "sum"),
-        tasks=("tasks", "median"), overhead_ms=("overhead", "median"),
-        skew=("slowest", "sum"), median_task=("median_task", "sum"))
+        work=("work", "sum"),
+        cpu=("cpu", "sum"),
+        records_in=("records_in", "sum"),
+        records_out=("records_out", "sum"),
+        tasks=("tasks", "median"),
+        overhead_ms=("overhead", "median"),
+        skew=("slowest", "sum"),
+        median_task=("median_task", "sum"),
+    )
     depth = ops.index.to_series().str.extract(r"^j(?P<job>\d+)\.d(?P<depth>\d+):")
     ops["depth"] = depth["depth"].fillna(0).astype(int).to_numpy()
     ops["job"] = depth["job"].fillna(0).astype(int).to_numpy()
     labels = ops.index.to_series()
     scans = labels.str.contains(_SCAN_PLAN_NODES).to_numpy()
     file_scans = labels.str.contains(_FILE_SCAN_PLAN_NODES).to_numpy()
-    ops["kind"] = np.where(scans & (knobs.source_partitions is not None), "source",
-                           np.where(file_scans, "split",
-                                    np.where(scans, "fixed", np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed"))))
+    ops["kind"] = np.where(
+        scans & (knobs.source_partitions is not None),
+        "source",
+        np.where(
+            file_scans,
+            "split",
+            np.where(scans, "fixed", np.where(ops["tasks"] == knobs.state_partitions, "shuffle", "fixed")),
+        ),
+    )
     profiled = rows.loc[rows["batch_id"].isin(stage_time.index)]
     python_batch_ms = _python_batch_cpu_ms(progress, profiled)
     python_ms = _python_cpu_ms_per_event(python_batch_ms, profiled)
@@ -415,17 +492,27 @@ def profile_stream(activities: pd.DataFrame, progress: pd.DataFrame, knobs: Knob
     cpu = np.minimum(ops["cpu"], ops["work"] * np.minimum(concurrent, cpus) / concurrent) / total_events
     ops["cpu_ms_per_event"] = cpu
     wait = np.maximum(0.0, ops["work_ms_per_event"] - cpu)
-    queue, slowest = _queueing(per_task, ops["work_ms_per_event"], wait, cpu * concurrent / np.minimum(concurrent, cpus),
-                               ops["overhead_ms"], shared=concurrent > cpus)
+    queue, slowest = _queueing(
+        per_task,
+        ops["work_ms_per_event"],
+        wait,
+        cpu * concurrent / np.minimum(concurrent, cpus),
+        ops["overhead_ms"],
+        shared=concurrent > cpus,
+    )
     ops["wait_ms_per_event"] = wait - queue  # see waiting_reading and queued_reading
     ops["queue_ms_per_event"] = queue
     ops["overhead_ms"] -= slowest  # the slowest task's queueing, a cost per batch like the rest of its overhead
     ops["slowest_queue_ms"] = slowest
     ops["records_in_per_event"] = ops["records_in"] / total_events
-    ops["selectivity"] = np.where(ops["records_in"] > 0, ops["records_out"] / ops["records_in"].where(ops["records_in"] > 0, 1), np.nan)
+    ops["selectivity"] = np.where(
+        ops["records_in"] > 0, ops["records_out"] / ops["records_in"].where(ops["records_in"] > 0, 1), np.nan
+    )
     ops["true_processing_rate"] = np.where(seconds > 0, ops["records_in"] / seconds.where(seconds > 0, 1), np.nan)
     ops["true_output_rate"] = np.where(seconds > 0, ops["records_out"] / seconds.where(seconds > 0, 1), np.nan)
-    ops["skew"] = np.where(ops["median_task"] > 0, ops["skew"] / ops["median_task"].where(ops["median_task"] > 0, 1), 1.0)
+    ops["skew"] = np.where(
+        ops["median_task"] > 0, ops["skew"] / ops["median_task"].where(ops["median_task"] > 0, 1), 1.0
+    )
     ops["task_cpu_ms"] = 0.0  # batch totals cannot tell CPU per task from CPU per event: see fit_task_costs
     ops["task_wait_ms"] = _state_commit_per_task(ops, rows[rows["batch_id"].isin(stage_time.index)], total_events)
     fitted = _split_python_cpu(ops, timeline, rows, batches, uncontended=concurrent <= cpus)
@@ -476,8 +563,14 @@ def still_warming(rows: pd.DataFrame) -> np.ndarray:
 _EVEN_RECORDS = 1.1  # a batch's tasks read as doing the same work where their records differ no more than this
 
 
-def _queueing(per_task: pd.DataFrame, work: pd.Series, wait: pd.Series, cpu_side: pd.Series, overhead: pd.Series,
-              shared: pd.Series) -> tuple[pd.Series, pd.Series]:
+def _queueing(
+    per_task: pd.DataFrame,
+    work: pd.Series,
+    wait: pd.Series,
+    cpu_side: pd.Series,
+    overhead: pd.Series,
+    shared: pd.Series,
+) -> tuple[pd.Series, pd.Series]:
     """What each stage that ran more tasks at once than CPUs (``shared``) spent queueing for a CPU, as far as its tasks
     tell: per event of its tasks' mean time (at most its waiting ``wait``, at most its CPU over the CPUs ``cpu_side``,
     in the tasks' time: Brent's bound), and in its slowest task's excess (ms per batch, at most the stage's
@@ -527,8 +620,9 @@ def _state_commit_per_task(ops: pd.DataFrame, rows: pd.DataFrame, total_events: 
     return per_task
 
 
-def _split_python_cpu(ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFrame, batches: pd.DataFrame,
-                      uncontended: pd.Series) -> list[str]:
+def _split_python_cpu(
+    ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFrame, batches: pd.DataFrame, uncontended: pd.Series
+) -> list[str]:
     """Move each Python operator's CPU per task out of its CPU per event where the workers' sampled CPU tells them
     apart (see :mod:`.python_costs`); returns the operators split. ``ops`` is indexed by operator, changed in place.
 
@@ -542,8 +636,12 @@ def _split_python_cpu(ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFr
     if not series or python.empty:
         return []
     samples = np.asarray(sorted(pair for s in series for pair in s), dtype=np.float64)
-    spans = timeline[timeline["operator"].isin(python)].groupby(["operator", "batch_id", "task_id"]).agg(
-        start_ms=("start_ms", "min"), end_ms=("end_ms", "max"), records=("records_in", "sum")).reset_index()
+    spans = (
+        timeline[timeline["operator"].isin(python)]
+        .groupby(["operator", "batch_id", "task_id"])
+        .agg(start_ms=("start_ms", "min"), end_ms=("end_ms", "max"), records=("records_in", "sum"))
+        .reset_index()
+    )
     stage = spans.groupby(["operator", "batch_id"])["records"].transform("sum")
     count = spans.groupby(["operator", "batch_id"])["records"].transform("size")
     events = batches.loc[spans["batch_id"], "events"].to_numpy(dtype=float)
@@ -564,7 +662,9 @@ def _charge_per_task(ops: pd.DataFrame, op: str, per_task_ms: float, tasks: floa
     ops.at[op, "cpu_ms_per_event"] = max(0.0, float(ops.at[op, "cpu_ms_per_event"]) - per_task * n / batch_events)
 
 
-def _charge_round_trips(ops: pd.DataFrame, trips: np.ndarray, rows: pd.DataFrame, skip: list[str], batch_events: float) -> None:
+def _charge_round_trips(
+    ops: pd.DataFrame, trips: np.ndarray, rows: pd.DataFrame, skip: list[str], batch_events: float
+) -> None:
     """Charge each operator's Python worker round trips (``trips``, see :func:`_python_round_trips`) at PySpark's own
     CPU per task on this machine (the rows'
     ``python_task_cpu_ms``, see ``core.python_task_cpu``), where nothing split its CPU per task from its own runs
@@ -585,12 +685,15 @@ def _charge_round_trips(ops: pd.DataFrame, trips: np.ndarray, rows: pd.DataFrame
             _charge_per_task(ops, op, floor * count, float(ops.at[op, "tasks"]), batch_events)
 
 
-_UNEVEN_RECORDS = 1.5  # a stage's tasks must hold this many times the fewest records (at least 1) for a line through them
+_UNEVEN_RECORDS = (
+    1.5  # a stage's tasks must hold this many times the fewest records (at least 1) for a line through them
+)
 _MIN_TASKS_FITTED = 6
 
 
-def _split_by_task_records(ops: pd.DataFrame, per_task: pd.DataFrame, uncontended: pd.Series, trips: np.ndarray,
-                           batch_events: float) -> list[str]:
+def _split_by_task_records(
+    ops: pd.DataFrame, per_task: pd.DataFrame, uncontended: pd.Series, trips: np.ndarray, batch_events: float
+) -> list[str]:
     """Move what each JVM stage's tasks pay whatever their records out of its costs per event, where its tasks hold
     uneven records (a shuffle by key); returns the operators split. ``ops`` is indexed by operator, changed in place.
 
@@ -646,8 +749,9 @@ _DISTINCT_BATCH_SIZES = 1.3  # a window's largest batch must hold this many time
 _MIN_SIZED_BATCHES = 4  # at least two at either end of the sizes
 
 
-def _split_by_batch_size(ops: pd.DataFrame, per_stage: pd.DataFrame, python_batch_ms: pd.Series, shares: pd.Series,
-                         skip: list[str]) -> list[str]:
+def _split_by_batch_size(
+    ops: pd.DataFrame, per_stage: pd.DataFrame, python_batch_ms: pd.Series, shares: pd.Series, skip: list[str]
+) -> list[str]:
     """Move each Python operator's CPU per task out of its CPU per event where the window's batches differ in size;
     returns the operators split. ``ops`` is indexed by operator, changed in place.
 

@@ -55,7 +55,10 @@ def split_python_cpu(tasks: pd.DataFrame, samples: np.ndarray, bin_ms: float = B
     if len(edges) < 2:
         return {}
     after = np.searchsorted(times, edges)  # the samples on either side of each edge
-    nearest = np.minimum(np.abs(times[np.clip(after, 0, len(times) - 1)] - edges), np.abs(times[np.clip(after - 1, 0, len(times) - 1)] - edges))
+    nearest = np.minimum(
+        np.abs(times[np.clip(after, 0, len(times) - 1)] - edges),
+        np.abs(times[np.clip(after - 1, 0, len(times) - 1)] - edges),
+    )
     cpu = np.diff(np.interp(edges, times, counter))
     readable = (nearest[:-1] <= _MAX_GAP_MS) & (nearest[1:] <= _MAX_GAP_MS) & (cpu >= 0)  # a dip: a worker reaped
 
@@ -66,8 +69,12 @@ def split_python_cpu(tasks: pd.DataFrame, samples: np.ndarray, bin_ms: float = B
     events = tasks["events"].to_numpy(float)
     cols = tasks["operator"].map(column).to_numpy()
     for offset, moment in ((0, start), (1, end)):
-        np.add.at(design, (np.clip(np.searchsorted(edges, moment, side="right") - 1, 0, len(edges) - 2), cols + offset), 1.0)
-    overlap = np.clip(np.minimum(edges[1:][None, :], end[:, None]) - np.maximum(edges[:-1][None, :], start[:, None]), 0, None)
+        np.add.at(
+            design, (np.clip(np.searchsorted(edges, moment, side="right") - 1, 0, len(edges) - 2), cols + offset), 1.0
+        )
+    overlap = np.clip(
+        np.minimum(edges[1:][None, :], end[:, None]) - np.maximum(edges[:-1][None, :], start[:, None]), 0, None
+    )
     spread = overlap / np.maximum(end - start, 1.0)[:, None] * events[:, None]  # tasks x bins
     for op, col in column.items():
         design[:, col + 2] = spread[cols == col].sum(axis=0)
@@ -81,5 +88,7 @@ def split_python_cpu(tasks: pd.DataFrame, samples: np.ndarray, bin_ms: float = B
     explained = 1.0 - residual / float(y.var()) if y.var() > 0 else 0.0
     if y.mean() <= 0 or (explained < MIN_R2 and np.sqrt(residual) > MAX_RESIDUAL * y.mean()):
         return {}
-    return {op: PythonCosts(per_task_ms=float(coef[col] + coef[col + 1]), per_event_ms=float(coef[col + 2]))
-            for op, col in column.items()}
+    return {
+        op: PythonCosts(per_task_ms=float(coef[col] + coef[col + 1]), per_event_ms=float(coef[col + 2]))
+        for op, col in column.items()
+    }

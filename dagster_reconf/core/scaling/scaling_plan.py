@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dagster_reconf.core.errors import SpecError
-from dagster_reconf.core.errors import validated
+from dagster_reconf.core.errors import SpecError, validated
 
 if TYPE_CHECKING:
     from dagster_reconf.core.spec import StreamSpec
@@ -33,17 +32,28 @@ class Knobs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cores: int = Field(..., ge=1, le=4096, description="Task slots: local[N] locally, spark.cores.max on a cluster.")
-    source_partitions: int | None = Field(None, ge=1, le=10_000, description="Partitions the source splits a batch "
-                                          "into; None where the stream's source has no such knob.")
-    state_partitions: int = Field(..., ge=1, le=10_000, description="Shuffle/state partitions (moving state to change).")
+    source_partitions: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Partitions the source splits a batch into; None where the stream's source has no such knob.",
+    )
+    state_partitions: int = Field(
+        ..., ge=1, le=10_000, description="Shuffle/state partitions (moving state to change)."
+    )
     trigger_interval_s: float = Field(..., ge=0, le=3600, description="Processing-time trigger interval.")
     max_per_trigger: int | None = Field(None, ge=1, description="Cap per batch, in the source's own unit.")
 
     @classmethod
     def of(cls, spec: StreamSpec) -> "Knobs":
         """The knobs of a running stream's settings."""
-        return cls(cores=spec_cores(spec), source_partitions=spec.source_partitions, state_partitions=spec.state_partitions,
-                   trigger_interval_s=spec.trigger_interval_s, max_per_trigger=spec.max_per_trigger)
+        return cls(
+            cores=spec_cores(spec),
+            source_partitions=spec.source_partitions,
+            state_partitions=spec.state_partitions,
+            trigger_interval_s=spec.trigger_interval_s,
+            max_per_trigger=spec.max_per_trigger,
+        )
 
     def changes_for(self, spec: StreamSpec) -> dict[str, Any]:
         """Settings changes that turn ``spec`` into these knobs (empty when nothing differs)."""
@@ -138,18 +148,23 @@ class ScalingStep:
         return self.core_seconds_per_hour_before - self.core_seconds_per_hour_after
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "cores_before": self.cores_before, "cores_after": self.cores_after,
-                "core_seconds_per_hour_before": self.core_seconds_per_hour_before,
-                "core_seconds_per_hour_after": self.core_seconds_per_hour_after,
-                "core_seconds_per_hour_saved": self.core_seconds_per_hour_saved}
+        return {
+            "kind": self.kind,
+            "cores_before": self.cores_before,
+            "cores_after": self.cores_after,
+            "core_seconds_per_hour_before": self.core_seconds_per_hour_before,
+            "core_seconds_per_hour_after": self.core_seconds_per_hour_after,
+            "core_seconds_per_hour_saved": self.core_seconds_per_hour_saved,
+        }
 
     def describe(self) -> str:
         """One line for logs and reports, e.g. ``scale_down: 12 -> 4 cores, saves 28,800 core-s/h``."""
         if self.kind == "hold":
             return f"hold: {self.cores_before} cores ({self.core_seconds_per_hour_before:,} core-s/h)"
         saved = self.core_seconds_per_hour_saved
-        effect = (f"saves {saved:,} core-s/h" if saved > 0 else f"costs {-saved:,} core-s/h" if saved < 0
-                  else "same cores")
+        effect = (
+            f"saves {saved:,} core-s/h" if saved > 0 else f"costs {-saved:,} core-s/h" if saved < 0 else "same cores"
+        )
         return f"{self.kind}: {self.cores_before} -> {self.cores_after} cores, {effect}"
 
 
@@ -164,7 +179,9 @@ class ScalingPlan(BaseModel):
     target: Knobs
     reason: str
     epoch: str = Field("", description="Identifies the configuration the plan starts from (when it was started).")
-    report: list[dict[str, Any]] = Field(default_factory=list, description="Per operator: parallelism, capacity, target rate.")
+    report: list[dict[str, Any]] = Field(
+        default_factory=list, description="Per operator: parallelism, capacity, target rate."
+    )
     predicted: dict[str, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -185,7 +202,12 @@ class ScalingPlan(BaseModel):
     @property
     def plan_hash(self) -> str:
         """Stable hash of what the plan does and where it starts from (not of its evidence)."""
-        core = {"stream": self.stream, "epoch": self.epoch, "current": self.current.model_dump(), "target": self.target.model_dump()}
+        core = {
+            "stream": self.stream,
+            "epoch": self.epoch,
+            "current": self.current.model_dump(),
+            "target": self.target.model_dump(),
+        }
         return hashlib.sha256(json.dumps(core, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
@@ -195,5 +217,8 @@ class ScalingPlan(BaseModel):
 
     def changed(self) -> dict[str, tuple[Any, Any]]:
         """Knob -> (from, to) for the knobs the plan changes."""
-        return {k: (getattr(self.current, k), getattr(self.target, k)) for k in Knobs.model_fields
-                if getattr(self.current, k) != getattr(self.target, k)}
+        return {
+            k: (getattr(self.current, k), getattr(self.target, k))
+            for k in Knobs.model_fields
+            if getattr(self.current, k) != getattr(self.target, k)
+        }

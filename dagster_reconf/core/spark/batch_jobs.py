@@ -59,8 +59,9 @@ def may_have_written(jobs: list[StreamJob], run_id: str, batch_id: int, *, count
     """
     earlier = [j.job_id for j in jobs if j.run_id == run_id and j.batch_id is not None and j.batch_id < batch_id]
     floor = max(earlier, default=-1)
-    relevant = [j for j in jobs if (j.run_id == run_id and j.batch_id == batch_id)
-                or (j.run_id is None and j.job_id > floor)]
+    relevant = [
+        j for j in jobs if (j.run_id == run_id and j.batch_id == batch_id) or (j.run_id is None and j.job_id > floor)
+    ]
     return any(j.status == "SUCCEEDED" or (count_running and j.status != "FAILED") for j in relevant)
 
 
@@ -101,8 +102,11 @@ def _listed_jobs(spark: SparkSession, listener_wait_ms: int, run_id: str, batch_
     jobs: list[StreamJob] = []
     newest_first = True
     for j in listed:
-        job = StreamJob.from_description(int(j.jobId()), str(j.status().toString()),
-                                         str(j.description().get()) if j.description().isDefined() else None)
+        job = StreamJob.from_description(
+            int(j.jobId()),
+            str(j.status().toString()),
+            str(j.description().get()) if j.description().isDefined() else None,
+        )
         newest_first = newest_first and (not jobs or job.job_id < jobs[-1].job_id)
         jobs.append(job)
         if newest_first and job.run_id == run_id and job.batch_id is not None and job.batch_id < batch_id:

@@ -22,8 +22,16 @@ from pathlib import Path
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.store.cluster_record import cluster_info
 
-__all__ = ["DEFAULT_EXECUTOR_MEMORY", "WorkerRoom", "executor_memory_mb", "executor_room_problem", "granted_cores", "master_ui",
-           "size_mb", "worker_rooms"]
+__all__ = [
+    "DEFAULT_EXECUTOR_MEMORY",
+    "WorkerRoom",
+    "executor_memory_mb",
+    "executor_room_problem",
+    "granted_cores",
+    "master_ui",
+    "size_mb",
+    "worker_rooms",
+]
 
 DEFAULT_MASTER_UI_PORT = 8080
 DEFAULT_EXECUTOR_MEMORY = "1g"  # spark.executor.memory's default
@@ -104,8 +112,9 @@ def granted_cores(url: str, app_id: str) -> int | None:
     return int(apps[0].get("cores", 0)) if apps else None
 
 
-def executor_room_problem(master: str, more: int, *, executor_cores: int, executor_memory: str | None,
-                          home: Path | None = None) -> str | None:
+def executor_room_problem(
+    master: str, more: int, *, executor_cores: int, executor_memory: str | None, home: Path | None = None
+) -> str | None:
     """Why ``master`` cannot place ``more`` executors of this size now, or None (they fit, or it cannot be told)."""
     if more <= 0:
         return None
@@ -117,8 +126,13 @@ def executor_room_problem(master: str, more: int, *, executor_cores: int, execut
     fit = sum(room.executors(executor_cores, memory_mb) for room in rooms)
     if fit >= more:
         return None
-    free = "; ".join(f"worker {r.worker}: {r.cores_free} cores, {r.memory_free_mb} MiB free" for r in rooms) or "no alive worker"
-    return (f"standalone master {master} has room for {fit} more executor(s) of {executor_cores} core(s) and "
-            f"{memory_mb} MiB, not the {more} this change adds ({free}); give the workers more cores or memory "
-            "(`reconf cluster start --cores N --memory SIZE`, or SPARK_WORKER_CORES / SPARK_WORKER_MEMORY), lower "
-            "executor_memory, or plan fewer cores")
+    free = (
+        "; ".join(f"worker {r.worker}: {r.cores_free} cores, {r.memory_free_mb} MiB free" for r in rooms)
+        or "no alive worker"
+    )
+    return (
+        f"standalone master {master} has room for {fit} more executor(s) of {executor_cores} core(s) and "
+        f"{memory_mb} MiB, not the {more} this change adds ({free}); give the workers more cores or memory "
+        "(`reconf cluster start --cores N --memory SIZE`, or SPARK_WORKER_CORES / SPARK_WORKER_MEMORY), lower "
+        "executor_memory, or plan fewer cores"
+    )

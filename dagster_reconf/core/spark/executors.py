@@ -74,8 +74,10 @@ def _request_total(spark: SparkSession, count: int) -> None:
     jvm = sc._jvm
     no_locality = jvm.PythonUtils.toScalaMap(jvm.java.util.HashMap())  # type: ignore[union-attr]
     if not sc._jsc.sc().requestTotalExecutors(count, 0, no_locality):  # type: ignore[union-attr]
-        raise StreamStateError(f"the cluster manager of {sc.master} does not resize executors in place; remove "
-                               "cores_ceiling from the spec (a cores change then starts a new SparkContext)")
+        raise StreamStateError(
+            f"the cluster manager of {sc.master} does not resize executors in place; remove "
+            "cores_ceiling from the spec (a cores change then starts a new SparkContext)"
+        )
 
 
 def _kill(spark: SparkSession, ids: list[str]) -> None:
@@ -92,8 +94,14 @@ def _settled(count: int, stable: int, launched: Callable[[], int | None] | None)
     return known <= count if known is not None else stable >= STABLE_POLLS
 
 
-def resize_executors(spark: SparkSession, count: int, *, wait_s: float = 0.0, settle: bool = False,
-                     launched: Callable[[], int | None] | None = None) -> ExecutorResize:
+def resize_executors(
+    spark: SparkSession,
+    count: int,
+    *,
+    wait_s: float = 0.0,
+    settle: bool = False,
+    launched: Callable[[], int | None] | None = None,
+) -> ExecutorResize:
     """Hold ``count`` executors: ask the master for that many, remove the newest beyond it.
 
     Args:

@@ -68,10 +68,17 @@ class ProgressRecorder(StreamingQueryListener):
     files, see :class:`~.sources.FileBacklogProbe`), recorded as ``sources``.
     """
 
-    def __init__(self, store: MetricsStore, stream: str, cpu_probe: Callable[[], float | None] | None = None,
-                 source_probe: Callable[[dict], list[dict]] | None = None, *,
-                 cpu_samples: Callable[[], list[list[float]]] | None = None,
-                 worker_count: Callable[[], int | None] | None = None, python_task_cpu_ms: float | None = None) -> None:
+    def __init__(
+        self,
+        store: MetricsStore,
+        stream: str,
+        cpu_probe: Callable[[], float | None] | None = None,
+        source_probe: Callable[[dict], list[dict]] | None = None,
+        *,
+        cpu_samples: Callable[[], list[list[float]]] | None = None,
+        worker_count: Callable[[], int | None] | None = None,
+        python_task_cpu_ms: float | None = None,
+    ) -> None:
         self.store = store
         self.stream = stream
         self.cpu_probe = cpu_probe
@@ -87,8 +94,15 @@ class ProgressRecorder(StreamingQueryListener):
         if event.name == self.stream:
             self._run_ids.add(str(event.runId))
             self.failure = None
-            self.store.append({"kind": "lifecycle", "stream": self.stream, "event": "query_started", "run_id": str(event.runId),
-                               "query_id": str(event.id)})
+            self.store.append(
+                {
+                    "kind": "lifecycle",
+                    "stream": self.stream,
+                    "event": "query_started",
+                    "run_id": str(event.runId),
+                    "query_id": str(event.id),
+                }
+            )
 
     @property
     def _jlistener(self) -> JavaObject:
@@ -96,8 +110,10 @@ class ProgressRecorder(StreamingQueryListener):
         if not hasattr(self, "_jlistenerobj"):
             jvm = SparkContext._jvm
             if jvm is None:
-                raise RuntimeError("ProgressRecorder needs a running SparkContext: start the SparkSession first, then "
-                                   "spark.streams.addListener(recorder)")
+                raise RuntimeError(
+                    "ProgressRecorder needs a running SparkContext: start the SparkSession first, then "
+                    "spark.streams.addListener(recorder)"
+                )
             self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_JsonProgressBridge(self))
         return self._jlistenerobj
 

@@ -38,8 +38,8 @@ from typing import Any
 import pyspark
 from pyspark.sql import SparkSession
 
-from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.spark.python_worker_cpu import python_worker_cpu_s
+from dagster_reconf.core.store.atomic import replace_text
 
 __all__ = ["kept_python_task_cpu_ms", "kept_python_task_cpu_path", "measure_python_task_cpu_ms", "same_batches"]
 
@@ -48,15 +48,20 @@ TASKS_PER_CPU = 4  # a round's tasks (at most 16): 2 tasks in 2 rounds read 30-6
 # 8 tasks in 3 rounds 48.75 ms twice in a row
 
 
-def measure_python_task_cpu_ms(spark: SparkSession, tasks: int, modules: Sequence[str] = (),
-                               rounds: int = MEASURED_ROUNDS) -> float | None:
+def measure_python_task_cpu_ms(
+    spark: SparkSession, tasks: int, modules: Sequence[str] = (), rounds: int = MEASURED_ROUNDS
+) -> float | None:
     """The Python workers' CPU milliseconds per task of a trivial ``mapInArrow`` job of ``tasks`` tasks (median of
     ``rounds``, after a round that starts the workers and imports ``modules`` in them, as the stream's tasks would);
     None where none ran under this process (not local mode)."""
     if tasks < 1 or rounds < 1:
         raise ValueError(f"a Python task CPU measurement needs tasks >= 1 and rounds >= 1, got {tasks} and {rounds}")
     frame = spark.range(0, 64 * tasks, numPartitions=tasks)
-    job = frame.mapInArrow(partial(same_batches, modules=tuple(modules)), frame.schema).write.format("noop").mode("overwrite")
+    job = (
+        frame.mapInArrow(partial(same_batches, modules=tuple(modules)), frame.schema)
+        .write.format("noop")
+        .mode("overwrite")
+    )
     job.save()
     per_task = []
     for _ in range(rounds):
@@ -82,7 +87,9 @@ def kept_python_task_cpu_ms(spark: SparkSession, modules: Sequence[str] = (), pa
     known = _kept_figures(path, facts)
     if key in known:
         return known[key]
-    measured = measure_python_task_cpu_ms(spark, tasks=min(max(TASKS_PER_CPU * (os.cpu_count() or 1), 4), 16), modules=modules)
+    measured = measure_python_task_cpu_ms(
+        spark, tasks=min(max(TASKS_PER_CPU * (os.cpu_count() or 1), 4), 16), modules=modules
+    )
     if measured is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,8 +112,13 @@ def _kept_figures(path: Path, facts: dict[str, Any]) -> dict[str, float]:
 
 def _machine_facts() -> dict[str, Any]:
     """What PySpark's CPU per task depends on: another host, CPU count, Python or PySpark measures it again."""
-    return {"host": socket.gethostname(), "cpus": os.cpu_count(), "machine": platform.machine(),
-            "python": sys.version.split()[0], "pyspark": pyspark.__version__}
+    return {
+        "host": socket.gethostname(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "pyspark": pyspark.__version__,
+    }
 
 
 def same_batches(batches: Iterable[Any], modules: tuple[str, ...] = ()) -> Iterator[Any]:

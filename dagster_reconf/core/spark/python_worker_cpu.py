@@ -121,8 +121,13 @@ class PythonCpuSampler:
     dropped without a shutdown) pauses the sampling until the next drain.
     """
 
-    def __init__(self, period_s: float = 0.1, max_samples: int = 6000, idle_s: float = 120.0,
-                 probe: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        period_s: float = 0.1,
+        max_samples: int = 6000,
+        idle_s: float = 120.0,
+        probe: Callable[[], float] | None = None,
+    ) -> None:
         if period_s <= 0:
             raise ValueError(f"period_s must be > 0, got {period_s}")
         self.period_s = period_s

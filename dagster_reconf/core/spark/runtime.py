@@ -38,23 +38,28 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from dagster_reconf.core.spark.batch_jobs import batch_has_written, batch_may_have_written
-from dagster_reconf.core.store.checkpoint import checkpoint_facts, drop_planned_batch
-from dagster_reconf.core.spark.executor_room import DEFAULT_EXECUTOR_MEMORY, executor_room_problem, granted_cores, master_ui
 from dagster_reconf.core.definition import StreamContext, StreamOutput
 from dagster_reconf.core.errors import SpecError, StreamStartError, StreamStateError
+from dagster_reconf.core.progress.source_kinds import FileBacklogProbe
+from dagster_reconf.core.spark.batch_jobs import batch_has_written, batch_may_have_written
+from dagster_reconf.core.spark.executor_room import (
+    DEFAULT_EXECUTOR_MEMORY,
+    executor_room_problem,
+    granted_cores,
+    master_ui,
+)
 from dagster_reconf.core.spark.executors import completed_tasks, executor_ids, resize_executors
-from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_file_sink_log
 from dagster_reconf.core.spark.listener import ProgressRecorder
-from dagster_reconf.core.store.metrics import MetricsStore, status_figures
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms
-from dagster_reconf.core.spark.termination import await_termination, first_line
-from dagster_reconf.core.spark.warm_up import warm_up_file_write, warm_up_job, warm_up_state_query
 from dagster_reconf.core.spark.python_worker_cpu import PythonCpuSampler
 from dagster_reconf.core.spark.session import build_spark_session
-from dagster_reconf.core.progress.source_kinds import FileBacklogProbe
+from dagster_reconf.core.spark.termination import await_termination, first_line
+from dagster_reconf.core.spark.warm_up import warm_up_file_write, warm_up_job, warm_up_state_query
 from dagster_reconf.core.spec import RestartScope, StreamSpec, restart_scope, validate_spec
+from dagster_reconf.core.store.checkpoint import checkpoint_facts, drop_planned_batch
+from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_file_sink_log
+from dagster_reconf.core.store.metrics import MetricsStore, status_figures
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import Location, remove_tree, spark_uri
 
 __all__ = ["StopReport", "StreamRuntime"]
@@ -89,9 +94,11 @@ class StopReport:
 def _missing_connector_hint(message: str) -> str:
     """The fix for a source or sink whose connector is not on the classpath (Kafka's above all: pyspark lacks it)."""
     if "KAFKA_DATA_SOURCE_NOT_ENABLED" in message or "Failed to find data source: kafka" in message:
-        return ("; put Spark's Kafka connector on the driver's classpath through the spec's spark_conf: "
-                "spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version> (or spark.jars "
-                "naming its jar files)")
+        return (
+            "; put Spark's Kafka connector on the driver's classpath through the spec's spark_conf: "
+            "spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version> (or spark.jars "
+            "naming its jar files)"
+        )
     return ""
 
 
@@ -109,8 +116,9 @@ class StreamRuntime:
     All public methods are thread-safe (one control operation at a time, under :attr:`lock`).
     """
 
-    def __init__(self, spec: StreamSpec, paths: StreamPaths, *, spark: SparkSession | None = None,
-                 temp_dir: Path | None = None) -> None:
+    def __init__(
+        self, spec: StreamSpec, paths: StreamPaths, *, spark: SparkSession | None = None, temp_dir: Path | None = None
+    ) -> None:
         self.definition = validate_spec(spec)
         self.spec = spec
         self.paths = paths
@@ -128,8 +136,10 @@ class StreamRuntime:
         if not paths.spec.is_file():
             paths.write_spec(spec.model_dump_json(indent=2))  # every reader finds the checkpoint's storage in it
         elif paths.storage != spec.storage:
-            raise SpecError(f"stream {spec.name!r} keeps its checkpoint and event logs at {paths.storage or paths.root}; "
-                            f"a spec cannot move them (storage {spec.storage!r}): start a new stream with another name")
+            raise SpecError(
+                f"stream {spec.name!r} keeps its checkpoint and event logs at {paths.storage or paths.root}; "
+                f"a spec cannot move them (storage {spec.storage!r}): start a new stream with another name"
+            )
 
     # -- session ---------------------------------------------------------------------------
 
@@ -139,20 +149,33 @@ class StreamRuntime:
         if self._spark is None:
             self._spark = build_spark_session(self.spec, self.paths.event_log, self._temp_dir)
             self._recorder = None
-            if self.spec.executors is not None:  # the master launched executors up to the ceiling: keep max_cores' worth
-                resized = resize_executors(self._spark, self.spec.executors, wait_s=EXECUTOR_START_WAIT_S, settle=True,
-                                           launched=self._launched_executors(self._spark))
-                self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "executors",
-                                   **resized.as_dict()})
+            if (
+                self.spec.executors is not None
+            ):  # the master launched executors up to the ceiling: keep max_cores' worth
+                resized = resize_executors(
+                    self._spark,
+                    self.spec.executors,
+                    wait_s=EXECUTOR_START_WAIT_S,
+                    settle=True,
+                    launched=self._launched_executors(self._spark),
+                )
+                self.store.append(
+                    {"kind": "lifecycle", "stream": self.spec.name, "event": "executors", **resized.as_dict()}
+                )
         if self._recorder is None and self.spec.instrumentation:
             # The Python task workers run under this driver in local mode only: their CPU is measured there.
             if self.spec.master.startswith("local") and self._cpu_sampler is None:
                 self._cpu_sampler = PythonCpuSampler().start()
             sampler = self._cpu_sampler
-            self._recorder = ProgressRecorder(self.store, self.spec.name, sampler.read if sampler else None,
-                                              self._measure_sources, cpu_samples=sampler.drain if sampler else None,
-                                              worker_count=sampler.workers if sampler else None,
-                                              python_task_cpu_ms=self._python_task_cpu_ms() if sampler else None)
+            self._recorder = ProgressRecorder(
+                self.store,
+                self.spec.name,
+                sampler.read if sampler else None,
+                self._measure_sources,
+                cpu_samples=sampler.drain if sampler else None,
+                worker_count=sampler.workers if sampler else None,
+                python_task_cpu_ms=self._python_task_cpu_ms() if sampler else None,
+            )
             self._spark.streams.addListener(self._recorder)
         return self._spark
 
@@ -162,8 +185,14 @@ class StreamRuntime:
         try:
             return kept_python_task_cpu_ms(self._spark, [self.definition.name.split(":")[0]])
         except Exception as exc:
-            self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "python_task_cpu_failed",
-                               "error": first_line(exc)})
+            self.store.append(
+                {
+                    "kind": "lifecycle",
+                    "stream": self.spec.name,
+                    "event": "python_task_cpu_failed",
+                    "error": first_line(exc),
+                }
+            )
             return None
 
     def _launched_executors(self, spark: SparkSession) -> Callable[[], int | None] | None:
@@ -204,14 +233,22 @@ class StreamRuntime:
         """What the stream definition gets: the knobs, the source options they map to, the workload's options."""
         spec = spec or self.spec
         mapping = {**self.definition.knob_options, **spec.knob_options}
-        source_options = {option: str(getattr(spec, knob)) for knob, option in mapping.items() if getattr(spec, knob) is not None}
+        source_options = {
+            option: str(getattr(spec, knob)) for knob, option in mapping.items() if getattr(spec, knob) is not None
+        }
         work_dir = self.paths.work
         work_dir.mkdir(parents=True, exist_ok=True)
         return StreamContext(
-            name=spec.name, code_version=spec.code_version, options=self.definition.parse_options(spec.options),
-            state_partitions=spec.state_partitions, source_partitions=spec.source_partitions,
-            max_per_trigger=spec.max_per_trigger, trigger_interval_s=spec.trigger_interval_s,
-            source_options=source_options, work_dir=work_dir, purpose=purpose,
+            name=spec.name,
+            code_version=spec.code_version,
+            options=self.definition.parse_options(spec.options),
+            state_partitions=spec.state_partitions,
+            source_partitions=spec.source_partitions,
+            max_per_trigger=spec.max_per_trigger,
+            trigger_interval_s=spec.trigger_interval_s,
+            source_options=source_options,
+            work_dir=work_dir,
+            purpose=purpose,
         )
 
     def writer(self, spec: StreamSpec | None = None, purpose: str = "stream") -> DataStreamWriter:
@@ -228,22 +265,31 @@ class StreamRuntime:
             raise
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise StreamStartError(f"stream definition {self.definition.name} raised {type(exc).__name__}: {first}"
-                                   f"{_missing_connector_hint(first)}") from exc
+            raise StreamStartError(
+                f"stream definition {self.definition.name} raised {type(exc).__name__}: {first}"
+                f"{_missing_connector_hint(first)}"
+            ) from exc
         if isinstance(result, StreamOutput):
             result = result.writer()
         if not isinstance(result, DataStreamWriter):
             raise StreamStartError(
                 f"stream definition {self.definition.name} returned {type(result).__name__}; it must return a "
-                "DataStreamWriter (df.writeStream...., without .start()) or a StreamOutput(frame, format=..., ...)")
+                "DataStreamWriter (df.writeStream...., without .start()) or a StreamOutput(frame, format=..., ...)"
+            )
         return result
 
     def _use_state_partitions(self, spec: StreamSpec) -> None:
         """A new checkpoint takes its state partitions from the session (an existing one keeps its own)."""
         self.spark.conf.set("spark.sql.shuffle.partitions", str(spec.state_partitions))
 
-    def start_query(self, spec: StreamSpec | None = None, *, checkpoint: Path | Any | None = None, purpose: str = "stream",
-                    once: bool = False) -> StreamingQuery:
+    def start_query(
+        self,
+        spec: StreamSpec | None = None,
+        *,
+        checkpoint: Path | Any | None = None,
+        purpose: str = "stream",
+        once: bool = False,
+    ) -> StreamingQuery:
         """Start ``spec``'s query (default: the stream itself, into its checkpoint).
 
         Args:
@@ -273,8 +319,10 @@ class StreamRuntime:
         try:
             return writer.start()
         except Exception as exc:
-            raise StreamStartError(f"stream {spec.name!r} ({self.definition.name}) could not start: "
-                                   f"{type(exc).__name__}: {first_line(exc)}") from exc
+            raise StreamStartError(
+                f"stream {spec.name!r} ({self.definition.name}) could not start: "
+                f"{type(exc).__name__}: {first_line(exc)}"
+            ) from exc
 
     # -- query lifecycle ---------------------------------------------------------------------
 
@@ -302,7 +350,9 @@ class StreamRuntime:
             self.query = self.start_query()
             self.paths.add_query_id(str(self.query.id))
             self.paths.write_spec(self.spec.model_dump_json(indent=2))
-            self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "started", "spec": self.spec.model_dump()})
+            self.store.append(
+                {"kind": "lifecycle", "stream": self.spec.name, "event": "started", "spec": self.spec.model_dump()}
+            )
             return self.query
 
     def _align_sink_log(self) -> None:
@@ -313,8 +363,15 @@ class StreamRuntime:
         interval = int(self.spark.conf.get(COMPACT_INTERVAL_CONF, str(DEFAULT_COMPACT_INTERVAL)))
         aligned = align_file_sink_log(self.paths.checkpoint, sink, interval)
         if aligned:
-            self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "file_sink_log_aligned",
-                               "batches": aligned.filled, "cleared": aligned.cleared})
+            self.store.append(
+                {
+                    "kind": "lifecycle",
+                    "stream": self.spec.name,
+                    "event": "file_sink_log_aligned",
+                    "batches": aligned.filled,
+                    "cleared": aligned.cleared,
+                }
+            )
 
     def await_healthy(self, timeout_s: float) -> dict[str, Any]:
         """Wait until the query has processed a batch of input, or waits for input that is not there yet; raise
@@ -332,14 +389,18 @@ class StreamRuntime:
             exception = query.exception()
             if exception is not None or not active:
                 detail = first_line(exception) if exception is not None else "it stopped"
-                raise StreamStartError(f"stream {self.spec.name!r} ({self.definition.name}) failed in its first batch: {detail}")
+                raise StreamStartError(
+                    f"stream {self.spec.name!r} ({self.definition.name}) failed in its first batch: {detail}"
+                )
             status = query.status
             processed = [p for p in query.recentProgress if p.numInputRows > 0]
             if processed or status.get("message") == "Waiting for data to arrive":
                 return {"message": status.get("message"), "batches": len(query.recentProgress)}
             if time.monotonic() > deadline:
-                raise StreamStartError(f"stream {self.spec.name!r} did not process a batch within {timeout_s:g} s "
-                                       f"(status: {status.get('message')!r})")
+                raise StreamStartError(
+                    f"stream {self.spec.name!r} did not process a batch within {timeout_s:g} s "
+                    f"(status: {status.get('message')!r})"
+                )
             time.sleep(0.1)
 
     def warm_up(self) -> dict[str, Any]:
@@ -360,8 +421,13 @@ class StreamRuntime:
             state_stores = self._warm_up_state_stores(slots)
             file_writer = self._scratch_warm_up(warm_up_file_write, slots)
             self._built = (self.spec, self.writer())  # the next start of the stream's own query uses it
-            return {"slots": slots, "python_workers_s": round(workers_s, 3), "state_stores": state_stores,
-                    "file_writer": file_writer, "seconds": round(time.monotonic() - started, 3)}
+            return {
+                "slots": slots,
+                "python_workers_s": round(workers_s, 3),
+                "state_stores": state_stores,
+                "file_writer": file_writer,
+                "seconds": round(time.monotonic() - started, 3),
+            }
 
     def _warm_up_state_stores(self, tasks: int) -> dict[str, Any] | None:
         """Run a throwaway stateful query (see :func:`warm_up_state_query`) if the stream keeps state."""
@@ -389,8 +455,14 @@ class StreamRuntime:
                 f"state_partitions={info.state_partitions} or run a reconfiguration"
             )
 
-    def stop_at_batch_boundary(self, timeout_s: float = 120.0, *, finish: bool = True, keep_interrupted: bool = False,
-                               boundary_wait_s: float | None = None) -> StopReport:
+    def stop_at_batch_boundary(
+        self,
+        timeout_s: float = 120.0,
+        *,
+        finish: bool = True,
+        keep_interrupted: bool = False,
+        boundary_wait_s: float | None = None,
+    ) -> StopReport:
         """Stop with the checkpoint's last batch committed (see module docstring).
 
         ``finish=False`` leaves an interrupted batch planned but uncommitted, for a driver that
@@ -457,11 +529,15 @@ class StreamRuntime:
         self.paths.add_query_id(str(query.id))
         if not await_termination(query, max(1.0, deadline - time.monotonic())):
             query.stop()
-            raise StreamStateError(f"stream {self.spec.name!r}: the interrupted batch {info.last_offset_batch} did not "
-                                   f"finish within {timeout_s:g} s; it is finished when the stream starts again")
+            raise StreamStateError(
+                f"stream {self.spec.name!r}: the interrupted batch {info.last_offset_batch} did not "
+                f"finish within {timeout_s:g} s; it is finished when the stream starts again"
+            )
         if query.exception() is not None:
-            raise StreamStateError(f"stream {self.spec.name!r}: finishing batch {info.last_offset_batch} failed: "
-                                   f"{first_line(query.exception())}")
+            raise StreamStateError(
+                f"stream {self.spec.name!r}: finishing batch {info.last_offset_batch} failed: "
+                f"{first_line(query.exception())}"
+            )
         after = checkpoint_facts(self.paths.checkpoint)
         if not after.committed:
             raise StreamStateError(f"stream {self.spec.name!r}: batch {after.last_offset_batch} is still not committed")
@@ -514,8 +590,17 @@ class StreamRuntime:
                 self.apply(old, scope)
                 raise
             seconds = time.monotonic() - started
-            self.store.append({"kind": "lifecycle", "stream": new.name, "event": "restarted", "scope": scope.value,
-                               "changes": changes, "seconds": seconds, "spec": new.model_dump()})
+            self.store.append(
+                {
+                    "kind": "lifecycle",
+                    "stream": new.name,
+                    "event": "restarted",
+                    "scope": scope.value,
+                    "changes": changes,
+                    "seconds": seconds,
+                    "spec": new.model_dump(),
+                }
+            )
             return {"scope": scope.value, "stop": asdict(stop), "seconds": seconds}
 
     def _check_scope_allowed(self, scope: RestartScope, what: object) -> None:
@@ -531,7 +616,9 @@ class StreamRuntime:
         self.spec = spec
         if scope is RestartScope.SESSION:
             self._drop_session()
-        elif self._spark is not None and spec.executors is not None and len(executor_ids(self._spark)) != spec.executors:
+        elif (
+            self._spark is not None and spec.executors is not None and len(executor_ids(self._spark)) != spec.executors
+        ):
             # A cores change within the ceiling, or executors added ahead of one that was rolled back. Added ones join
             # the running query as they come.
             resized = resize_executors(self._spark, spec.executors)
@@ -555,18 +642,27 @@ class StreamRuntime:
         with self.lock:
             spec = self.spec
             if spec.executors is None or spec.cores_ceiling is None or spec.executor_cores is None:
-                raise StreamStateError(f"stream {spec.name!r} has no cores_ceiling: its executors are not resized in "
-                                       "place (a cores change starts a new SparkContext)")
+                raise StreamStateError(
+                    f"stream {spec.name!r} has no cores_ceiling: its executors are not resized in "
+                    "place (a cores change starts a new SparkContext)"
+                )
             if count * spec.executor_cores > spec.cores_ceiling:
-                raise StreamStateError(f"{count} executors of {spec.executor_cores} cores are above stream "
-                                       f"{spec.name!r}'s cores_ceiling {spec.cores_ceiling}")
+                raise StreamStateError(
+                    f"{count} executors of {spec.executor_cores} cores are above stream "
+                    f"{spec.name!r}'s cores_ceiling {spec.cores_ceiling}"
+                )
             held = executor_ids(self.spark)
             live = len(held)
             if count <= live:
                 return {"added": 0, "executors": live}
             memory = spec.executor_memory_setting
-            room = executor_room_problem(spec.master, count - live, executor_cores=spec.executor_cores,
-                                         executor_memory=memory, home=self.paths.home)
+            room = executor_room_problem(
+                spec.master,
+                count - live,
+                executor_cores=spec.executor_cores,
+                executor_memory=memory,
+                home=self.paths.home,
+            )
             if room:
                 raise StreamStateError(room)
             resized = resize_executors(self.spark, count, wait_s=wait_s)
@@ -577,11 +673,20 @@ class StreamRuntime:
                     f"{resized.after} of {count} executors of stream {spec.name!r} registered within {wait_s:.0f} s: "
                     f"master {spec.master} placed no more. Each needs {spec.executor_cores} free core(s) and "
                     f"{memory or DEFAULT_EXECUTOR_MEMORY} of free memory on one worker; give the workers more, or lower executor_memory"
-                    + (f" (the {resized.after - live} that came stay until the stream restarts)" if resized.after > live else ""))
+                    + (
+                        f" (the {resized.after - live} that came stay until the stream restarts)"
+                        if resized.after > live
+                        else ""
+                    )
+                )
             added = [i for i in executor_ids(self.spark) if i not in held]
         warm = self._await_warm(added, EXECUTOR_WARM_WAIT_S)  # without the lock: status answers meanwhile
-        return {"added": resized.after - resized.before, "executors": resized.after, "seconds": resized.seconds,
-                "warm": warm}
+        return {
+            "added": resized.after - resized.before,
+            "executors": resized.after,
+            "seconds": resized.seconds,
+            "warm": warm,
+        }
 
     def _await_warm(self, added: list[str], wait_s: float) -> dict[str, Any]:
         """Warm executors just added, before a pause needs them.
@@ -607,8 +712,9 @@ class StreamRuntime:
         state_stores = self._warm_up_state_stores(4 * slots)
         file_writer = self._scratch_warm_up(warm_up_file_write, 4 * slots)
         job_s = time.monotonic() - started
-        deadline = started + min(wait_s, job_s + 2.0 + 2 * WARM_BATCHES * max(self.spec.trigger_interval_s,
-                                                                          self._last_batch_s()))
+        deadline = started + min(
+            wait_s, job_s + 2.0 + 2 * WARM_BATCHES * max(self.spec.trigger_interval_s, self._last_batch_s())
+        )
         batches = 0
         while self.is_active and time.monotonic() < deadline:
             last = self._last_batch_id()
@@ -616,8 +722,14 @@ class StreamRuntime:
             if batches >= WARM_BATCHES:
                 break
             time.sleep(0.5)
-        return {"cold": cold, "batches": batches, "jobs_s": round(job_s, 3), "state_stores": state_stores,
-                "file_writer": file_writer, "seconds": round(time.monotonic() - started, 3)}
+        return {
+            "cold": cold,
+            "batches": batches,
+            "jobs_s": round(job_s, 3),
+            "state_stores": state_stores,
+            "file_writer": file_writer,
+            "seconds": round(time.monotonic() - started, 3),
+        }
 
     def _last_progress(self) -> dict[str, Any]:
         return (self.query.lastProgress if self.query is not None else None) or {}
@@ -654,7 +766,9 @@ class StreamRuntime:
                 "app_id": spark.sparkContext.applicationId if spark is not None else None,
                 "spark_ui": spark.sparkContext.uiWebUrl if spark is not None else None,
                 "master": self.spec.master,
-                "executors": len(executor_ids(spark)) if spark is not None and self.spec.executors is not None else None,
+                "executors": len(executor_ids(spark))
+                if spark is not None and self.spec.executors is not None
+                else None,
                 "run_id": str(self.query.runId) if self.query is not None else None,
                 "query_id": str(self.query.id) if self.query is not None else None,
                 **status_figures(record),

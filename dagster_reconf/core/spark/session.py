@@ -20,12 +20,18 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from upath import UPath
 
+from dagster_reconf.core.spark.worker_interpreter import worker_python
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.storage import Location, spark_uri
-from dagster_reconf.core.spark.worker_interpreter import worker_python
 
-__all__ = ["DRIVER_THREAD_STACK", "ROCKSDB_PROVIDER", "build_spark_session", "helper_session", "native_repartition_available",
-           "spark_conf_for"]
+__all__ = [
+    "DRIVER_THREAD_STACK",
+    "ROCKSDB_PROVIDER",
+    "build_spark_session",
+    "helper_session",
+    "native_repartition_available",
+    "spark_conf_for",
+]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 LOOPBACK = "127.0.0.1"
@@ -62,7 +68,9 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None, temp_dir: P
     if spec.instrumentation and event_log_dir is not None:
         event_log_dir.mkdir(parents=True, exist_ok=True)
         conf["spark.eventLog.enabled"] = "true"
-        conf["spark.eventLog.dir"] = spark_uri(event_log_dir) if isinstance(event_log_dir, UPath) else event_log_dir.resolve().as_uri()
+        conf["spark.eventLog.dir"] = (
+            spark_uri(event_log_dir) if isinstance(event_log_dir, UPath) else event_log_dir.resolve().as_uri()
+        )
     else:
         conf["spark.eventLog.enabled"] = "false"
     if spec.executor_cores:
@@ -110,8 +118,13 @@ def _new_session(conf: dict[str, str]) -> SparkSession:
 
 def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
     """A plain local session for helper jobs (the oracle, tests): same settings, no event log, no UI."""
-    spec = StreamSpec(name="helper", entrypoint="helper:none", master=master, state_partitions=shuffle_partitions,
-                      instrumentation=False)
+    spec = StreamSpec(
+        name="helper",
+        entrypoint="helper:none",
+        master=master,
+        state_partitions=shuffle_partitions,
+        instrumentation=False,
+    )
     conf = spark_conf_for(spec, None)
     conf.update({"spark.app.name": app_name, "spark.ui.enabled": "false"})
     return _new_session(conf)

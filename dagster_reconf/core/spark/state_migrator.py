@@ -41,6 +41,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from dagster_reconf.core.errors import SpecError, StreamStateError
+from dagster_reconf.core.progress.state_rows import state_row_counts
+from dagster_reconf.core.spark.session import native_repartition_available
+from dagster_reconf.core.spark.state_reader import schema_problems, state_schemas, state_summaries
+from dagster_reconf.core.spark.termination import await_termination
+from dagster_reconf.core.spec import STRATEGIES, RestartScope, Strategy, StreamSpec, context_scope
 from dagster_reconf.core.store.checkpoint import (
     checkpoint_facts,
     committed_batches,
@@ -52,14 +58,8 @@ from dagster_reconf.core.store.checkpoint import (
     replay_problem,
     retained_batches,
 )
-from dagster_reconf.core.errors import SpecError, StreamStateError
-from dagster_reconf.core.spark.termination import await_termination
-from dagster_reconf.core.spark.session import native_repartition_available
-from dagster_reconf.core.spec import STRATEGIES, RestartScope, Strategy, StreamSpec, context_scope
 from dagster_reconf.core.store.paths import remove_generations
 from dagster_reconf.core.store.storage import Location, remove_tree, spark_uri
-from dagster_reconf.core.spark.state_reader import schema_problems, state_schemas, state_summaries
-from dagster_reconf.core.progress.state_rows import state_row_counts
 
 if TYPE_CHECKING:
     from dagster_reconf.core.spark.runtime import StreamRuntime
@@ -73,8 +73,15 @@ PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is
 BATCH_TIMEOUT_S = 600.0
 
 
-def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_ids: list[int], spec: StreamSpec,
-                   purpose: str = "replay", shift: int = 0) -> list[dict[str, Any]]:
+def replay_batches(
+    runtime: StreamRuntime,
+    old: Location,
+    new: Location,
+    batch_ids: list[int],
+    spec: StreamSpec,
+    purpose: str = "replay",
+    shift: int = 0,
+) -> list[dict[str, Any]]:
     """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint ``new``.
 
     Each batch's offset entry is copied (with ``spec``'s state partitions) and a once-trigger
@@ -96,23 +103,32 @@ def replay_batches(runtime: StreamRuntime, old: Location, new: Location, batch_i
         query = runtime.start_query(spec, checkpoint=new, purpose=purpose, once=True)
         try:
             if not await_termination(query, BATCH_TIMEOUT_S):
-                raise StreamStateError(f"{purpose} of batch {batch_id} into {new} did not finish in {BATCH_TIMEOUT_S:g} s")
+                raise StreamStateError(
+                    f"{purpose} of batch {batch_id} into {new} did not finish in {BATCH_TIMEOUT_S:g} s"
+                )
             if query.exception() is not None:
-                raise StreamStateError(f"{purpose} of batch {batch_id} into {new} failed: "
-                                       f"{str(query.exception()).strip().splitlines()[0]}")
+                raise StreamStateError(
+                    f"{purpose} of batch {batch_id} into {new} failed: {str(query.exception()).strip().splitlines()[0]}"
+                )
         finally:
             query.stop()
         if batch_id not in committed_batches(new):
             raise StreamStateError(f"{purpose} of batch {batch_id} into {new} ran but did not commit")
         progress = dict(query.lastProgress or {})
-        runs.append({"batch_id": batch_id, "seconds": round(time.monotonic() - started, 3),
-                     "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
-                     "state": state_row_counts(progress)})
+        runs.append(
+            {
+                "batch_id": batch_id,
+                "seconds": round(time.monotonic() - started, 3),
+                "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
+                "state": state_row_counts(progress),
+            }
+        )
     return runs
 
 
-def next_precopy_round(behind: int, last_delta: int | None, per_batch_s: float, copy_s: float, recopied: bool,
-                       close_enough: int) -> Literal["replay", "recopy", "stop"]:
+def next_precopy_round(
+    behind: int, last_delta: int | None, per_batch_s: float, copy_s: float, recopied: bool, close_enough: int
+) -> Literal["replay", "recopy", "stop"]:
     """What a precopy does next, with its copy ``behind`` batches behind the live stream.
 
     Its last round replayed ``last_delta`` batches (None: no round on this copy yet) at
@@ -164,7 +180,9 @@ class StreamMigrator:
             if not checkpoint.is_dir():
                 raise StreamStateError(f"checkpoint {checkpoint} does not exist")
         with self.runtime.lock:
-            summaries = state_summaries(self.runtime.spark, [(c, b) for c, (_, b) in zip(checkpoints, reads, strict=True)])
+            summaries = state_summaries(
+                self.runtime.spark, [(c, b) for c, (_, b) in zip(checkpoints, reads, strict=True)]
+            )
             return [s.to_dict() for s in summaries]
 
     def check_code_version(self, code_version: str) -> dict[str, Any]:
@@ -183,8 +201,11 @@ class StreamMigrator:
             if probe is None:
                 return {"compatible": True, "problems": [], "note": "no batch to probe with"}
             if error is not None:
-                return {"compatible": False, "seconds": round(time.monotonic() - started, 3),
-                        "problems": [f"the new code failed on the stream's first batch: {error}"]}
+                return {
+                    "compatible": False,
+                    "seconds": round(time.monotonic() - started, 3),
+                    "problems": [f"the new code failed on the stream's first batch: {error}"],
+                }
             new = state_schemas(self.runtime.spark, probe)
             stored = state_schemas(self.runtime.spark, self.paths.checkpoint)
         problems = schema_problems(stored, new)
@@ -197,7 +218,10 @@ class StreamMigrator:
         started = time.monotonic()
         with self._first_batch_probe(self.runtime.spec) as (probe, error):
             pass
-        result: dict[str, Any] = {"ran": probe is not None and error is None, "seconds": round(time.monotonic() - started, 3)}
+        result: dict[str, Any] = {
+            "ran": probe is not None and error is None,
+            "seconds": round(time.monotonic() - started, 3),
+        }
         if error is not None:
             result["error"] = error
         return result
@@ -241,8 +265,13 @@ class StreamMigrator:
         with self.runtime.lock:
             facts = checkpoint_facts(self.paths.checkpoint)
             if facts.state_partitions == partitions:
-                return {"strategy": strategy, "skipped": True, "reason": f"checkpoint already has {partitions} partitions",
-                        "generation": self.paths.generation, "batch_id": facts.last_committed_batch}
+                return {
+                    "strategy": strategy,
+                    "skipped": True,
+                    "reason": f"checkpoint already has {partitions} partitions",
+                    "generation": self.paths.generation,
+                    "batch_id": facts.last_committed_batch,
+                }
             if not facts.committed:
                 raise StreamStateError(
                     f"checkpoint {self.paths.checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
@@ -252,8 +281,13 @@ class StreamMigrator:
             migrate = {"native": self._native, "replay": self._replay, "precopy": self._finish_precopy}[strategy]
             result = migrate(partitions)
             after = checkpoint_facts(self.paths.checkpoint)
-            return {**result, "strategy": strategy, "seconds": round(time.monotonic() - started, 3),
-                    "generation": self.paths.generation, "batch_id": after.last_committed_batch}
+            return {
+                **result,
+                "strategy": strategy,
+                "seconds": round(time.monotonic() - started, 3),
+                "generation": self.paths.generation,
+                "batch_id": after.last_committed_batch,
+            }
 
     def _native(self, partitions: int) -> dict[str, Any]:
         self._repartition(self.paths.checkpoint, partitions)
@@ -264,8 +298,10 @@ class StreamMigrator:
 
         available, version = native_repartition_available()
         if not available:
-            raise StreamStateError(f"PySpark {version} has no offline state repartition (needs 4.2+, Spark Classic); "
-                                   "use the replay strategy")
+            raise StreamStateError(
+                f"PySpark {version} has no offline state repartition (needs 4.2+, Spark Classic); "
+                "use the replay strategy"
+            )
         try:
             self.runtime.spark._streamingCheckpointManager.repartition(spark_uri(checkpoint), partitions)
         except Py4JJavaError as exc:
@@ -305,8 +341,14 @@ class StreamMigrator:
         last_delta, per_batch_s = None, 0.0  # of this copy's last round
         for _ in range(PRECOPY_ROUNDS):
             behind = self._behind(live, manifest["caught_up_to"])
-            step = next_precopy_round(len(behind), last_delta, per_batch_s, manifest["copy_s"], recopied,
-                                      PRECOPY_CLOSE_ENOUGH if close_enough is None else close_enough)
+            step = next_precopy_round(
+                len(behind),
+                last_delta,
+                per_batch_s,
+                manifest["copy_s"],
+                recopied,
+                PRECOPY_CLOSE_ENOUGH if close_enough is None else close_enough,
+            )
             if step == "stop":
                 break
             if step == "recopy":
@@ -318,8 +360,15 @@ class StreamMigrator:
             per_batch_s, last_delta = (time.monotonic() - round_started) / len(behind), len(behind)
             rounds.append(len(behind))
         left = len(self._behind(live, manifest["caught_up_to"]))
-        return {**manifest, "generation": generation + 1, "rounds": rounds, "replays": replays, "recopied": recopied,
-                "batches_left": left, "seconds": round(time.monotonic() - started, 3)}
+        return {
+            **manifest,
+            "generation": generation + 1,
+            "rounds": rounds,
+            "replays": replays,
+            "recopied": recopied,
+            "batches_left": left,
+            "seconds": round(time.monotonic() - started, 3),
+        }
 
     def _copy(self, live: Location, copy: Location, generation: int, partitions: int) -> dict[str, Any]:
         """A repartitioned copy of ``live`` as of its last committed batch; its manifest."""
@@ -335,16 +384,25 @@ class StreamMigrator:
         self._repartition(copy, partitions)
         repartitioned = checkpoint_facts(copy)
         if repartitioned.last_committed_batch != batch + 1 or repartitioned.state_partitions != partitions:
-            raise StreamStateError(f"the repartitioned copy {copy} ended at batch {repartitioned.last_committed_batch} "
-                                   f"with {repartitioned.state_partitions} partitions, not {batch + 1} with {partitions}")
-        manifest = {"from_generation": generation, "partitions": partitions, "live_partitions": facts.state_partitions,
-                    "from_batch": batch, "caught_up_to": batch, "copied_files": counts["copied"],
-                    "copy_s": round(time.monotonic() - started, 3)}
+            raise StreamStateError(
+                f"the repartitioned copy {copy} ended at batch {repartitioned.last_committed_batch} "
+                f"with {repartitioned.state_partitions} partitions, not {batch + 1} with {partitions}"
+            )
+        manifest = {
+            "from_generation": generation,
+            "partitions": partitions,
+            "live_partitions": facts.state_partitions,
+            "from_batch": batch,
+            "caught_up_to": batch,
+            "copied_files": counts["copied"],
+            "copy_s": round(time.monotonic() - started, 3),
+        }
         _write_manifest(copy, manifest)
         return manifest
 
-    def _copy_usable(self, live: Location, generation: int, partitions: int, manifest: dict[str, Any] | None,
-                     behind: list[int]) -> bool:
+    def _copy_usable(
+        self, live: Location, generation: int, partitions: int, manifest: dict[str, Any] | None, behind: list[int]
+    ) -> bool:
         """Whether a prepared copy can be caught up: made for this generation and partitions, and every live batch
         ``behind`` it still has the partitions it had (a native migration in place since then would not)."""
         if manifest is None or (manifest["from_generation"], manifest["partitions"]) != (generation, partitions):
@@ -355,8 +413,9 @@ class StreamMigrator:
         last = checkpoint_facts(live).last_committed_batch
         return [b for b in retained_batches(live, last) if b > caught_up_to] if last is not None else []
 
-    def _catch_up(self, live: Location, copy: Location, batches: list[int], partitions: int,
-                  manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    def _catch_up(
+        self, live: Location, copy: Location, batches: list[int], partitions: int, manifest: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         spec = self.runtime.spec.with_changes({"state_partitions": partitions})
         runs = replay_batches(self.runtime, live, copy, batches, spec, purpose="precopy", shift=1)
         manifest["caught_up_to"] = batches[-1]
@@ -370,21 +429,31 @@ class StreamMigrator:
         manifest = _read_manifest(copy)
         behind = self._behind(live, manifest["caught_up_to"]) if manifest else []
         if manifest is None or not self._copy_usable(live, generation, partitions, manifest, behind):
-            raise StreamStateError(f"no usable copy of {live} with {partitions} state partitions was prepared; prepare "
-                                   "one (the reconfiguration's prepare step) or use strategy 'native'")
+            raise StreamStateError(
+                f"no usable copy of {live} with {partitions} state partitions was prepared; prepare "
+                "one (the reconfiguration's prepare step) or use strategy 'native'"
+            )
         if len(behind) > PRECOPY_MAX_PAUSE_BATCHES:
-            raise StreamStateError(f"the copy {copy} is {len(behind)} batches behind the paused stream; the pause replays "
-                                   f"at most {PRECOPY_MAX_PAUSE_BATCHES} (each costs a query start and the batch)")
+            raise StreamStateError(
+                f"the copy {copy} is {len(behind)} batches behind the paused stream; the pause replays "
+                f"at most {PRECOPY_MAX_PAUSE_BATCHES} (each costs a query start and the batch)"
+            )
         replays = self._catch_up(live, copy, behind, partitions, manifest) if behind else []
         paused_at = checkpoint_facts(live).last_committed_batch
         after = checkpoint_facts(copy)
         if after.last_committed_batch != paused_at + 1:
-            raise StreamStateError(f"the copy {copy} is at batch {after.last_committed_batch}, not {paused_at + 1} (the "
-                                   f"paused stream's {paused_at} plus its repartition batch)")
+            raise StreamStateError(
+                f"the copy {copy} is at batch {after.last_committed_batch}, not {paused_at + 1} (the "
+                f"paused stream's {paused_at} plus its repartition batch)"
+            )
         renew_query_id(copy)  # the stream goes on under an id of its own: traces never mix the replays into it
         self.paths.set_generation(generation + 1)  # the switch
-        return {"replayed_batches": len(behind), "replays": replays, "from_generation": generation,
-                "from_batch": manifest["from_batch"]}
+        return {
+            "replayed_batches": len(behind),
+            "replays": replays,
+            "from_generation": generation,
+            "from_batch": manifest["from_batch"],
+        }
 
     def _replay(self, partitions: int) -> dict[str, Any]:
         old = self.paths.checkpoint
@@ -400,7 +469,9 @@ class StreamMigrator:
         replay_batches(self.runtime, old, new, batches, replay_spec)
         replayed = checkpoint_facts(new)
         if batches and (not replayed.committed or replayed.last_committed_batch != batches[-1]):
-            raise StreamStateError(f"replay into {new} stopped at batch {replayed.last_committed_batch} before {batches[-1]}")
+            raise StreamStateError(
+                f"replay into {new} stopped at batch {replayed.last_committed_batch} before {batches[-1]}"
+            )
         renew_query_id(new)  # the replay's batches keep their own query id: traces never mix them into the stream's
         self.paths.set_generation(generation)  # the switch: from here on the stream runs on the new checkpoint
         return {"replayed_batches": len(batches), "from_generation": generation - 1}
@@ -426,11 +497,16 @@ class StreamMigrator:
             if runtime.is_active:
                 if new == old:
                     return {"resumed": False, "reason": "already running with these settings", "spec": new.model_dump()}
-                raise StreamStateError(f"stream {old.name!r} is running with other settings; pause it before resuming "
-                                       f"with {settings}")
+                raise StreamStateError(
+                    f"stream {old.name!r} is running with other settings; pause it before resuming with {settings}"
+                )
             started = time.monotonic()
             scope = context_scope(old, new)  # the state partitions were migrated: only the context's needs are left
             scope = RestartScope.QUERY if scope is RestartScope.NONE else scope
             runtime.apply(new, scope)
-            return {"resumed": True, "scope": scope.value, "seconds": round(time.monotonic() - started, 3),
-                    "spec": new.model_dump()}
+            return {
+                "resumed": True,
+                "scope": scope.value,
+                "seconds": round(time.monotonic() - started, 3),
+                "spec": new.model_dump(),
+            }

@@ -25,8 +25,15 @@ from dagster_reconf.core.store.storage import Location, spark_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["StateSummary", "StoreSummary", "schema_problems", "state_schemas", "state_summaries", "state_summary",
-           "stateful_operators"]
+__all__ = [
+    "StateSummary",
+    "StoreSummary",
+    "schema_problems",
+    "state_schemas",
+    "state_summaries",
+    "state_summary",
+    "stateful_operators",
+]
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,9 @@ class StateSummary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StateSummary":
-        return cls(data["checkpoint"], data["batch_id"], data["partitions"], [StoreSummary(**s) for s in data["stores"]])
+        return cls(
+            data["checkpoint"], data["batch_id"], data["partitions"], [StoreSummary(**s) for s in data["stores"]]
+        )
 
     def differences(self, after: "StateSummary", partitions: int) -> list[str]:
         """Why ``after`` is not this state in ``partitions`` partitions (empty: verified)."""
@@ -78,11 +87,15 @@ class StateSummary:
             if old.rows != new.rows:
                 problems.append(f"state store {key}: {old.rows} rows before, {new.rows} after")
             elif old.checksum != new.checksum:
-                problems.append(f"state store {key}: same {old.rows} rows but keys or values differ (checksum "
-                                f"{old.checksum} before, {new.checksum} after)")
+                problems.append(
+                    f"state store {key}: same {old.rows} rows but keys or values differ (checksum "
+                    f"{old.checksum} before, {new.checksum} after)"
+                )
             if new.max_partition_id >= partitions:
-                problems.append(f"state store {key}: rows in partition {new.max_partition_id}, beyond the planned "
-                                f"{partitions} partitions")
+                problems.append(
+                    f"state store {key}: rows in partition {new.max_partition_id}, beyond the planned "
+                    f"{partitions} partitions"
+                )
         if after.partitions != partitions:
             problems.append(f"checkpoint records {after.partitions} state partitions, the plan {partitions}")
         return problems
@@ -91,13 +104,16 @@ class StateSummary:
 def stateful_operators(spark: SparkSession, checkpoint: Location) -> list[dict[str, Any]]:
     """``operatorId``, ``operatorName`` and ``stateStoreName`` of every state store (state-metadata source)."""
     rows = spark.read.format("state-metadata").load(spark_uri(checkpoint)).collect()
-    return [{"operator_id": int(r["operatorId"]), "operator": str(r["operatorName"]), "store": str(r["stateStoreName"])}
-            for r in rows]
+    return [
+        {"operator_id": int(r["operatorId"]), "operator": str(r["operatorName"]), "store": str(r["stateStoreName"])}
+        for r in rows
+    ]
 
 
 def _store_frame(spark: SparkSession, checkpoint: Location, store: dict[str, Any], batch_id: int | None) -> DataFrame:
-    reader = (spark.read.format("statestore").option("operatorId", store["operator_id"])
-              .option("storeName", store["store"]))
+    reader = (
+        spark.read.format("statestore").option("operatorId", store["operator_id"]).option("storeName", store["store"])
+    )
     if batch_id is not None:
         reader = reader.option("batchId", batch_id)
     return reader.load(spark_uri(checkpoint))
@@ -125,22 +141,45 @@ def state_summaries(spark: SparkSession, reads: Sequence[tuple[Location, int | N
         stores = stateful_operators(spark, checkpoint)
         plans.append((checkpoint, batch_id, stores))
         for store_index, store in enumerate(stores):
-            parts.append(_store_frame(spark, checkpoint, store, batch_id).agg(
-                F.lit(read_index).alias("read_index"),
-                F.lit(store_index).alias("store_index"),
-                F.count(F.lit(1)).alias("rows"),
-                F.coalesce(F.sum(F.xxhash64("key", "value").cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")).alias("checksum"),
-                F.countDistinct("partition_id").alias("partitions_with_rows"),
-                F.coalesce(F.max("partition_id"), F.lit(-1)).alias("max_partition_id"),
-            ))
-    rows = {(r["read_index"], r["store_index"]): r for r in reduce(lambda a, b: a.unionByName(b), parts).collect()} if parts else {}
+            parts.append(
+                _store_frame(spark, checkpoint, store, batch_id).agg(
+                    F.lit(read_index).alias("read_index"),
+                    F.lit(store_index).alias("store_index"),
+                    F.count(F.lit(1)).alias("rows"),
+                    F.coalesce(
+                        F.sum(F.xxhash64("key", "value").cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")
+                    ).alias("checksum"),
+                    F.countDistinct("partition_id").alias("partitions_with_rows"),
+                    F.coalesce(F.max("partition_id"), F.lit(-1)).alias("max_partition_id"),
+                )
+            )
+    rows = (
+        {(r["read_index"], r["store_index"]): r for r in reduce(lambda a, b: a.unionByName(b), parts).collect()}
+        if parts
+        else {}
+    )
     summaries = []
     for read_index, (checkpoint, batch_id, stores) in enumerate(plans):
         found = [rows[read_index, i] for i in range(len(stores))]
-        summaries.append(StateSummary(spark_uri(checkpoint), batch_id, partitions_at(checkpoint, batch_id), [
-            StoreSummary(store["operator_id"], store["operator"], store["store"], int(row["rows"]), str(row["checksum"]),
-                         int(row["partitions_with_rows"]), int(row["max_partition_id"]))
-            for store, row in zip(stores, found, strict=True)]))
+        summaries.append(
+            StateSummary(
+                spark_uri(checkpoint),
+                batch_id,
+                partitions_at(checkpoint, batch_id),
+                [
+                    StoreSummary(
+                        store["operator_id"],
+                        store["operator"],
+                        store["store"],
+                        int(row["rows"]),
+                        str(row["checksum"]),
+                        int(row["partitions_with_rows"]),
+                        int(row["max_partition_id"]),
+                    )
+                    for store, row in zip(stores, found, strict=True)
+                ],
+            )
+        )
     return summaries
 
 
@@ -182,8 +221,10 @@ def schema_problems(stored: dict[str, dict[str, Any]], new: dict[str, dict[str, 
         else:
             for part in ("key", "value"):
                 if _shape(stored[key][part]) != _shape(new[key][part]):
-                    problems.append(f"state store {key} ({stored[key]['operator']}): {part} schema "
-                                    f"{_describe(stored[key][part])} in the checkpoint, {_describe(new[key][part])} in the new code")
+                    problems.append(
+                        f"state store {key} ({stored[key]['operator']}): {part} schema "
+                        f"{_describe(stored[key][part])} in the checkpoint, {_describe(new[key][part])} in the new code"
+                    )
     return problems
 
 

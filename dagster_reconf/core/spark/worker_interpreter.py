@@ -73,7 +73,8 @@ def worker_python(directory: Path | None = None) -> str:
         staged.chmod(0o755)
         os.replace(staged, shim)  # atomic: drivers starting at once never run a half-written shim
     except OSError as exc:
-        log.warning("Python workers will import PySpark from Spark's zips (slower to start): cannot write %s: %s",
-                    shim, exc)
+        log.warning(
+            "Python workers will import PySpark from Spark's zips (slower to start): cannot write %s: %s", shim, exc
+        )
         return sys.executable
     return str(shim)

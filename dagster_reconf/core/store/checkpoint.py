@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.storage import Location, copy_file, is_local, location_of
 
 __all__ = [
@@ -67,9 +67,14 @@ class CheckpointFacts:
 
     def summary(self) -> dict[str, Any]:
         """The facts without the per-batch offsets (for status pages)."""
-        return {"last_offset_batch": self.last_offset_batch, "last_committed_batch": self.last_committed_batch,
-                "committed": self.committed, "state_partitions": self.state_partitions, "provider": self.provider,
-                "stateful": self.stateful}
+        return {
+            "last_offset_batch": self.last_offset_batch,
+            "last_committed_batch": self.last_committed_batch,
+            "committed": self.committed,
+            "state_partitions": self.state_partitions,
+            "provider": self.provider,
+            "stateful": self.stateful,
+        }
 
 
 def _batch_ids(directory: Location) -> list[int]:
@@ -107,12 +112,18 @@ def checkpoint_facts(checkpoint: Location, *, with_offsets: bool = False) -> Che
         provider = conf.get("spark.sql.streaming.stateStore.providerClass")
     ends = {b: _offset_entry(checkpoint / "offsets" / str(b))[1] for b in offsets} if with_offsets else {}
     stateful = bool(stateful_operators(checkpoint))
-    return CheckpointFacts(offsets[-1] if offsets else None, last_committed_batch(checkpoint), partitions, provider, ends,
-                           stateful)
+    return CheckpointFacts(
+        offsets[-1] if offsets else None, last_committed_batch(checkpoint), partitions, provider, ends, stateful
+    )
 
 
-def copy_offset_entry(source: Location, target: Location, batch_id: int, shuffle_partitions: int | None = None,
-                      as_batch: int | None = None) -> None:
+def copy_offset_entry(
+    source: Location,
+    target: Location,
+    batch_id: int,
+    shuffle_partitions: int | None = None,
+    as_batch: int | None = None,
+) -> None:
     """Plan batch ``batch_id`` of checkpoint ``source`` in checkpoint ``target`` (as batch ``as_batch``, default the
     same id): the same offsets, optionally another ``spark.sql.shuffle.partitions`` (a query started on ``target``
     then runs exactly that batch first)."""
@@ -138,8 +149,10 @@ def drop_planned_batch(checkpoint: Location, batch_id: int) -> None:
     """
     facts = checkpoint_facts(checkpoint)
     if facts.last_offset_batch != batch_id or facts.committed:
-        raise StreamStateError(f"checkpoint {checkpoint}: batch {batch_id} is not a planned, uncommitted last batch "
-                               f"(planned up to {facts.last_offset_batch}, committed up to {facts.last_committed_batch})")
+        raise StreamStateError(
+            f"checkpoint {checkpoint}: batch {batch_id} is not a planned, uncommitted last batch "
+            f"(planned up to {facts.last_offset_batch}, committed up to {facts.last_committed_batch})"
+        )
     for name in (str(batch_id), f".{batch_id}.crc"):
         entry = checkpoint / "offsets" / name
         if entry.exists():
@@ -162,8 +175,9 @@ def copy_checkpoint_as_of(source: Location, target: Location, batch_id: int) -> 
         parts, name = relative.parts, path.name
         top = parts[0]
         version = _leading_int(name.lstrip("."))  # ".12.zip.crc" is version 12's checksum
-        later = (top in ("offsets", "commits") and version is not None and version > batch_id) or \
-                (top == "state" and len(parts) == 4 and version is not None and version > batch_id + 1)  # not SSTs/*
+        later = (top in ("offsets", "commits") and version is not None and version > batch_id) or (
+            top == "state" and len(parts) == 4 and version is not None and version > batch_id + 1
+        )  # not SSTs/*
         if later or name.endswith(".tmp") or top not in ("metadata", "offsets", "commits", "sources", "state"):
             skipped += 1
             continue
@@ -294,7 +308,9 @@ class CheckpointSnapshot:
                 continue
             try:
                 signature = _signature(path)
-                if not path.name.endswith(_IMMUTABLE_SUFFIXES) and not path.name.endswith(tuple(s + ".crc" for s in _IMMUTABLE_SUFFIXES)):
+                if not path.name.endswith(_IMMUTABLE_SUFFIXES) and not path.name.endswith(
+                    tuple(s + ".crc" for s in _IMMUTABLE_SUFFIXES)
+                ):
                     target = copies / relative
                     target.parent.mkdir(parents=True, exist_ok=True)
                     copy_file(path, target)
@@ -304,8 +320,13 @@ class CheckpointSnapshot:
                 # gone between the listing and the copy is one Spark no longer needs, so it is not part of the snapshot.
                 continue
             files[relative] = signature
-        manifest = {"checkpoint": str(checkpoint), "batch_id": batch_id, "files": files, "directories": directories,
-                    "copied": copied}
+        manifest = {
+            "checkpoint": str(checkpoint),
+            "batch_id": batch_id,
+            "files": files,
+            "directories": directories,
+            "copied": copied,
+        }
         self.directory.mkdir(parents=True, exist_ok=True)
         replace_text(self.directory / self.MANIFEST, json.dumps(manifest))  # the snapshot exists only once complete
         return manifest
@@ -316,8 +337,11 @@ class CheckpointSnapshot:
         checkpoint, recorded = location_of(manifest["checkpoint"]), manifest["files"]
         present = {p.relative_to(checkpoint).as_posix(): p for p in checkpoint.rglob("*") if p.is_file()}
         changed = [r for r, p in present.items() if r in recorded and _signature(p) != recorded[r]]
-        return {"added": sorted(set(present) - set(recorded)), "changed": sorted(changed),
-                "removed": sorted(set(recorded) - set(present))}
+        return {
+            "added": sorted(set(present) - set(recorded)),
+            "changed": sorted(changed),
+            "removed": sorted(set(recorded) - set(present)),
+        }
 
     def restore(self) -> dict[str, int]:
         """Return the checkpoint to the snapshot: delete added files, put copies back.
@@ -338,13 +362,19 @@ class CheckpointSnapshot:
         for relative in delta["added"]:
             (checkpoint / relative).unlink()
         restore = delta["changed"] + delta["removed"]
-        if not is_local(checkpoint) and copies.is_dir():  # remote modification times are too coarse to trust: put every copy back
-            restore = sorted(set(restore) | {p.relative_to(copies).as_posix() for p in copies.rglob("*") if p.is_file()})
+        if (
+            not is_local(checkpoint) and copies.is_dir()
+        ):  # remote modification times are too coarse to trust: put every copy back
+            restore = sorted(
+                set(restore) | {p.relative_to(copies).as_posix() for p in copies.rglob("*") if p.is_file()}
+            )
         for relative in restore:
             (checkpoint / relative).parent.mkdir(parents=True, exist_ok=True)
             copy_file(copies / relative, checkpoint / relative)
         kept = set(manifest["directories"])
-        for directory in sorted((p for p in checkpoint.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        for directory in sorted(
+            (p for p in checkpoint.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
+        ):
             if directory.relative_to(checkpoint).as_posix() not in kept and not any(directory.iterdir()):
                 directory.rmdir()
         return {"deleted": len(delta["added"]), "restored": len(restore)}
@@ -363,7 +393,11 @@ def committed_batches(checkpoint: Location) -> set[int]:
 def retained_batches(checkpoint: Location, upto: int) -> list[int]:
     """The batch ids up to ``upto`` whose offsets ``checkpoint`` still holds, in order."""
     offsets = checkpoint / "offsets"
-    return sorted(b for p in offsets.iterdir() if p.name.isdigit() and (b := int(p.name)) <= upto) if offsets.is_dir() else []
+    return (
+        sorted(b for p in offsets.iterdir() if p.name.isdigit() and (b := int(p.name)) <= upto)
+        if offsets.is_dir()
+        else []
+    )
 
 
 def replay_problem(checkpoint: Location) -> str | None:
@@ -373,7 +407,9 @@ def replay_problem(checkpoint: Location) -> str | None:
         return None
     batches = retained_batches(checkpoint, facts.last_committed_batch)
     if batches and batches[0] != 0:
-        return (f"the offset log of {checkpoint} starts at batch {batches[0]}: Spark purged older entries "
-                "(spark.sql.streaming.minBatchesToRetain), so state cannot be rebuilt from the start; use the native "
-                "strategy, or raise minBatchesToRetain in spark_conf for streams that must stay replayable")
+        return (
+            f"the offset log of {checkpoint} starts at batch {batches[0]}: Spark purged older entries "
+            "(spark.sql.streaming.minBatchesToRetain), so state cannot be rebuilt from the start; use the native "
+            "strategy, or raise minBatchesToRetain in spark_conf for streams that must stay replayable"
+        )
     return None

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 
 from dagster_reconf.core.store.storage import Location, location_of
 
-__all__ = ["COMPACT_INTERVAL_CONF", "DEFAULT_COMPACT_INTERVAL", "SinkLogAlignment", "align_file_sink_log", "file_sink_path"]
+__all__ = [
+    "COMPACT_INTERVAL_CONF",
+    "DEFAULT_COMPACT_INTERVAL",
+    "SinkLogAlignment",
+    "align_file_sink_log",
+    "file_sink_path",
+]
 
 COMPACT_INTERVAL_CONF = "spark.sql.streaming.fileSink.log.compactInterval"
 DEFAULT_COMPACT_INTERVAL = 10  # Spark's default
@@ -52,8 +58,11 @@ def file_sink_path(sink_description: str | None) -> str | None:
 def _ids(directory: Location, suffix: str = "") -> list[int]:
     if not directory.is_dir():
         return []
-    return sorted(int(p.name[: len(p.name) - len(suffix)]) for p in directory.iterdir()
-                  if p.name.endswith(suffix) and p.name[: len(p.name) - len(suffix) or None].isdigit())
+    return sorted(
+        int(p.name[: len(p.name) - len(suffix)])
+        for p in directory.iterdir()
+        if p.name.endswith(suffix) and p.name[: len(p.name) - len(suffix) or None].isdigit()
+    )
 
 
 def _entries(log: Location, batch: int, compacted: set[int]) -> list[str]:
@@ -77,14 +86,17 @@ def _fill(log: Location, batch: int, logged: set[int], compacted: set[int], inte
     compacted.add(batch)
 
 
-def align_file_sink_log(checkpoint: Location, sink_description: str | None,
-                        compact_interval: int = DEFAULT_COMPACT_INTERVAL) -> SinkLogAlignment:
+def align_file_sink_log(
+    checkpoint: Location, sink_description: str | None, compact_interval: int = DEFAULT_COMPACT_INTERVAL
+) -> SinkLogAlignment:
     """Give committed batches the sink never saw their entries, and remove empty entries past the last committed
     batch (see module docstring). ``compact_interval``: the session's, used only before the log's first compaction."""
     path = file_sink_path(sink_description)
     if path is None:
         return SinkLogAlignment()
-    log = location_of(path.removeprefix("file:") if path.startswith("file:/") and not path.startswith("file://") else path)
+    log = location_of(
+        path.removeprefix("file:") if path.startswith("file:/") and not path.startswith("file://") else path
+    )
     log = log / "_spark_metadata"
     compacted = set(_ids(log, _COMPACT))
     logged = set(_ids(log)) | compacted

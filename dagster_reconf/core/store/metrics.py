@@ -39,8 +39,14 @@ _TAIL_CHUNK_BYTES = 64 * 1024
 SEGMENT_BYTES = 32 << 20  # about 3.7 hours of one batch a second
 KEPT_SEGMENTS = 8  # with the active one, at most 288 MiB: a day and more of history
 STATUS_FIGURES = (
-    "batch_id", "input_rows_per_second", "processed_rows_per_second", "batch_duration_ms", "backlog_events",
-    "backlog_unknown", "source_kinds", "watermark",
+    "batch_id",
+    "input_rows_per_second",
+    "processed_rows_per_second",
+    "batch_duration_ms",
+    "backlog_events",
+    "backlog_unknown",
+    "source_kinds",
+    "watermark",
 )
 
 
@@ -58,9 +64,13 @@ class MetricsStore:
     reconfiguration) append under a shared lock and cut under an exclusive one.
     """
 
-    def __init__(self, path: Path | str, segment_bytes: int = SEGMENT_BYTES, kept_segments: int = KEPT_SEGMENTS) -> None:
+    def __init__(
+        self, path: Path | str, segment_bytes: int = SEGMENT_BYTES, kept_segments: int = KEPT_SEGMENTS
+    ) -> None:
         if segment_bytes <= 0 or kept_segments < 0:
-            raise ValueError(f"segment_bytes must be > 0 and kept_segments >= 0, got {segment_bytes} and {kept_segments}")
+            raise ValueError(
+                f"segment_bytes must be > 0 and kept_segments >= 0, got {segment_bytes} and {kept_segments}"
+            )
         self.path = Path(path)
         self.segment_bytes = segment_bytes
         self.kept_segments = kept_segments
@@ -189,14 +199,16 @@ class MetricsStore:
             sealed = self._sealed()
             if active is None or not sealed or sealed[-1][0] < active:
                 return sealed + ([(active, self.path)] if active is not None else [])
-        raise RuntimeError(f"metrics store {self.path}: sealed segment {sealed[-1][1].name} does not end before the "
-                           f"active one (base {active}); move the active file aside and append again")
+        raise RuntimeError(
+            f"metrics store {self.path}: sealed segment {sealed[-1][1].name} does not end before the "
+            f"active one (base {active}); move the active file aside and append again"
+        )
 
     def _sealed(self) -> list[tuple[int, Path]]:
         """``(base, path)`` of the sealed segments, oldest first."""
         sealed = []
         for path in self.path.parent.glob(self.path.name + ".*"):
-            suffix = path.name[len(self.path.name) + 1:]
+            suffix = path.name[len(self.path.name) + 1 :]
             if suffix.isdigit():
                 sealed.append((int(suffix), path))
         return sorted(sealed)
@@ -328,16 +340,21 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         # An event log's progress leaves out the totals its sources carry (the listener's has both).
         "num_input_rows": int(progress.get("numInputRows", sum(int(e.get("numInputRows") or 0) for e in entries))),
         "events": sum(f.events for f in figures),
-        "input_rows_per_second": float(progress.get("inputRowsPerSecond", sum(_rate(e, "inputRowsPerSecond") for e in entries))),
-        "processed_rows_per_second": float(progress.get("processedRowsPerSecond",
-                                                         sum(_rate(e, "processedRowsPerSecond") for e in entries))),
+        "input_rows_per_second": float(
+            progress.get("inputRowsPerSecond", sum(_rate(e, "inputRowsPerSecond") for e in entries))
+        ),
+        "processed_rows_per_second": float(
+            progress.get("processedRowsPerSecond", sum(_rate(e, "processedRowsPerSecond") for e in entries))
+        ),
         "batch_duration_ms": int(durations.get("triggerExecution", 0)),
         "add_batch_ms": int(durations.get("addBatch", 0)),
         "end_offset": end,
         "latest_offset": end + backlog if end is not None and backlog is not None else None,
         "backlog_events": backlog,
-        "backlog_unknown": None if known else "; ".join(
-            f.detail.get("reason", f"{f.kind} source backlog unknown") for f in figures if f.backlog is None) or "no source",
+        "backlog_unknown": None
+        if known
+        else "; ".join(f.detail.get("reason", f"{f.kind} source backlog unknown") for f in figures if f.backlog is None)
+        or "no source",
         "source_kinds": ",".join(f.kind for f in figures),
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         "state_rows": sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators") or []),

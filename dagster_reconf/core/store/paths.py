@@ -35,9 +35,17 @@ class StreamPaths:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home))  # a str home (from a config, an env var) works as well
-        if not isinstance(self.name, str) or not self.name or self.name in (".", "..") or "/" in self.name or "\\" in self.name:
-            raise ValueError(f"stream name {self.name!r} cannot name a folder under {self.home / 'streams'}: "
-                             "give the stream's name from its spec (lowercase letters, digits, - and _)")
+        if (
+            not isinstance(self.name, str)
+            or not self.name
+            or self.name in (".", "..")
+            or "/" in self.name
+            or "\\" in self.name
+        ):
+            raise ValueError(
+                f"stream name {self.name!r} cannot name a folder under {self.home / 'streams'}: "
+                "give the stream's name from its spec (lowercase letters, digits, - and _)"
+            )
 
     @property
     def root(self) -> Path:
@@ -198,8 +206,11 @@ class StreamPaths:
         streams = home / "streams"
         if not streams.is_dir():
             return []
-        return [cls(home, p.name) for p in sorted(streams.iterdir())
-                if (p / "spec.json").is_file() or (p / "attached.json").is_file()]
+        return [
+            cls(home, p.name)
+            for p in sorted(streams.iterdir())
+            if (p / "spec.json").is_file() or (p / "attached.json").is_file()
+        ]
 
 
 def remove_generations(paths: StreamPaths, generations: Iterable[int]) -> list[str]:

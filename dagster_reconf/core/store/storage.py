@@ -19,7 +19,16 @@ from urllib.parse import urlsplit
 import fsspec
 from upath import UPath
 
-__all__ = ["Location", "copy_file", "is_local", "location", "location_of", "remove_tree", "spark_uri", "validate_storage_url"]
+__all__ = [
+    "Location",
+    "copy_file",
+    "is_local",
+    "location",
+    "location_of",
+    "remove_tree",
+    "spark_uri",
+    "validate_storage_url",
+]
 
 Location = Path | UPath
 
@@ -28,10 +37,14 @@ def validate_storage_url(url: str) -> str:
     """``url`` if it is an absolute URL whose scheme fsspec knows; otherwise a ValueError naming the fix."""
     parts = urlsplit(url)
     if not parts.scheme or len(parts.scheme) == 1:  # "C:" is a drive letter, not a scheme
-        raise ValueError(f"storage {url!r} is not a URL; use file:///abs/path, hdfs://namenode:8020/path, s3a://bucket/path, ...")
+        raise ValueError(
+            f"storage {url!r} is not a URL; use file:///abs/path, hdfs://namenode:8020/path, s3a://bucket/path, ..."
+        )
     if parts.scheme not in fsspec.available_protocols():
-        raise ValueError(f"storage {url!r}: scheme {parts.scheme!r} is not a filesystem fsspec knows; "
-                         "use file, hdfs, s3a, gs, abfs, ...")
+        raise ValueError(
+            f"storage {url!r}: scheme {parts.scheme!r} is not a filesystem fsspec knows; "
+            "use file, hdfs, s3a, gs, abfs, ..."
+        )
     if parts.scheme == "file" and not parts.path.startswith("/"):
         raise ValueError(f"storage {url!r}: a file URL needs an absolute path (file:///abs/path)")
     return url.rstrip("/")

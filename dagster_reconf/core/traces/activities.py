@@ -62,50 +62,149 @@ from dagster_reconf.core.traces.eventlog import gc_paused
 
 __all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "EVENT_SCHEMA", "USED_EVENTS", "TraceNormalizer"]
 
-ACTIVITY_TYPES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data", "control", "waiting", "unknown")
+ACTIVITY_TYPES = (
+    "scheduling",
+    "deserialization",
+    "buffer",
+    "processing",
+    "serialization",
+    "data",
+    "control",
+    "waiting",
+    "unknown",
+)
 ACTIVITY_COLUMNS = [
-    "app_id", "query_id", "batch_id", "job_id", "stage_id", "stage_attempt", "operator", "task_id", "attempt",
-    "status", "speculative", "worker", "src_worker", "dst_worker", "activity", "start_ms", "end_ms",
-    "records_in", "records_out", "bytes_in", "bytes_out", "cpu_ms",
+    "app_id",
+    "query_id",
+    "batch_id",
+    "job_id",
+    "stage_id",
+    "stage_attempt",
+    "operator",
+    "task_id",
+    "attempt",
+    "status",
+    "speculative",
+    "worker",
+    "src_worker",
+    "dst_worker",
+    "activity",
+    "start_ms",
+    "end_ms",
+    "records_in",
+    "records_out",
+    "bytes_in",
+    "bytes_out",
+    "cpu_ms",
 ]
 DRIVER = "driver"
 _STATUSES = ("success", "failed", "killed")
 STEP_ACTIVITIES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data")
-_DTYPES = {"batch_id": "int64", "job_id": "int64", "stage_id": "int64", "stage_attempt": "int64", "task_id": "int64",
-           "attempt": "int64", "start_ms": "float64", "end_ms": "float64", "records_in": "int64",
-           "records_out": "int64", "bytes_in": "int64", "bytes_out": "int64", "cpu_ms": "float64",
-           "speculative": "bool"}
+_DTYPES = {
+    "batch_id": "int64",
+    "job_id": "int64",
+    "stage_id": "int64",
+    "stage_attempt": "int64",
+    "task_id": "int64",
+    "attempt": "int64",
+    "start_ms": "float64",
+    "end_ms": "float64",
+    "records_in": "int64",
+    "records_out": "int64",
+    "bytes_in": "int64",
+    "bytes_out": "int64",
+    "cpu_ms": "float64",
+    "speculative": "bool",
+}
 _I64 = pa.int64()
-TASK_END_SCHEMA = pa.schema([
-    ("Event", pa.string()), ("Stage ID", _I64), ("Stage Attempt ID", _I64),
-    ("Task End Reason", pa.struct([("Reason", pa.string())])),
-    ("Task Info", pa.struct([(n, _I64) for n in ("Task ID", "Attempt", "Launch Time", "Finish Time", "Getting Result Time")]
-                            + [("Executor ID", pa.string()), ("Speculative", pa.bool_()), ("Killed", pa.bool_())])),
-    ("Task Metrics", pa.struct([
-        ("Executor Deserialize Time", _I64), ("Executor Run Time", _I64), ("Result Serialization Time", _I64),
-        ("Executor CPU Time", _I64), ("Executor Deserialize CPU Time", _I64),
-        ("Shuffle Read Metrics", pa.struct([(n, _I64) for n in ("Fetch Wait Time", "Total Records Read", "Remote Bytes Read", "Local Bytes Read")])),
-        ("Shuffle Write Metrics", pa.struct([(n, _I64) for n in ("Shuffle Bytes Written", "Shuffle Write Time", "Shuffle Records Written")])),
-        ("Input Metrics", pa.struct([("Bytes Read", _I64), ("Records Read", _I64)])),
-        ("Output Metrics", pa.struct([("Bytes Written", _I64), ("Records Written", _I64)])),
-    ])),
-])
-_STAGE_INFO = pa.struct([
-    ("Stage ID", _I64), ("Parent IDs", pa.list_(_I64)), ("RDD Info", pa.list_(pa.struct([("Scope", pa.string())]))),
-])
-EVENT_SCHEMA = pa.schema(list(TASK_END_SCHEMA) + [
-    ("App ID", pa.string()), ("Executor ID", pa.string()), ("Executor Info", pa.struct([("Total Cores", _I64)])),
-    ("Job ID", _I64), ("Stage Infos", pa.list_(_STAGE_INFO)), ("Stage Info", _STAGE_INFO),
-    ("Properties", pa.struct([(k, pa.string()) for k in ("sql.streaming.queryId", "streaming.sql.batchId", "spark.job.id")])),
-])
+TASK_END_SCHEMA = pa.schema(
+    [
+        ("Event", pa.string()),
+        ("Stage ID", _I64),
+        ("Stage Attempt ID", _I64),
+        ("Task End Reason", pa.struct([("Reason", pa.string())])),
+        (
+            "Task Info",
+            pa.struct(
+                [(n, _I64) for n in ("Task ID", "Attempt", "Launch Time", "Finish Time", "Getting Result Time")]
+                + [("Executor ID", pa.string()), ("Speculative", pa.bool_()), ("Killed", pa.bool_())]
+            ),
+        ),
+        (
+            "Task Metrics",
+            pa.struct(
+                [
+                    ("Executor Deserialize Time", _I64),
+                    ("Executor Run Time", _I64),
+                    ("Result Serialization Time", _I64),
+                    ("Executor CPU Time", _I64),
+                    ("Executor Deserialize CPU Time", _I64),
+                    (
+                        "Shuffle Read Metrics",
+                        pa.struct(
+                            [
+                                (n, _I64)
+                                for n in (
+                                    "Fetch Wait Time",
+                                    "Total Records Read",
+                                    "Remote Bytes Read",
+                                    "Local Bytes Read",
+                                )
+                            ]
+                        ),
+                    ),
+                    (
+                        "Shuffle Write Metrics",
+                        pa.struct(
+                            [
+                                (n, _I64)
+                                for n in ("Shuffle Bytes Written", "Shuffle Write Time", "Shuffle Records Written")
+                            ]
+                        ),
+                    ),
+                    ("Input Metrics", pa.struct([("Bytes Read", _I64), ("Records Read", _I64)])),
+                    ("Output Metrics", pa.struct([("Bytes Written", _I64), ("Records Written", _I64)])),
+                ]
+            ),
+        ),
+    ]
+)
+_STAGE_INFO = pa.struct(
+    [
+        ("Stage ID", _I64),
+        ("Parent IDs", pa.list_(_I64)),
+        ("RDD Info", pa.list_(pa.struct([("Scope", pa.string())]))),
+    ]
+)
+EVENT_SCHEMA = pa.schema(
+    list(TASK_END_SCHEMA)
+    + [
+        ("App ID", pa.string()),
+        ("Executor ID", pa.string()),
+        ("Executor Info", pa.struct([("Total Cores", _I64)])),
+        ("Job ID", _I64),
+        ("Stage Infos", pa.list_(_STAGE_INFO)),
+        ("Stage Info", _STAGE_INFO),
+        (
+            "Properties",
+            pa.struct([(k, pa.string()) for k in ("sql.streaming.queryId", "streaming.sql.batchId", "spark.job.id")]),
+        ),
+    ]
+)
 """Every field the normalizer reads, of every used event type: one schema for Arrow to parse a whole log with."""
 _TASK_PARSE = pj.ParseOptions(explicit_schema=TASK_END_SCHEMA, unexpected_field_behavior="ignore")
 _TASK_READ = pj.ReadOptions(block_size=1 << 24)
 STATE_STAGES_KEPT = 500  # stages remembered across incremental reads (parents of new stages)
-USED_EVENTS = frozenset({
-    "SparkListenerApplicationStart", "SparkListenerExecutorAdded", "SparkListenerJobStart",
-    "SparkListenerStageSubmitted", "SparkListenerTaskEnd",
-})
+USED_EVENTS = frozenset(
+    {
+        "SparkListenerApplicationStart",
+        "SparkListenerExecutorAdded",
+        "SparkListenerJobStart",
+        "SparkListenerStageSubmitted",
+        "SparkListenerTaskEnd",
+    }
+)
+
 
 def _scope_name(scope: str | None) -> str | None:
     if not scope:
@@ -259,7 +358,9 @@ class TraceNormalizer:
         kinds = table.column("Event")
         is_task = pc.equal(kinds, "SparkListenerTaskEnd")
         is_job = pc.equal(kinds, "SparkListenerJobStart")
-        others = table.filter(pc.invert(pc.or_(is_task, is_job))).drop_columns([n for n in TASK_END_SCHEMA.names if n != "Event"])
+        others = table.filter(pc.invert(pc.or_(is_task, is_job))).drop_columns(
+            [n for n in TASK_END_SCHEMA.names if n != "Event"]
+        )
         with gc_paused():
             # Jobs first: in a log a job's start comes before its stages' submissions and tasks.
             self._add_jobs(table.filter(is_job).select(["Job ID", "Stage Infos", "Properties"]))
@@ -299,9 +400,15 @@ class TraceNormalizer:
         stage_ids = stage_col.to_numpy(zero_copy_only=False).astype(np.int64)
         scopes = pa.ListArray.from_arrays(rdds.offsets, pc.fill_null(pc.struct_field(rdds.values, "Scope"), ""))
         keys = pc.fill_null(pc.binary_join(scopes, "\x1f"), "").dictionary_encode()
-        labels = np.array([_plan_label(tuple(k.split("\x1f")) if k else ()) for k in keys.dictionary.to_pylist()], dtype=object)
-        depth, unreached = _depths(job_of, stage_ids, pc.list_parent_indices(parents).to_numpy(),
-                                   pc.list_flatten(parents).to_numpy(zero_copy_only=False).astype(np.int64))
+        labels = np.array(
+            [_plan_label(tuple(k.split("\x1f")) if k else ()) for k in keys.dictionary.to_pylist()], dtype=object
+        )
+        depth, unreached = _depths(
+            job_of,
+            stage_ids,
+            pc.list_parent_indices(parents).to_numpy(),
+            pc.list_flatten(parents).to_numpy(zero_copy_only=False).astype(np.int64),
+        )
 
         first = np.unique(stage_ids, return_index=True)[1]  # the first job that names a stage registers it
         first = first[~np.isin(stage_ids[first], np.fromiter(self.stages, dtype=np.int64, count=len(self.stages)))]
@@ -315,8 +422,9 @@ class TraceNormalizer:
                 continue
             query_id, batch_id = self._job_props[job_id]
             name = f"j{self._job_ordinal[job_id]}.d{int(depth[row])}:{label_of[row]}"
-            self.stages[int(stage_ids[row])] = _Stage(int(stage_ids[row]), job_id, query_id, batch_id, name,
-                                                      [int(p) for p in parent_lists[row] or []])
+            self.stages[int(stage_ids[row])] = _Stage(
+                int(stage_ids[row]), job_id, query_id, batch_id, name, [int(p) for p in parent_lists[row] or []]
+            )
         for job in sorted(fallback):
             event = jobs.slice(job, 1).to_pylist()[0]
             infos_of_job = {int(i["Stage ID"]): i for i in event.get("Stage Infos") or []}
@@ -366,21 +474,34 @@ class TraceNormalizer:
         shuffle_write = c["Task Metrics.Shuffle Write Metrics.Shuffle Write Time"] / 1e6  # nanoseconds
         scheduling = np.maximum(0.0, (finish - launch) - run - deserialize - result_ser - getting)
         processing = np.maximum(0.0, run - fetch_wait - shuffle_write)
-        durations = np.stack([scheduling, deserialize, fetch_wait, processing, shuffle_write + result_ser, getting], axis=1)
+        durations = np.stack(
+            [scheduling, deserialize, fetch_wait, processing, shuffle_write + result_ser, getting], axis=1
+        )
         ends = np.minimum(launch[:, None] + np.cumsum(durations, axis=1), finish[:, None])
         starts = np.concatenate([launch[:, None], ends[:, :-1]], axis=1)
 
         rows = _Rows()
         for k, activity in enumerate(STEP_ACTIVITIES):
             present = np.flatnonzero(ends[:, k] > starts[:, k])
-            rows.add(present, activity, starts[present, k], ends[present, k], workers[present], traffic=activity == "processing")
+            rows.add(
+                present,
+                activity,
+                starts[present, k],
+                ends[present, k],
+                workers[present],
+                traffic=activity == "processing",
+            )
         tail = np.flatnonzero(ends[:, -1] < finish)
         rows.add(tail, "unknown", ends[tail, -1], finish[tail], workers[tail])
         everyone = np.arange(len(launch))
         driver = self._worker_code(DRIVER)
         rows.add(everyone, "control", launch, launch + scheduling, driver, src=driver, dst=workers)
-        rows.add(everyone, "data", np.where(getting > 0, finish - getting, finish), finish, workers, src=workers, dst=driver)
-        child, senders, start, end = self._shuffle_messages(stage_ids, status, workers, starts[:, 2], ends[:, 2], finish)
+        rows.add(
+            everyone, "data", np.where(getting > 0, finish - getting, finish), finish, workers, src=workers, dst=driver
+        )
+        child, senders, start, end = self._shuffle_messages(
+            stage_ids, status, workers, starts[:, 2], ends[:, 2], finish
+        )
         rows.add(child, "data", start, end, workers[child], src=senders, dst=workers[child])
 
         stage_keys, stage_code = np.unique(stage_ids, return_inverse=True)
@@ -395,12 +516,19 @@ class TraceNormalizer:
             "speculative": c["Task Info.Speculative"].astype(bool),
         }
         traffic = {
-            "records_in": c["Task Metrics.Shuffle Read Metrics.Total Records Read"] + c["Task Metrics.Input Metrics.Records Read"],
-            "records_out": c["Task Metrics.Shuffle Write Metrics.Shuffle Records Written"] + c["Task Metrics.Output Metrics.Records Written"],
-            "bytes_in": (c["Task Metrics.Shuffle Read Metrics.Remote Bytes Read"] + c["Task Metrics.Shuffle Read Metrics.Local Bytes Read"]
-                         + c["Task Metrics.Input Metrics.Bytes Read"]),
-            "bytes_out": c["Task Metrics.Shuffle Write Metrics.Shuffle Bytes Written"] + c["Task Metrics.Output Metrics.Bytes Written"],
-            "cpu_ms": (c["Task Metrics.Executor CPU Time"] + c["Task Metrics.Executor Deserialize CPU Time"]) / 1e6,  # ns
+            "records_in": c["Task Metrics.Shuffle Read Metrics.Total Records Read"]
+            + c["Task Metrics.Input Metrics.Records Read"],
+            "records_out": c["Task Metrics.Shuffle Write Metrics.Shuffle Records Written"]
+            + c["Task Metrics.Output Metrics.Records Written"],
+            "bytes_in": (
+                c["Task Metrics.Shuffle Read Metrics.Remote Bytes Read"]
+                + c["Task Metrics.Shuffle Read Metrics.Local Bytes Read"]
+                + c["Task Metrics.Input Metrics.Bytes Read"]
+            ),
+            "bytes_out": c["Task Metrics.Shuffle Write Metrics.Shuffle Bytes Written"]
+            + c["Task Metrics.Output Metrics.Bytes Written"],
+            "cpu_ms": (c["Task Metrics.Executor CPU Time"] + c["Task Metrics.Executor Deserialize CPU Time"])
+            / 1e6,  # ns
         }
         labels = {
             "query_id": ([st.query_id for st in stages], stage_code),
@@ -409,15 +537,26 @@ class TraceNormalizer:
         }
         self._frames.append(rows.table(self.app_id, per_task, traffic, labels, list(self._worker_names)))
 
-    def _shuffle_messages(self, stage_ids: np.ndarray, status: np.ndarray, workers: np.ndarray, fetch_start: np.ndarray,
-                          fetch_end: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _shuffle_messages(
+        self,
+        stage_ids: np.ndarray,
+        status: np.ndarray,
+        workers: np.ndarray,
+        fetch_start: np.ndarray,
+        fetch_end: np.ndarray,
+        finish: np.ndarray,
+    ) -> tuple[np.ndarray, ...]:
         """One message per (parent-stage task, child task), in flight while the child fetches.
 
         Returns the child task of each message, its sender's worker code, start and end.
         """
         ok = status == _STATUSES.index("success")
-        produced = pd.DataFrame({"stage_id": stage_ids[ok], "src_worker": self._worker_names_of(workers[ok]), "src_end": finish[ok]})
-        senders = self._senders = pd.concat([self._senders, produced], ignore_index=True) if len(self._senders) else produced
+        produced = pd.DataFrame(
+            {"stage_id": stage_ids[ok], "src_worker": self._worker_names_of(workers[ok]), "src_end": finish[ok]}
+        )
+        senders = self._senders = (
+            pd.concat([self._senders, produced], ignore_index=True) if len(self._senders) else produced
+        )
         child, parent = self._parent_stages(np.flatnonzero(ok), stage_ids)
         none = np.zeros(0, dtype=np.int64)
         if not len(child) or senders.empty:
@@ -477,7 +616,9 @@ class TraceNormalizer:
             self.skipped["task launched before its slot's previous task was reported finished"] += int(early)
         for e, name in enumerate(names):
             self._slots_free_at[name] = free_at[e, : now_used[e]].tolist()
-        slot_codes = {(e, k): self._worker_code(f"{name}/{k}") for e, name in enumerate(names) for k in range(now_used[e])}
+        slot_codes = {
+            (e, k): self._worker_code(f"{name}/{k}") for e, name in enumerate(names) for k in range(now_used[e])
+        }
         lookup = np.full((len(names), int(now_used.max())), -1, dtype=np.int64)
         for (e, k), code in slot_codes.items():
             lookup[e, k] = code
@@ -535,7 +676,9 @@ class TraceNormalizer:
         return pa.concat_tables(self._frames).to_pandas().astype(_DTYPES)
 
 
-def _depths(job_of: np.ndarray, stage_ids: np.ndarray, parent_row: np.ndarray, parent_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _depths(
+    job_of: np.ndarray, stage_ids: np.ndarray, parent_row: np.ndarray, parent_ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Each stage row's distance below its job's final (highest-numbered) stage along parent edges, and the rows
     the final stage does not reach.
 
@@ -606,7 +749,9 @@ def _columns(table: pa.Table) -> dict[str, np.ndarray]:
         elif pa.types.is_boolean(column.type):
             out[name] = column.fill_null(False).to_numpy(zero_copy_only=False)
         else:
-            out[name] = np.array(column.fill_null("Success" if name.endswith("Reason") else "").to_pylist(), dtype=object)
+            out[name] = np.array(
+                column.fill_null("Success" if name.endswith("Reason") else "").to_pylist(), dtype=object
+            )
     out["no_metrics"] = table.column("Task Metrics").is_null().to_numpy(zero_copy_only=False)
     return out
 
@@ -622,20 +767,37 @@ class _Rows:
     def __init__(self) -> None:
         self.pieces: list[tuple[np.ndarray, int, np.ndarray, np.ndarray, Any, Any, Any, bool]] = []
 
-    def add(self, tasks: np.ndarray, activity: str, start: np.ndarray, end: np.ndarray, worker: Any,
-            src: Any = -1, dst: Any = -1, traffic: bool = False) -> None:
+    def add(
+        self,
+        tasks: np.ndarray,
+        activity: str,
+        start: np.ndarray,
+        end: np.ndarray,
+        worker: Any,
+        src: Any = -1,
+        dst: Any = -1,
+        traffic: bool = False,
+    ) -> None:
         """Rows for ``tasks`` (indexes into the batch); worker codes per row or one for all, -1 for none."""
         if len(tasks):
             self.pieces.append((tasks, ACTIVITY_TYPES.index(activity), start, end, worker, src, dst, traffic))
 
-    def table(self, app_id: str | None, per_task: dict[str, np.ndarray], traffic: dict[str, np.ndarray],
-              labels: dict[str, tuple[list[Any], np.ndarray]], worker_names: list[str]) -> pa.Table:
+    def table(
+        self,
+        app_id: str | None,
+        per_task: dict[str, np.ndarray],
+        traffic: dict[str, np.ndarray],
+        labels: dict[str, tuple[list[Any], np.ndarray]],
+        worker_names: list[str],
+    ) -> pa.Table:
         tasks = np.concatenate([p[0] for p in self.pieces])
         spread = lambda i: np.concatenate([np.broadcast_to(np.asarray(p[i]), len(p[0])) for p in self.pieces])  # noqa: E731
         with_traffic = spread(7)
         workers = pa.array(worker_names, pa.large_string())
         columns = {
-            "app_id": pa.nulls(len(tasks), pa.large_string()) if app_id is None else pa.repeat(pa.scalar(app_id, pa.large_string()), len(tasks)),
+            "app_id": pa.nulls(len(tasks), pa.large_string())
+            if app_id is None
+            else pa.repeat(pa.scalar(app_id, pa.large_string()), len(tasks)),
             **{name: per_task[name][tasks] for name in per_task},
             **{name: _decode(values, codes[tasks]) for name, (values, codes) in labels.items()},
             "worker": _decode(workers, spread(4)),
@@ -644,8 +806,10 @@ class _Rows:
             "activity": _decode(ACTIVITY_TYPES, spread(1)),
             "start_ms": spread(2).astype(np.float64),
             "end_ms": spread(3).astype(np.float64),
-            **{name: np.where(with_traffic, values[tasks], 0).astype(np.float64 if name == "cpu_ms" else np.int64)
-               for name, values in traffic.items()},
+            **{
+                name: np.where(with_traffic, values[tasks], 0).astype(np.float64 if name == "cpu_ms" else np.int64)
+                for name, values in traffic.items()
+            },
         }
         return pa.table({name: columns[name] for name in ACTIVITY_COLUMNS})
 

@@ -28,13 +28,12 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from dagster_reconf.core.errors import SpecError, validated
+from dagster_reconf.core.spec import StreamSpec, validate_master
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
-from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.errors import validated
-from dagster_reconf.core.spec import StreamSpec, validate_master
 from dagster_reconf.core.store.storage import Location, location_of, validate_storage_url
 from dagster_reconf.core.traces.eventlog import EventLogError, LogCursor, read_events
 from dagster_reconf.core.traces.store import application_logs
@@ -42,7 +41,9 @@ from dagster_reconf.core.traces.store import application_logs
 __all__ = ["AttachSpec", "AttachedReader", "attach", "infer_trigger_interval_s"]
 
 _LISTENER = "org.apache.spark.sql.streaming.StreamingQueryListener$"
-STARTED, PROGRESS, TERMINATED = (_LISTENER + e for e in ("QueryStartedEvent", "QueryProgressEvent", "QueryTerminatedEvent"))
+STARTED, PROGRESS, TERMINATED = (
+    _LISTENER + e for e in ("QueryStartedEvent", "QueryProgressEvent", "QueryTerminatedEvent")
+)
 APP_START, ENVIRONMENT = "SparkListenerApplicationStart", "SparkListenerEnvironmentUpdate"
 READ_EVENTS = frozenset({STARTED, PROGRESS, TERMINATED, APP_START, ENVIRONMENT})
 _LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
@@ -53,14 +54,20 @@ class AttachSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(..., pattern=r"^[a-z][a-z0-9_\-]{0,62}$", description="Stream name: lowercase letters, digits, - and _.")
-    event_logs: str = Field(..., description="The event log directory: an absolute local path or any fsspec URL "
-                            "(s3://, gs://, abfs://, hdfs://, file://).")
+    name: str = Field(
+        ..., pattern=r"^[a-z][a-z0-9_\-]{0,62}$", description="Stream name: lowercase letters, digits, - and _."
+    )
+    event_logs: str = Field(
+        ...,
+        description="The event log directory: an absolute local path or any fsspec URL "
+        "(s3://, gs://, abfs://, hdfs://, file://).",
+    )
     application: str | None = Field(None, description="Only applications with this name (spark.app.name) or id.")
     query: str | None = Field(None, description="The query's name or id (needed where the applications run several).")
     checkpoint: str | None = Field(None, description="The query's checkpoint location, for its state metadata.")
-    trigger_interval_s: float | None = Field(None, ge=0, le=3600, description="The query's trigger interval; "
-                                             "None: inferred from its batches' start times.")
+    trigger_interval_s: float | None = Field(
+        None, ge=0, le=3600, description="The query's trigger interval; None: inferred from its batches' start times."
+    )
 
     @field_validator("event_logs", "checkpoint")
     @classmethod
@@ -86,8 +93,10 @@ def attach(home: Any, spec: AttachSpec) -> dict[str, Any]:
         raise SpecError(f"stream {spec.name!r} is a managed stream under {home}; attach under another name")
     directory = location_of(spec.event_logs)
     if not directory.is_dir():
-        raise SpecError(f"event log directory {spec.event_logs} does not exist or is not a directory; point --event-logs "
-                        "at the spark.eventLog.dir of the application")
+        raise SpecError(
+            f"event log directory {spec.event_logs} does not exist or is not a directory; point --event-logs "
+            "at the spark.eventLog.dir of the application"
+        )
     paths.create()
     if paths.attached.is_file():
         before = AttachSpec.model_validate_json(paths.attached.read_text())
@@ -142,7 +151,9 @@ class AttachedReader:
         if state.get("spec") is not None and latest is not None:  # settings given since (a trigger interval, say)
             before = state["spec"]
             if self._publish(latest, state).model_dump() != before:
-                self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "settings", "spec": state["spec"]})
+                self.store.append(
+                    {"kind": "lifecycle", "stream": self.spec.name, "event": "settings", "spec": state["spec"]}
+                )
         self._save(state)
         found["ignored_queries"] = sorted(found["ignored_queries"])
         found["query_name"] = state["query_name"]
@@ -152,7 +163,9 @@ class AttachedReader:
         wanted = self.spec.application
         return wanted is None or wanted in (app.get("name"), app.get("id"))
 
-    def _query_matches(self, name: str | None, query_id: str | None, state: dict[str, Any], found: dict[str, Any]) -> bool:
+    def _query_matches(
+        self, name: str | None, query_id: str | None, state: dict[str, Any], found: dict[str, Any]
+    ) -> bool:
         wanted = self.spec.query
         if wanted is not None:
             matches = wanted in (name, query_id)
@@ -182,10 +195,18 @@ class AttachedReader:
                 state["starts"].append({"run_id": event.get("runId"), "timestamp": event.get("timestamp")})
                 state["recent"] = []  # a new run (a driver restart, say): its own batches tell its trigger
                 spec = self._publish(entry, state)
-                self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "started",
-                                   "spec": spec.model_dump(), "run_id": event.get("runId"),
-                                   "query_id": event.get("id"), "app": entry["app"],
-                                   **_event_time(event.get("timestamp"))})
+                self.store.append(
+                    {
+                        "kind": "lifecycle",
+                        "stream": self.spec.name,
+                        "event": "started",
+                        "spec": spec.model_dump(),
+                        "run_id": event.get("runId"),
+                        "query_id": event.get("id"),
+                        "app": entry["app"],
+                        **_event_time(event.get("timestamp")),
+                    }
+                )
         elif kind == PROGRESS:
             progress = event.get("progress") or {}
             if self._query_matches(progress.get("name"), progress.get("id"), state, found):
@@ -196,20 +217,33 @@ class AttachedReader:
                 before = state.get("spec")
                 spec = self._publish(entry, state)
                 if before is not None and spec.model_dump() != before:  # the trigger became known: same configuration
-                    self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "settings",
-                                       "spec": spec.model_dump()})
+                    self.store.append(
+                        {"kind": "lifecycle", "stream": self.spec.name, "event": "settings", "spec": spec.model_dump()}
+                    )
         elif kind == TERMINATED:
             if str(event.get("id")) in self.paths.query_ids:
-                self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "query_terminated",
-                                   "run_id": event.get("runId"), "exception": event.get("exception")})
+                self.store.append(
+                    {
+                        "kind": "lifecycle",
+                        "stream": self.spec.name,
+                        "event": "query_terminated",
+                        "run_id": event.get("runId"),
+                        "exception": event.get("exception"),
+                    }
+                )
 
     def _remember(self, progress: dict[str, Any], state: dict[str, Any]) -> None:
         """The last batches' start times (for the trigger interval) and the state partitions they report."""
         recent = state.setdefault("recent", [])
-        recent.append({"timestamp": progress.get("timestamp"),
-                       "ms": (progress.get("durationMs") or {}).get("triggerExecution", 0),
-                       "partitions": max([int(op.get("numShufflePartitions") or 0) for op in progress.get("stateOperators") or []],
-                                         default=0)})
+        recent.append(
+            {
+                "timestamp": progress.get("timestamp"),
+                "ms": (progress.get("durationMs") or {}).get("triggerExecution", 0),
+                "partitions": max(
+                    [int(op.get("numShufflePartitions") or 0) for op in progress.get("stateOperators") or []], default=0
+                ),
+            }
+        )
         del recent[:-60]
 
     def _publish(self, entry: dict[str, Any], state: dict[str, Any]) -> StreamSpec:
@@ -236,9 +270,14 @@ class AttachedReader:
         max_cores = env.get("spark.cores.max")
         if max_cores is None and not _LOCAL_MASTER.match(master) and env.get("spark.executor.instances"):
             max_cores = int(env["spark.executor.instances"]) * int(env.get("spark.executor.cores", 1))
-        return StreamSpec(name=self.spec.name, entrypoint=None, master=master, state_partitions=partitions,
-                          max_cores=int(max_cores) if max_cores else None,
-                          trigger_interval_s=self.trigger_interval_s(state))
+        return StreamSpec(
+            name=self.spec.name,
+            entrypoint=None,
+            master=master,
+            state_partitions=partitions,
+            max_cores=int(max_cores) if max_cores else None,
+            trigger_interval_s=self.trigger_interval_s(state),
+        )
 
     def trigger_interval_s(self, state: dict[str, Any] | None = None) -> float:
         """The given trigger interval, else one inferred from the batches' start times (1 s until it can be)."""
@@ -248,7 +287,9 @@ class AttachedReader:
         if len(recent) < 3:
             return 1.0
         frame = pd.DataFrame(recent)
-        starts_ms = pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601").astype("int64").to_numpy() // 1_000_000
+        starts_ms = (
+            pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601").astype("int64").to_numpy() // 1_000_000
+        )
         inferred = infer_trigger_interval_s(starts_ms, frame["ms"].to_numpy(dtype=np.int64))
         return 1.0 if inferred is None else inferred
 

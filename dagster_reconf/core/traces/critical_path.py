@@ -85,8 +85,9 @@ class ActivityGraph:
         return self._order
 
 
-def _driver_activities(worker: np.ndarray, start: np.ndarray, end: np.ndarray, task: np.ndarray, driver: int,
-                       ts: float, te: float) -> tuple[np.ndarray, np.ndarray]:
+def _driver_activities(
+    worker: np.ndarray, start: np.ndarray, end: np.ndarray, task: np.ndarray, driver: int, ts: float, te: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Coordinator time on the driver: the parts of the window with no task in flight (start, end arrays).
 
     ``task`` identifies each timeline row's task attempt (rows of one task share it).
@@ -113,8 +114,9 @@ def _driver_activities(worker: np.ndarray, start: np.ndarray, end: np.ndarray, t
     return gap_starts[keep], gap_ends[keep]
 
 
-def _one_task_per_slot(worker: np.ndarray, start: np.ndarray, end: np.ndarray, task_key: np.ndarray,
-                       driver: int) -> tuple[np.ndarray, np.ndarray]:
+def _one_task_per_slot(
+    worker: np.ndarray, start: np.ndarray, end: np.ndarray, task_key: np.ndarray, driver: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows' (start, end) with each executor slot's tasks made sequential.
 
     The driver stamps a task's finish when its result arrives, a little after the slot
@@ -174,8 +176,12 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
     if not te > ts:
         raise ValueError(f"snapshot window must have end > start, got [{ts}, {te})")
     n = len(activities)
-    codes, names = pd.factorize(pd.concat(
-        [activities["worker"], activities["src_worker"], activities["dst_worker"], pd.Series([DRIVER])], ignore_index=True))
+    codes, names = pd.factorize(
+        pd.concat(
+            [activities["worker"], activities["src_worker"], activities["dst_worker"], pd.Series([DRIVER])],
+            ignore_index=True,
+        )
+    )
     names = np.asarray(names, dtype=object)
     worker_of, src_of, dst_of = codes[:n], codes[n : 2 * n], codes[2 * n : 3 * n]
     driver = int(codes[-1])
@@ -188,8 +194,11 @@ def build_graph(activities: pd.DataFrame, window_start: float, window_end: float
     rows = np.flatnonzero(~is_message)
     # A task attempt, within its application: a new SparkContext (a restart, a handover) numbers its tasks from 0 again.
     app, _ = pd.factorize(activities["app_id"].to_numpy(dtype=object)[rows], use_na_sentinel=False)
-    task_key, _ = pd.factorize(app.astype(np.int64) * (1 << 42) + activities["task_id"].to_numpy(dtype=np.int64)[rows] * 1024
-                               + activities["attempt"].to_numpy(dtype=np.int64)[rows])
+    task_key, _ = pd.factorize(
+        app.astype(np.int64) * (1 << 42)
+        + activities["task_id"].to_numpy(dtype=np.int64)[rows] * 1024
+        + activities["attempt"].to_numpy(dtype=np.int64)[rows]
+    )
     r_start, r_end = _one_task_per_slot(worker_of[rows], start_all[rows], end_all[rows], task_key, driver)
     t_start, t_end = np.maximum(r_start, ts), np.minimum(r_end, te)
     inside = t_end > t_start
@@ -359,7 +368,9 @@ def _path_counts(order: np.ndarray, src: np.ndarray, dst: np.ndarray, sources: n
 
 
 @numba.njit(cache=True)
-def _longest_path(order: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, sources: np.ndarray, n_nodes: int) -> np.ndarray:
+def _longest_path(
+    order: np.ndarray, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, sources: np.ndarray, n_nodes: int
+) -> np.ndarray:
     """Longest weighted distance from any source to each node (-inf if unreachable)."""
     dist = np.full(n_nodes, -np.inf)
     for s in sources:

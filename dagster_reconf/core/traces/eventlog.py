@@ -41,11 +41,18 @@ import pyarrow.json as pj
 import zstandard
 from upath import UPath
 
-from dagster_reconf.core.store.storage import Location, is_local, location_of
 from dagster_reconf.core.errors import ReconfError
+from dagster_reconf.core.store.storage import Location, is_local, location_of
 
 __all__ = [
-    "EventLogError", "LogCursor", "ReadResult", "TableReadResult", "gc_paused", "log_files", "read_event_table", "read_events",
+    "EventLogError",
+    "LogCursor",
+    "ReadResult",
+    "TableReadResult",
+    "gc_paused",
+    "log_files",
+    "read_event_table",
+    "read_events",
 ]
 
 _ROLLING_DIR = re.compile(r"^eventlog_v2_(?P<app>.+)$")
@@ -55,7 +62,9 @@ _CHUNK = 1 << 20
 _ARROW_BLOCK = 1 << 22  # Arrow parses blocks in parallel (4 MB measured best); a longer line falls back
 _EVENT_HEAD = b'{"Event":"'  # how Spark starts every line: the type can be read without parsing
 _DUCKDB_MAX_LINE = 1 << 28  # DuckDB's default (16 MB) is less than a large query plan's SQL execution event
-_DUCKDB_PART_ROWS = 25_000  # events per part handed on while DuckDB reads the next (about 12k tasks; measured best of 12.5k-100k)
+_DUCKDB_PART_ROWS = (
+    25_000  # events per part handed on while DuckDB reads the next (about 12k tasks; measured best of 12.5k-100k)
+)
 _LZ4_MAGIC = b"LZ4Block"
 _HEAD_LINES = 10  # lines looked at to tell a (possibly damaged) event log from another file
 _SNAPPY_MAGIC = b"\x82SNAPPY\x00"
@@ -97,7 +106,9 @@ class LogCursor:
     complete: bool = False
 
     def to_json(self) -> str:
-        return json.dumps({"version": self.version, "file": self.file, "offset": self.offset, "complete": self.complete})
+        return json.dumps(
+            {"version": self.version, "file": self.file, "offset": self.offset, "complete": self.complete}
+        )
 
     @classmethod
     def from_json(cls, raw: str | None) -> "LogCursor":
@@ -194,7 +205,9 @@ def _snappy_blocks(data: bytes, damage: Counter, complete: bool) -> Iterator[byt
     if len(data) < 16:
         return
     if not data.startswith(_SNAPPY_MAGIC):
-        raise EventLogError("snappy event log does not start with snappy-java's stream header: not Spark's snappy codec")
+        raise EventLogError(
+            "snappy event log does not start with snappy-java's stream header: not Spark's snappy codec"
+        )
     position = 16
     while position + 4 <= len(data):
         (compressed,) = struct.unpack_from(">i", data, position)
@@ -373,7 +386,11 @@ class _RefusedMidFile(Exception):
 
 
 def read_event_table(
-    path: Location | str, cursor: LogCursor | None, *, schema: pa.Schema, used: frozenset[str],
+    path: Location | str,
+    cursor: LogCursor | None,
+    *,
+    schema: pa.Schema,
+    used: frozenset[str],
     on_table: Callable[[pa.Table], None] | None = None,
 ) -> TableReadResult | None:
     """The fast path of :func:`read_events`: every new line parsed at once, in C++ threads.
@@ -463,7 +480,12 @@ def _used_rows(table: pa.Table, used: frozenset[str], skipped: Counter) -> pa.Ta
     return table.filter(pc.is_in(kinds, value_set=pa.array(sorted(used))))
 
 
-_REFUSED = (duckdb.Error, pa.ArrowInvalid, pa.ArrowTypeError, OSError)  # OSError: what Arrow makes of a DuckDB error mid-stream
+_REFUSED = (
+    duckdb.Error,
+    pa.ArrowInvalid,
+    pa.ArrowTypeError,
+    OSError,
+)  # OSError: what Arrow makes of a DuckDB error mid-stream
 _END = object()
 
 
@@ -479,8 +501,10 @@ def _stream_whole_file(file: Location, schema: pa.Schema, take: Callable[[pa.Tab
         return False
     columns = ", ".join(f"'{field.name}': '{_duckdb_type(field.type)}'" for field in schema)
     local_path = file.path if isinstance(file, UPath) else str(file)
-    query = (f"SELECT * FROM read_json('{_sql_text(local_path)}', format = 'newline_delimited', columns = {{{columns}}}, "
-             f"compression = '{codec or 'none'}', maximum_object_size = {_DUCKDB_MAX_LINE})")
+    query = (
+        f"SELECT * FROM read_json('{_sql_text(local_path)}', format = 'newline_delimited', columns = {{{columns}}}, "
+        f"compression = '{codec or 'none'}', maximum_object_size = {_DUCKDB_MAX_LINE})"
+    )
     parts: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
 
@@ -657,5 +681,7 @@ def _check_is_event_log(file: Location, data: bytes) -> None:
             continue
         if isinstance(event, dict) and str(event.get("Event", "")).startswith("SparkListener"):
             return
-    raise EventLogError(f"{file} is not a Spark event log: none of its first {len(lines)} lines is a Spark listener event "
-                        f"(the first: {lines[0][:80]!r}); is the codec suffix right?")
+    raise EventLogError(
+        f"{file} is not a Spark event log: none of its first {len(lines)} lines is a Spark listener event "
+        f"(the first: {lines[0][:80]!r}); is the codec suffix right?"
+    )

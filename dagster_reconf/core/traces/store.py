@@ -25,7 +25,14 @@ from filelock import FileLock
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.storage import Location, location_of
 from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS, TraceNormalizer
-from dagster_reconf.core.traces.eventlog import EventLogError, LogCursor, ReadResult, TableReadResult, read_event_table, read_events
+from dagster_reconf.core.traces.eventlog import (
+    EventLogError,
+    LogCursor,
+    ReadResult,
+    TableReadResult,
+    read_event_table,
+    read_events,
+)
 
 __all__ = ["IngestReport", "TraceStore", "application_logs", "normalize_log"]
 
@@ -33,7 +40,10 @@ TASK_END = "SparkListenerTaskEnd"
 
 
 def normalize_log(
-    log: Location, cursor: LogCursor | None = None, normalizer: TraceNormalizer | None = None, max_events: int | None = None
+    log: Location,
+    cursor: LogCursor | None = None,
+    normalizer: TraceNormalizer | None = None,
+    max_events: int | None = None,
 ) -> tuple[pd.DataFrame, TraceNormalizer, ReadResult | TableReadResult]:
     """New activities of one application's log after ``cursor``.
 
@@ -45,7 +55,9 @@ def normalize_log(
     """
     normalizer = normalizer or TraceNormalizer()
     if max_events is None:
-        working = copy.deepcopy(normalizer)  # a line refused after parts were normalized: start over from ``normalizer``
+        working = copy.deepcopy(
+            normalizer
+        )  # a line refused after parts were normalized: start over from ``normalizer``
         fast = read_event_table(log, cursor, schema=EVENT_SCHEMA, used=USED_EVENTS, on_table=working.add_table)
         if fast is not None:
             return working.take_rows(), working, fast
@@ -53,6 +65,7 @@ def normalize_log(
     normalizer.add(result.events)
     normalizer.add_task_lines(result.raw)
     return normalizer.take_rows(), normalizer, result
+
 
 _APP_LOG = re.compile(r"^(eventlog_v2_.+|(local|app|application)-[\w\-]+?(\.(lz4|lzf|snappy|zstd))?(\.inprogress)?)$")
 
@@ -155,14 +168,20 @@ class TraceStore:
             report.events += result.events_read
             report.skipped.update(new_skips)
             report.total_skipped.update(log_skips + normalizer.skipped)
-            state["logs"][key] = {"cursor": result.cursor.to_json(), "normalizer": normalizer.state(), "skipped": dict(log_skips)}
+            state["logs"][key] = {
+                "cursor": result.cursor.to_json(),
+                "normalizer": normalizer.state(),
+                "skipped": dict(log_skips),
+            }
         new = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ACTIVITY_COLUMNS)
         if len(new):
             index = len(state["chunks"])
             name = f"activities-{index:06d}.parquet"
             new.to_parquet(self.root / name, index=False)
             report.start_ms, report.end_ms = float(new["start_ms"].min()), float(new["end_ms"].max())
-            state["chunks"].append({"file": name, "start_ms": report.start_ms, "end_ms": report.end_ms, "rows": len(new)})
+            state["chunks"].append(
+                {"file": name, "start_ms": report.start_ms, "end_ms": report.end_ms, "rows": len(new)}
+            )
         report.activities = len(new)
         self._write_state(state)
         return report
@@ -181,7 +200,9 @@ class TraceStore:
             query_ids: only the jobs of these streaming queries (one stream's; a driver may run several
                 queries, and the control plane's replays and probes run under their own ids). None: every job.
         """
-        files = [self.root / c["file"] for c in self._state()["chunks"] if c["start_ms"] < end_ms and c["end_ms"] >= start_ms]
+        files = [
+            self.root / c["file"] for c in self._state()["chunks"] if c["start_ms"] < end_ms and c["end_ms"] >= start_ms
+        ]
         if not files:
             return pd.DataFrame(columns=ACTIVITY_COLUMNS)
         frame = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)

@@ -64,11 +64,15 @@ def summarize(activities: pd.DataFrame, result: Snapshot) -> dict[str, pd.DataFr
     by_worker["cp"] = by_worker["cp"] + by_worker["worker"].map(sent).fillna(0.0)
     by_worker["cp_minus_time_share"] = by_worker["cp"] - by_worker["time_share"]
     busy = timeline[timeline["activity"] != "waiting"].groupby("worker")["duration_ms"].sum()
-    by_worker["busy_share"] = by_worker["worker"].map(busy).fillna(0.0) / (result.graph.window_end - result.graph.window_start)
+    by_worker["busy_share"] = by_worker["worker"].map(busy).fillna(0.0) / (
+        result.graph.window_end - result.graph.window_start
+    )
     return {
         "by_activity_type": _beside(edges, "activity", edges["duration_ms"]),
         "by_worker": by_worker.sort_values("cp", ascending=False, ignore_index=True),
-        "by_operator": _beside(edges[edges["operator"] != "-"], "operator", edges.loc[edges["operator"] != "-", "duration_ms"]),
+        "by_operator": _beside(
+            edges[edges["operator"] != "-"], "operator", edges.loc[edges["operator"] != "-", "duration_ms"]
+        ),
         "by_channel": _beside(messages, "channel", messages["duration_ms"]).assign(
             messages=lambda f: f["channel"].map(messages.groupby("channel").size())
         ),

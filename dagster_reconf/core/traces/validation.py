@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
 from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, ACTIVITY_TYPES
+from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
 
 __all__ = ["ValidationOutcome", "validate_activities", "validate_cp_sum"]
 
@@ -36,7 +36,9 @@ def validate_cp_sum(cp_by_activity_type: pd.DataFrame) -> ValidationOutcome:
     """CP over a snapshot sums to 1 and every CP value lies in [0, 1]."""
     gx = gx_module()
     expectations = [
-        gx.expectations.ExpectColumnSumToBeBetween(column="cp", min_value=1 - CP_SUM_TOLERANCE, max_value=1 + CP_SUM_TOLERANCE),
+        gx.expectations.ExpectColumnSumToBeBetween(
+            column="cp", min_value=1 - CP_SUM_TOLERANCE, max_value=1 + CP_SUM_TOLERANCE
+        ),
         gx.expectations.ExpectColumnValuesToBeBetween(column="cp", min_value=0, max_value=1 + CP_SUM_TOLERANCE),
     ]
     return validate_frame(cp_by_activity_type, "cp_summary", expectations)

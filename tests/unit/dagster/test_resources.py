@@ -8,7 +8,9 @@ def test_the_ledger_lives_in_the_given_home_not_the_environment(tmp_path, monkey
     monkeypatch.setenv("RECONF_HOME", str(tmp_path / "elsewhere"))
     home = tmp_path / "home"
     home.mkdir()
-    AuditLedger(default_ledger_url(home)).acquire_lock(stream="orders", reconfiguration_id="r1", plan_hash="p1", holder="cli")
+    AuditLedger(default_ledger_url(home)).acquire_lock(
+        stream="orders", reconfiguration_id="r1", plan_hash="p1", holder="cli"
+    )
     lock = AuditLedgerResource(home=str(home)).ledger().lock("orders")
     assert lock is not None and lock.reconfiguration_id == "r1"
     assert not (tmp_path / "elsewhere" / "ledger.db").exists()

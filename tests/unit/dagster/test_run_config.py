@@ -10,20 +10,34 @@ from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureCo
 
 def _scaling_plan() -> ScalingPlan:
     knobs = Knobs(cores=2, source_partitions=2, state_partitions=4, trigger_interval_s=1.0, max_per_trigger=None)
-    return ScalingPlan(stream="orders", policy="ds2", current=knobs, target=knobs.model_copy(update={"cores": 4}),
-                       reason="behind", report=[{"operator": "scan", "parallelism": 2, "capacity": 810.5}],
-                       predicted={"target_rate": 1000.0})
+    return ScalingPlan(
+        stream="orders",
+        policy="ds2",
+        current=knobs,
+        target=knobs.model_copy(update={"cores": 4}),
+        reason="behind",
+        report=[{"operator": "scan", "parallelism": 2, "capacity": 810.5}],
+        predicted={"target_rate": 1000.0},
+    )
 
 
 def _execution_plan(state_partitions) -> ExecutionPlan:
-    return ExecutionPlan.parse({"stream": "orders", "resources": {"master": "local[2]"},
-                                "partitioning": {"state_partitions": state_partitions, "trigger_interval_s": 2.0}})
+    return ExecutionPlan.parse(
+        {
+            "stream": "orders",
+            "resources": {"master": "local[2]"},
+            "partitioning": {"state_partitions": state_partitions, "trigger_interval_s": 2.0},
+        }
+    )
 
 
 def _job():
     scaling = build_scaling_assets(streams=["orders"])
-    defs = dagster.Definitions(assets=[scaling.plans, scaling.configuration], jobs=[scaling.job],
-                               resources={"streams": StreamRuntimeResource(), "audit_ledger": AuditLedgerResource()})
+    defs = dagster.Definitions(
+        assets=[scaling.plans, scaling.configuration],
+        jobs=[scaling.job],
+        resources={"streams": StreamRuntimeResource(), "audit_ledger": AuditLedgerResource()},
+    )
     return defs.resolve_job_def(scaling.job.name)
 
 
@@ -36,7 +50,9 @@ def test_plans_round_trip_through_the_typed_config():
 
 
 def test_the_core_refuses_what_the_types_allow():
-    same = ScalingPlanConfig.of(_scaling_plan()).model_copy(update={"target": ScalingPlanConfig.of(_scaling_plan()).current})
+    same = ScalingPlanConfig.of(_scaling_plan()).model_copy(
+        update={"target": ScalingPlanConfig.of(_scaling_plan()).current}
+    )
     with pytest.raises(SpecError, match="target equals current"):
         same.to_plan()
     both = ExecutionPlanConfig.of(_execution_plan(6)).model_copy(update={"state_partitions_by_operator": {"0": 6}})
@@ -56,7 +72,9 @@ def _check_run_configs(job):
     good = ReconfigureConfig(plan=plan, strategy=Strategy.replay).run_config()
     assert good["ops"]["stream_configuration"]["ops"]["preflight"]["config"]["strategy"] == "replay"
     dagster.validate_run_config(job, good)
-    sensor_config = {"ops": {"ds2_plans": {"config": {"plan": ScalingPlanConfig.of(_scaling_plan()).model_dump(mode="json")}}}}
+    sensor_config = {
+        "ops": {"ds2_plans": {"config": {"plan": ScalingPlanConfig.of(_scaling_plan()).model_dump(mode="json")}}}
+    }
     dagster.validate_run_config(job, sensor_config)
 
     bad_strategy = ReconfigureConfig(plan=plan).run_config()

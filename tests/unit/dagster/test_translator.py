@@ -21,9 +21,15 @@ from dagster_reconf import (
 def _location(translator, streams):
     traces = build_trace_assets(start="2026-11-01", streams=streams, window_minutes=5, translator=translator)
     scaling = build_scaling_assets(streams=streams, translator=translator)
-    return traces, scaling, [build_streams_sensor(scaling=scaling, traces=traces),
-                             build_scaling_sensor(stream="orders", scaling=scaling, traces=traces),
-                             build_reconfiguration_failure_sensor(job=scaling.job)]
+    return (
+        traces,
+        scaling,
+        [
+            build_streams_sensor(scaling=scaling, traces=traces),
+            build_scaling_sensor(stream="orders", scaling=scaling, traces=traces),
+            build_reconfiguration_failure_sensor(job=scaling.job),
+        ],
+    )
 
 
 def test_two_translators_share_a_code_location():
@@ -44,32 +50,59 @@ def test_two_translators_share_a_code_location():
 def _check_names(defs, team_scaling, team_traces):
     graph = defs.resolve_asset_graph()
     team = {key.to_user_string() for key in graph.get_all_asset_keys() if key.path[0] == "team_a"}
-    assert team == {"team_a/stream", "team_a/trace_snapshots", "team_a/cp_summaries", "team_a/ds2_plans",
-                    "team_a/stream_configuration"}
+    assert team == {
+        "team_a/stream",
+        "team_a/trace_snapshots",
+        "team_a/cp_summaries",
+        "team_a/ds2_plans",
+        "team_a/stream_configuration",
+    }
     assert {key.to_user_string() for key in graph.get(dagster.AssetKey(["team_a", "ds2_plans"])).parent_keys} == {
-        "team_a/trace_snapshots", "team_a/cp_summaries"}
-    assert graph.get(dagster.AssetKey(["team_a", "trace_snapshots"])).parent_keys == {dagster.AssetKey(["team_a", "stream"])}
+        "team_a/trace_snapshots",
+        "team_a/cp_summaries",
+    }
+    assert graph.get(dagster.AssetKey(["team_a", "trace_snapshots"])).parent_keys == {
+        dagster.AssetKey(["team_a", "stream"])
+    }
     assert graph.get(dagster.AssetKey("trace_snapshots")).parent_keys == {dagster.AssetKey("stream")}
-    assert {s.name for s in defs.sensors} == {"streams_sensor", "orders_scaling_sensor", "reconfiguration_failure_sensor",
-                                              "team_a_streams_sensor", "team_a_orders_scaling_sensor",
-                                              "team_a_reconfiguration_failure_sensor"}
-    assert team_scaling.job.name == "team_a_reconfigure_stream_job" and team_traces.schedule.name == "team_a_latest_trace_windows_schedule"
+    assert {s.name for s in defs.sensors} == {
+        "streams_sensor",
+        "orders_scaling_sensor",
+        "reconfiguration_failure_sensor",
+        "team_a_streams_sensor",
+        "team_a_orders_scaling_sensor",
+        "team_a_reconfiguration_failure_sensor",
+    }
+    assert (
+        team_scaling.job.name == "team_a_reconfigure_stream_job"
+        and team_traces.schedule.name == "team_a_latest_trace_windows_schedule"
+    )
     assert isinstance(team_scaling.partitions_def, dagster.DynamicPartitionsDefinition)
     assert team_scaling.partitions_def.name == "team_a_streams"
 
     # The launchpad's paths follow the names: a plan given to the prefixed job validates there.
-    plan = ExecutionPlanConfig.of(ExecutionPlan.parse({"stream": "orders", "resources": {"master": "local[2]"},
-                                                       "partitioning": {"state_partitions": 4, "trigger_interval_s": 1}}))
+    plan = ExecutionPlanConfig.of(
+        ExecutionPlan.parse(
+            {
+                "stream": "orders",
+                "resources": {"master": "local[2]"},
+                "partitioning": {"state_partitions": 4, "trigger_interval_s": 1},
+            }
+        )
+    )
     config = ReconfigureConfig(plan=plan).run_config(team_scaling.translator)
     assert list(config["ops"]) == ["team_a__stream_configuration"]
     dagster.validate_run_config(defs.resolve_job_def(team_scaling.job.name), config)
 
 
-@pytest.mark.parametrize(("prefix", "streams", "match"), [
-    ("Team A", None, "translator prefix 'Team A' must be lowercase"),
-    ("", [], "streams must name at least one stream, or be None"),
-    ("", ["a", "a"], "streams must be distinct non-empty names"),
-])
+@pytest.mark.parametrize(
+    ("prefix", "streams", "match"),
+    [
+        ("Team A", None, "translator prefix 'Team A' must be lowercase"),
+        ("", [], "streams must name at least one stream, or be None"),
+        ("", ["a", "a"], "streams must be distinct non-empty names"),
+    ],
+)
 def test_bad_names_are_refused(prefix, streams, match):
     with pytest.raises(ValueError, match=match):
         build_scaling_assets(streams=streams, translator=ReconfTranslator(prefix=prefix))

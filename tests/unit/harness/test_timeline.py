@@ -3,12 +3,19 @@ from dagster_reconf.harness.timeline import TIMELINE_COLUMNS, timeline_frame, ti
 
 
 def progress(batch: int, start: int, end: int, latest: int, at: float) -> dict:
-    return {"batchId": batch, "timestamp": f"2026-11-22T10:00:{at:06.3f}Z",
-            "sources": [{"startOffset": {"index": start}, "endOffset": {"index": end}, "latestOffset": {"index": latest}}]}
+    return {
+        "batchId": batch,
+        "timestamp": f"2026-11-22T10:00:{at:06.3f}Z",
+        "sources": [{"startOffset": {"index": start}, "endOffset": {"index": end}, "latestOffset": {"index": latest}}],
+    }
 
 
 def started(master: str) -> dict:
-    return {"kind": "lifecycle", "event": "started", "spec": StreamSpec(name="s", entrypoint="my_pkg.streams:orders", master=master).model_dump()}
+    return {
+        "kind": "lifecycle",
+        "event": "started",
+        "spec": StreamSpec(name="s", entrypoint="my_pkg.streams:orders", master=master).model_dump(),
+    }
 
 
 def test_rates_backlog_and_cores_per_batch():
@@ -18,7 +25,11 @@ def test_rates_backlog_and_cores_per_batch():
         {"kind": "progress", "recorded_at": 12.0, "progress": progress(1, 100, 300, 700, 12.0)},
         {**started("local[4]"), "event": "restarted", "recorded_at": 13.0},
         {"kind": "progress", "recorded_at": 14.0, "progress": progress(2, 300, 900, 1100, 14.0)},
-        {"kind": "progress", "recorded_at": 14.01, "progress": progress(3, 900, 900, 1110, 14.01)},  # a stop, 10 ms later
+        {
+            "kind": "progress",
+            "recorded_at": 14.01,
+            "progress": progress(3, 900, 900, 1110, 14.01),
+        },  # a stop, 10 ms later
     ]
     frame = timeline_frame(records)
     assert list(frame.columns) == TIMELINE_COLUMNS

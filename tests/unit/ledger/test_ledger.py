@@ -15,18 +15,28 @@ def ledger_fixture(request, tmp_path):
         url = request.getfixturevalue("postgres_url")
         ledger = AuditLedger(url)
         with ledger.engine.begin() as connection:  # one database for the session: start each test empty
-            connection.execute(sa.text("ALTER TABLE reconf_audit_records DISABLE TRIGGER reconf_audit_records_append_only"))
+            connection.execute(
+                sa.text("ALTER TABLE reconf_audit_records DISABLE TRIGGER reconf_audit_records_append_only")
+            )
             connection.execute(sa.text("DELETE FROM reconf_audit_records"))
             connection.execute(sa.text("DELETE FROM reconf_stream_locks"))
-            connection.execute(sa.text("ALTER TABLE reconf_audit_records ENABLE TRIGGER reconf_audit_records_append_only"))
+            connection.execute(
+                sa.text("ALTER TABLE reconf_audit_records ENABLE TRIGGER reconf_audit_records_append_only")
+            )
     yield ledger
     ledger.dispose()
 
 
 def test_records_chain_and_verify(ledger):
-    first = ledger.append(stream="orders", kind="reconfiguration.started", payload={"plan": {"state_partitions": 8}},
-                          reconfiguration_id="r1")
-    second = ledger.append(stream="orders", kind="step.end", step="pause", payload={"seconds": 1.5}, reconfiguration_id="r1")
+    first = ledger.append(
+        stream="orders",
+        kind="reconfiguration.started",
+        payload={"plan": {"state_partitions": 8}},
+        reconfiguration_id="r1",
+    )
+    second = ledger.append(
+        stream="orders", kind="step.end", step="pause", payload={"seconds": 1.5}, reconfiguration_id="r1"
+    )
     assert (first.seq, second.seq) == (1, 2)
     assert first.prev_hash == GENESIS_HASH and second.prev_hash == first.hash
     assert ledger.head() == second.hash
@@ -53,7 +63,9 @@ def _drop_append_only_triggers(ledger: AuditLedger) -> None:
             connection.execute(sa.text("DROP TRIGGER reconf_audit_records_no_update"))
             connection.execute(sa.text("DROP TRIGGER reconf_audit_records_no_delete"))
         else:
-            connection.execute(sa.text("ALTER TABLE reconf_audit_records DISABLE TRIGGER reconf_audit_records_append_only"))
+            connection.execute(
+                sa.text("ALTER TABLE reconf_audit_records DISABLE TRIGGER reconf_audit_records_append_only")
+            )
 
 
 def test_verify_detects_an_edited_record(ledger):
@@ -112,7 +124,12 @@ def test_lock_admits_one_reconfiguration_per_stream(ledger):
     assert again.reconfiguration_id == "r1" and again.holder == "run-1", "re-entrant: the first holder is kept"
     other = ledger.acquire_lock(stream="orders", reconfiguration_id="r2", plan_hash="p2", holder="run-3")
     assert other.reconfiguration_id == "r1", "another reconfiguration must not take a held stream"
-    assert ledger.acquire_lock(stream="payments", reconfiguration_id="r2", plan_hash="p2", holder="run-3").reconfiguration_id == "r2"
+    assert (
+        ledger.acquire_lock(
+            stream="payments", reconfiguration_id="r2", plan_hash="p2", holder="run-3"
+        ).reconfiguration_id
+        == "r2"
+    )
     assert not ledger.release_lock("orders", "r2")
     assert ledger.release_lock("orders", "r1")
     assert ledger.lock("orders") is None

@@ -4,8 +4,8 @@ import stat
 
 import pytest
 
-from dagster_reconf.core.process.control import ControlClient, ControlServer, RestartRequest, StopRequest, new_token
 from dagster_reconf.core.errors import ControlRequestError, StreamStateError
+from dagster_reconf.core.process.control import ControlClient, ControlServer, RestartRequest, StopRequest, new_token
 
 TOKEN = "s3cret-token"
 
@@ -72,7 +72,10 @@ def test_wrong_token_refused_and_nothing_changes(server, calls, token):
         (b"[1, 2]", r"request body must be a JSON object, got list"),
         (json.dumps({"settings": {}}).encode(), r"settings: Dictionary should have at least 1 item"),
         (json.dumps({"settings": {"rate": 1}, "force": True}).encode(), r"force: Extra inputs are not permitted"),
-        (json.dumps({"settings": {"rate": 1}, "timeout_s": -3}).encode(), r"timeout_s: Input should be greater than 0 \(got -3\)"),
+        (
+            json.dumps({"settings": {"rate": 1}, "timeout_s": -3}).encode(),
+            r"timeout_s: Input should be greater than 0 \(got -3\)",
+        ),
     ],
 )
 def test_malformed_requests_refused(server, calls, body, match):
@@ -103,7 +106,9 @@ def test_state_errors_are_409(server):
 
 
 def test_an_unexpected_failure_is_answered_with_its_type_and_the_server_keeps_serving(server, capfd):
-    with pytest.raises(ControlRequestError, match=r"unexpected RuntimeError: py4j: Answer from Java side is empty \(") as err:
+    with pytest.raises(
+        ControlRequestError, match=r"unexpected RuntimeError: py4j: Answer from Java side is empty \("
+    ) as err:
         ControlClient(server.port, TOKEN).stop(timeout_s=7)
     assert err.value.status == 500 and "more detail" in capfd.readouterr().err  # the traceback, in the driver's log
     assert ControlClient(server.port, TOKEN).stop(timeout_s=2) == {"last_committed_batch": 3}  # not left busy
@@ -121,10 +126,14 @@ def test_unreachable_endpoint_is_clear():
 
 def test_an_unreachable_driver_error_carries_its_log_without_the_stack_frames(tmp_path):
     log = tmp_path / "driver.log"
-    log.write_text("started\njava.lang.OutOfMemoryError: Java heap space\n\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
-                   "\t... 12 more\nTraceback (most recent call last):\n")
+    log.write_text(
+        "started\njava.lang.OutOfMemoryError: Java heap space\n\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
+        "\t... 12 more\nTraceback (most recent call last):\n"
+    )
     with pytest.raises(ControlRequestError) as err:
         ControlClient(1, TOKEN, log=log).status()
     assert err.value.status == 503
-    assert str(err.value).endswith(f"the driver's log ({log}) ends:\nstarted\njava.lang.OutOfMemoryError: Java heap space\n"
-                                   "Traceback (most recent call last):")
+    assert str(err.value).endswith(
+        f"the driver's log ({log}) ends:\nstarted\njava.lang.OutOfMemoryError: Java heap space\n"
+        "Traceback (most recent call last):"
+    )

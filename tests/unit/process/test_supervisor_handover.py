@@ -10,14 +10,14 @@ import time
 
 import pytest
 
+from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.process.driver import await_commit_after
 from dagster_reconf.core.process.driver import main as driver_main
-from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.process.process_tree import wait_for_exit
+from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
 from dagster_reconf.core.reconfig.reconfigurer import Reconfiguration
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.process.process_tree import wait_for_exit
-from dagster_reconf.core.process.supervisor import StreamSupervisor
 
 SPEC = {"name": "s", "entrypoint": "dagster_reconf.workloads.streams:q5", "master": "local[1]", "state_partitions": 2}
 
@@ -68,20 +68,26 @@ def test_the_standby_starts_with_every_change_but_the_state_partitions_and_code(
     spec = StreamSpec.parse(SPEC)
     target = spec.with_changes({"master": "local[4]", "state_partitions": 4, "trigger_interval_s": 3.0})
     diff = diff_plans(ExecutionPlan.of(spec), ExecutionPlan.of(target), spec, ("0",))
-    reconfiguration = Reconfiguration("r", "s", "native", ExecutionPlan.of(spec), ExecutionPlan.of(target), diff.as_rows())
+    reconfiguration = Reconfiguration(
+        "r", "s", "native", ExecutionPlan.of(spec), ExecutionPlan.of(target), diff.as_rows()
+    )
     assert reconfiguration.needs_new_context
     assert reconfiguration.standby_changes == {"master": "local[4]", "trigger_interval_s": 3.0}
     assert not reconfiguration.handed_over
     assert not reconfiguration.keeps_interrupted_batch  # the migration needs a committed boundary
 
 
-@pytest.mark.parametrize("changes,kept", [({"master": "local[4]", "max_per_trigger": 900}, True),
-                                          ({"master": "local[4]", "code_version": "v2"}, False)])
+@pytest.mark.parametrize(
+    "changes,kept",
+    [({"master": "local[4]", "max_per_trigger": 900}, True), ({"master": "local[4]", "code_version": "v2"}, False)],
+)
 def test_an_interrupted_batch_stays_planned_for_the_standby_only_without_migration_or_new_code(changes, kept):
     spec = StreamSpec.parse(SPEC)
     target = spec.with_changes(changes)
     diff = diff_plans(ExecutionPlan.of(spec), ExecutionPlan.of(target), spec, ("0",))
-    reconfiguration = Reconfiguration("r", "s", "native", ExecutionPlan.of(spec), ExecutionPlan.of(target), diff.as_rows())
+    reconfiguration = Reconfiguration(
+        "r", "s", "native", ExecutionPlan.of(spec), ExecutionPlan.of(target), diff.as_rows()
+    )
     assert reconfiguration.needs_new_context and reconfiguration.keeps_interrupted_batch is kept
 
 
@@ -121,8 +127,10 @@ def test_a_standby_that_refuses_to_take_over_leaves_no_old_driver_behind(supervi
 
     paths = supervisor.paths("s")
     new_token(paths.token)
-    fakes = {role: subprocess.Popen([sys.executable, "-c", FAKE_DRIVER, role, DRIVER_MODULE, str(paths.root), str(record)])
-             for role, record in (("old", paths.driver), ("standby", paths.standby))}
+    fakes = {
+        role: subprocess.Popen([sys.executable, "-c", FAKE_DRIVER, role, DRIVER_MODULE, str(paths.root), str(record)])
+        for role, record in (("old", paths.driver), ("standby", paths.standby))
+    }
     try:
         for record in (paths.driver, paths.standby):
             deadline = time.monotonic() + 60

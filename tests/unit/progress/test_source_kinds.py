@@ -17,14 +17,20 @@ KAFKA = {
 }
 
 
-@pytest.mark.parametrize(("description", "kind"), [
-    ("FileStreamSource[file:/data/in]", "file"),
-    ("KafkaV2[Subscribe[orders]]", "kafka"),
-    ("RateStreamV2[rowsPerSecond=50, rampUpTimeSeconds=0, numPartitions=default", "rate"),
-    ("RatePerMicroBatchStream[rowsPerBatch=50, numPartitions=2, startTimestamp=0, advanceMsPerBatch=1000]", "rate"),
-    ("org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@6a30a3d9", "python"),
-    ("TextSocketV2[host: localhost, port: 9999]", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("description", "kind"),
+    [
+        ("FileStreamSource[file:/data/in]", "file"),
+        ("KafkaV2[Subscribe[orders]]", "kafka"),
+        ("RateStreamV2[rowsPerSecond=50, rampUpTimeSeconds=0, numPartitions=default", "rate"),
+        ("RatePerMicroBatchStream[rowsPerBatch=50, numPartitions=2, startTimestamp=0, advanceMsPerBatch=1000]", "rate"),
+        (
+            "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@6a30a3d9",
+            "python",
+        ),
+        ("TextSocketV2[host: localhost, port: 9999]", "unknown"),
+    ],
+)
 def test_source_kind_from_sparks_description(description, kind):
     assert source_kind(description) == kind
 
@@ -47,30 +53,61 @@ def test_kafka_offsets_as_json_text():
 
 
 def test_rate_source_counts_rows_per_second():
-    figures = source_figures({"description": "RateStreamV2[rowsPerSecond=50, rampUpTimeSeconds=0, numPartitions=default",
-                              "startOffset": "2", "endOffset": "3", "latestOffset": "5", "numInputRows": 50})
+    figures = source_figures(
+        {
+            "description": "RateStreamV2[rowsPerSecond=50, rampUpTimeSeconds=0, numPartitions=default",
+            "startOffset": "2",
+            "endOffset": "3",
+            "latestOffset": "5",
+            "numInputRows": 50,
+        }
+    )
     assert (figures.kind, figures.events, figures.end, figures.backlog) == ("rate", 50, 150.0, 100.0)
 
 
 def test_rate_per_micro_batch_never_lags():
-    figures = source_figures({"description": "RatePerMicroBatchStream[rowsPerBatch=50, numPartitions=2, startTimestamp=0]",
-                              "startOffset": {"offset": 150, "timestamp": 3000}, "endOffset": {"offset": 200, "timestamp": 4000},
-                              "latestOffset": None, "numInputRows": 50})
+    figures = source_figures(
+        {
+            "description": "RatePerMicroBatchStream[rowsPerBatch=50, numPartitions=2, startTimestamp=0]",
+            "startOffset": {"offset": 150, "timestamp": 3000},
+            "endOffset": {"offset": 200, "timestamp": 4000},
+            "latestOffset": None,
+            "numInputRows": 50,
+        }
+    )
     assert (figures.events, figures.end, figures.backlog) == (50, 200.0, 0.0)
 
 
 def test_python_sources_with_counter_offsets_and_without():
-    generated = source_figures({"description": "PythonMicroBatchStreamWithAdmissionControl@1",
-                                "startOffset": '{"index": 10}', "endOffset": '{"index": 30}', "latestOffset": '{"index": 45}'})
+    generated = source_figures(
+        {
+            "description": "PythonMicroBatchStreamWithAdmissionControl@1",
+            "startOffset": '{"index": 10}',
+            "endOffset": '{"index": 30}',
+            "latestOffset": '{"index": 45}',
+        }
+    )
     assert (generated.kind, generated.events, generated.backlog) == ("python", 20, 15.0)
-    opaque = source_figures({"description": "PythonMicroBatchStreamWithAdmissionControl@2", "startOffset": '{"cursor": "a"}',
-                             "endOffset": '{"cursor": "b"}', "latestOffset": '{"cursor": "c"}', "numInputRows": 7})
+    opaque = source_figures(
+        {
+            "description": "PythonMicroBatchStreamWithAdmissionControl@2",
+            "startOffset": '{"cursor": "a"}',
+            "endOffset": '{"cursor": "b"}',
+            "latestOffset": '{"cursor": "c"}',
+            "numInputRows": 7,
+        }
+    )
     assert opaque.events == 7 and opaque.backlog is None and "not counters" in opaque.detail["reason"]
 
 
 def test_file_source_backlog_comes_from_the_driver_and_is_unknown_without_it():
-    source = {"description": "FileStreamSource[file:/in]", "startOffset": {"logOffset": 0}, "endOffset": {"logOffset": 1},
-              "latestOffset": None, "numInputRows": 40}
+    source = {
+        "description": "FileStreamSource[file:/in]",
+        "startOffset": {"logOffset": 0},
+        "endOffset": {"logOffset": 1},
+        "latestOffset": None,
+        "numInputRows": 40,
+    }
     assert source_figures(source).backlog is None
     measured = source_figures(source, {"backlog_events": 120.0, "pending_files": 3, "pending_bytes": 600})
     assert (measured.events, measured.backlog, measured.detail["pending_files"]) == (40, 120.0, 3)
@@ -92,14 +129,20 @@ def test_file_probe_counts_unread_files_and_their_rows(tmp_path):
     (directory / ".f9.json.tmp").write_text("x" * 1000)
     _log(checkpoint, "0", [(directory / "f0.json", 0)])
     probe = FileBacklogProbe(checkpoint)
-    batch = {"description": f"FileStreamSource[file:{directory}]", "startOffset": None, "endOffset": {"logOffset": 0},
-             "numInputRows": 20}
+    batch = {
+        "description": f"FileStreamSource[file:{directory}]",
+        "startOffset": None,
+        "endOffset": {"logOffset": 0},
+        "numInputRows": 20,
+    }
     first = probe.measure(batch)
     assert (first["pending_files"], first["pending_bytes"], first["rows_per_byte"]) == (3, 300, 0.2)
     assert first["backlog_events"] == 60.0
     # The next batch took two files (a compacted log names every file with its log offset).
     _log(checkpoint, "1.compact", [(directory / "f0.json", 0), (directory / "f1.json", 1), (directory / "f2.json", 1)])
-    second = probe.measure({**batch, "startOffset": {"logOffset": 0}, "endOffset": {"logOffset": 1}, "numInputRows": 60})
+    second = probe.measure(
+        {**batch, "startOffset": {"logOffset": 0}, "endOffset": {"logOffset": 1}, "numInputRows": 60}
+    )
     assert (second["pending_files"], second["backlog_events"]) == (1, round(100 * 80 / 300, 1))
 
 

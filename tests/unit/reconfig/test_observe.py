@@ -9,12 +9,19 @@ import pandas as pd
 
 from dagster_reconf.core.reconfig.observe import committed_batches, normal_backlog, observe_change, offered_rate
 
+
 def record(batch_id: int, started: float, duration_s: float, start: int, end: int, latest: int) -> dict:
     offset = lambda i: {"index": i}  # noqa: E731
-    return {"kind": "progress", "recorded_at": started + duration_s, "progress": {
-        "batchId": batch_id, "timestamp": datetime.fromtimestamp(started, tz=timezone.utc).isoformat(),
-        "durationMs": {"triggerExecution": int(duration_s * 1000)},
-        "sources": [{"startOffset": offset(start), "endOffset": offset(end), "latestOffset": offset(latest)}]}}
+    return {
+        "kind": "progress",
+        "recorded_at": started + duration_s,
+        "progress": {
+            "batchId": batch_id,
+            "timestamp": datetime.fromtimestamp(started, tz=timezone.utc).isoformat(),
+            "durationMs": {"triggerExecution": int(duration_s * 1000)},
+            "sources": [{"startOffset": offset(start), "endOffset": offset(end), "latestOffset": offset(latest)}],
+        },
+    }
 
 
 def steady(n: int) -> list[dict]:
@@ -32,7 +39,7 @@ def test_committed_batches_know_when_each_oldest_event_was_offered():
 
 def test_a_pause_that_the_stream_recovers_from():
     resumed = [
-        record(6, 1010.1, 1.4, 500, 1000, 1010),   # the backlog of the pause, at most the per-trigger cap
+        record(6, 1010.1, 1.4, 500, 1000, 1010),  # the backlog of the pause, at most the per-trigger cap
         record(7, 1012.0, 0.2, 1000, 1120, 1120),  # caught up
     ]
     batches = committed_batches(steady(5) + resumed)
@@ -46,8 +53,7 @@ def test_a_pause_that_the_stream_recovers_from():
 
 def test_a_stream_still_behind_has_no_catch_up_time():
     behind = [record(6, 1010.1, 1.0, 500, 700, 1010), record(7, 1011.2, 1.0, 700, 900, 1120)]
-    observed = observe_change(committed_batches(steady(5) + behind), paused_at=1005.5, resumed_at=1010.0,
-                              normal=50.0)
+    observed = observe_change(committed_batches(steady(5) + behind), paused_at=1005.5, resumed_at=1010.0, normal=50.0)
     assert observed.downtime_s == 5.6 and observed.catch_up_s is None and not observed.caught_up
 
 
@@ -58,17 +64,33 @@ def test_no_batch_after_the_resume_yet():
 
 def file_record(batch_id: int, started: float, duration_s: float, rows: int, pending_rows: float | None) -> dict:
     """A file source's batch: offsets count files' log entries, the driver measured the unread files' rows."""
-    return {"kind": "progress", "recorded_at": started + duration_s, "progress": {
-        "batchId": batch_id, "timestamp": datetime.fromtimestamp(started, tz=timezone.utc).isoformat(),
-        "durationMs": {"triggerExecution": int(duration_s * 1000)},
-        "sources": [{"description": "FileStreamSource[file:/in]", "startOffset": {"logOffset": batch_id - 1},
-                     "endOffset": {"logOffset": batch_id}, "latestOffset": None, "numInputRows": rows}]},
-        "sources": [{"backlog_events": pending_rows} if pending_rows is not None else {}]}
+    return {
+        "kind": "progress",
+        "recorded_at": started + duration_s,
+        "progress": {
+            "batchId": batch_id,
+            "timestamp": datetime.fromtimestamp(started, tz=timezone.utc).isoformat(),
+            "durationMs": {"triggerExecution": int(duration_s * 1000)},
+            "sources": [
+                {
+                    "description": "FileStreamSource[file:/in]",
+                    "startOffset": {"logOffset": batch_id - 1},
+                    "endOffset": {"logOffset": batch_id},
+                    "latestOffset": None,
+                    "numInputRows": rows,
+                }
+            ],
+        },
+        "sources": [{"backlog_events": pending_rows} if pending_rows is not None else {}],
+    }
 
 
 def test_a_file_source_is_measured_by_its_unread_files():
-    records = [file_record(1, 1000.0, 0.5, 100, 0.0), file_record(2, 1001.0, 0.5, 100, 0.0),
-               file_record(3, 1005.0, 0.5, 100, 300.0)]  # paused from 1001.5 to 1005: 400 rows arrived
+    records = [
+        file_record(1, 1000.0, 0.5, 100, 0.0),
+        file_record(2, 1001.0, 0.5, 100, 0.0),
+        file_record(3, 1005.0, 0.5, 100, 300.0),
+    ]  # paused from 1001.5 to 1005: 400 rows arrived
     batches = committed_batches(records)
     assert batches["offered"].tolist() == [100.0, 200.0, 600.0]
     # batch 3's oldest row (position 200) arrived right after 1001 (the curve from 200 at 1001 to 600 at 1005)

@@ -26,14 +26,17 @@ def test_a_plan_round_trips_through_json_and_back_to_the_spec():
     assert target(partitioning__state_partitions=8).plan_hash != plan.plan_hash
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"partitioning__state_partitions": 0}, "state partitions must be between 1 and 10000, got 0"),
-    ({"partitioning__state_partitions": {}}, "name at least one operator, or give one count for all"),
-    ({"partitioning__source_partitions": 0}, "partitioning.source_partitions"),
-    ({"resources__master": "local[zero]"}, "local[zero]"),
-    ({"resources__executor_memory": "lots"}, "resources.executor_memory"),
-    ({"partitioning__shuffle_partitions": 8}, "pins spark.sql.shuffle.partitions"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"partitioning__state_partitions": 0}, "state partitions must be between 1 and 10000, got 0"),
+        ({"partitioning__state_partitions": {}}, "name at least one operator, or give one count for all"),
+        ({"partitioning__source_partitions": 0}, "partitioning.source_partitions"),
+        ({"resources__master": "local[zero]"}, "local[zero]"),
+        ({"resources__executor_memory": "lots"}, "resources.executor_memory"),
+        ({"partitioning__shuffle_partitions": 8}, "pins spark.sql.shuffle.partitions"),
+    ],
+)
 def test_bad_plans_name_the_field_and_value(change, message):
     with pytest.raises(SpecError, match="invalid execution plan") as error:
         target(**change)
@@ -75,8 +78,12 @@ def test_each_knob_costs_what_it_should_and_nothing_else_is_listed():
 
 
 def test_the_costliest_effect_wins_and_changes_are_collected():
-    diff = diff_plans(ExecutionPlan.of(SPEC), target(partitioning__state_partitions=8, resources__master="local[1]",
-                                                     partitioning__source_partitions=3), SPEC, STATEFUL)
+    diff = diff_plans(
+        ExecutionPlan.of(SPEC),
+        target(partitioning__state_partitions=8, resources__master="local[1]", partitioning__source_partitions=3),
+        SPEC,
+        STATEFUL,
+    )
     assert diff.effect == "state_migration" and diff.needs_migration and diff.needs_new_session
     assert diff.settings_changes() == {"master": "local[1]", "state_partitions": 8, "source_partitions": 3}
 
@@ -100,12 +107,16 @@ def test_a_stream_without_a_source_partitions_knob_plans_none():
 
 
 def test_cores_within_a_ceiling_resize_executors_and_a_plan_beyond_it_names_the_fix():
-    spec = SPEC.with_changes({"master": "spark://10.0.0.5:7077", "executor_cores": 1, "max_cores": 2, "cores_ceiling": 4})
+    spec = SPEC.with_changes(
+        {"master": "spark://10.0.0.5:7077", "executor_cores": 1, "max_cores": 2, "cores_ceiling": 4}
+    )
     current = ExecutionPlan.of(spec)
     plan = current.model_dump()
     plan["resources"]["max_cores"] = 4
     diff = diff_plans(current, ExecutionPlan.parse(plan), spec, STATEFUL)
-    assert [(a.knob, a.effect) for a in diff.actions] == [("max_cores", "executor_resize")] and not diff.needs_new_session
+    assert [(a.knob, a.effect) for a in diff.actions] == [
+        ("max_cores", "executor_resize")
+    ] and not diff.needs_new_session
     plan["resources"]["max_cores"] = 6
     with pytest.raises(SpecError, match="max_cores 6 is above cores_ceiling 4: raise cores_ceiling"):
         diff_plans(current, ExecutionPlan.parse(plan), spec, STATEFUL)

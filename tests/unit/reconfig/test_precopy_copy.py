@@ -10,7 +10,9 @@ def make_checkpoint(root, last_offset=6, last_commit=5):
     for log, last in (("offsets", last_offset), ("commits", last_commit)):
         (root / log).mkdir()
         for batch in range(last + 1):
-            (root / log / str(batch)).write_text(f'v1\n{{"conf":{{"spark.sql.shuffle.partitions":"4"}}}}\n{{"end":{batch}}}')
+            (root / log / str(batch)).write_text(
+                f'v1\n{{"conf":{{"spark.sql.shuffle.partitions":"4"}}}}\n{{"end":{batch}}}'
+            )
             (root / log / f".{batch}.crc").write_text("crc")
     (root / log / f".{last + 1}.5f0e.tmp").write_text("being written")
     partition = root / "state" / "0" / "3"
@@ -33,9 +35,15 @@ def test_the_copy_holds_the_checkpoint_as_of_the_batch_and_nothing_later(tmp_pat
     make_checkpoint(tmp_path / "live")
     counts = copy_checkpoint_as_of(tmp_path / "live", tmp_path / "copy", 3)
     copied = files(tmp_path / "copy")
-    assert [f for f in copied if f.startswith("offsets/") and not f.endswith("crc")] == [f"offsets/{b}" for b in range(4)]
-    assert [f for f in copied if f.startswith("commits/") and not f.endswith("crc")] == [f"commits/{b}" for b in range(4)]
-    assert [f for f in copied if f.endswith(".zip")] == [f"state/0/3/{v}.zip" for v in (1, 2, 3, 4)]  # batch 3 = version 4
+    assert [f for f in copied if f.startswith("offsets/") and not f.endswith("crc")] == [
+        f"offsets/{b}" for b in range(4)
+    ]
+    assert [f for f in copied if f.startswith("commits/") and not f.endswith("crc")] == [
+        f"commits/{b}" for b in range(4)
+    ]
+    assert [f for f in copied if f.endswith(".zip")] == [
+        f"state/0/3/{v}.zip" for v in (1, 2, 3, 4)
+    ]  # batch 3 = version 4
     assert {"state/0/3/SSTs/000099-a1.sst", "state/0/_metadata/metadata", "sources/0/9", "metadata"} <= set(copied)
     assert not any(f.endswith(".tmp") or f == "stray.txt" for f in copied)
     assert counts["copied"] == len(copied) and counts["skipped"] > 0

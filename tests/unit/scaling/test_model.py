@@ -8,9 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, skewed_operators
-from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile, fit_task_costs, profile_stream, still_warming
+from dagster_reconf.core.scaling.profile import (
+    OPERATOR_COLUMNS,
+    StreamProfile,
+    fit_task_costs,
+    profile_stream,
+    still_warming,
+)
+from dagster_reconf.core.scaling.scaling_plan import Knobs
 
 
 def test_ds2_worked_example_source_op1_op2():
@@ -35,22 +41,54 @@ def test_ds2_sums_target_rates_of_every_upstream_operator():
     assert plan["auctions"]["parallelism"] == 1
 
 
-def profile(work=(1.0, 0.5), overhead=(10.0, 20.0), coordination=70.0, cores=1, state_partitions=8, trigger=1.0,
-            skew=(1.0, 1.0), tasks=None, cpu=(0.0, 0.0), cpus=float("inf"), task_cpu=(0.0, 0.0), task_wait=(0.0, 0.0),
-            events=1000,
-            scan="j0.d1:Exchange+MicroBatchScan#a") -> StreamProfile:
+def profile(
+    work=(1.0, 0.5),
+    overhead=(10.0, 20.0),
+    coordination=70.0,
+    cores=1,
+    state_partitions=8,
+    trigger=1.0,
+    skew=(1.0, 1.0),
+    tasks=None,
+    cpu=(0.0, 0.0),
+    cpus=float("inf"),
+    task_cpu=(0.0, 0.0),
+    task_wait=(0.0, 0.0),
+    events=1000,
+    scan="j0.d1:Exchange+MicroBatchScan#a",
+) -> StreamProfile:
     tasks = tasks or (cores, state_partitions)
-    ops = pd.DataFrame({
-        "operator": [scan, "j0.d0:agg#b"], "kind": ["source", "shuffle"], "depth": [1, 0], "tasks": list(tasks),
-        "work_ms_per_event": list(work), "cpu_ms_per_event": list(cpu),
-        "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)], "records_in_per_event": [1.0, 0.5], "selectivity": [0.5, 1.0],
-        "true_processing_rate": [400.0, 1000.0], "true_output_rate": [500.0, 1000.0], "overhead_ms": list(overhead),
-        "skew": list(skew), "task_cpu_ms": list(task_cpu), "task_wait_ms": list(task_wait), "queue_ms_per_event": [0.0, 0.0],
-        "slowest_queue_ms": [0.0, 0.0],
-    })[OPERATOR_COLUMNS]
+    ops = pd.DataFrame(
+        {
+            "operator": [scan, "j0.d0:agg#b"],
+            "kind": ["source", "shuffle"],
+            "depth": [1, 0],
+            "tasks": list(tasks),
+            "work_ms_per_event": list(work),
+            "cpu_ms_per_event": list(cpu),
+            "wait_ms_per_event": [w - c for w, c in zip(work, cpu, strict=True)],
+            "records_in_per_event": [1.0, 0.5],
+            "selectivity": [0.5, 1.0],
+            "true_processing_rate": [400.0, 1000.0],
+            "true_output_rate": [500.0, 1000.0],
+            "overhead_ms": list(overhead),
+            "skew": list(skew),
+            "task_cpu_ms": list(task_cpu),
+            "task_wait_ms": list(task_wait),
+            "queue_ms_per_event": [0.0, 0.0],
+            "slowest_queue_ms": [0.0, 0.0],
+        }
+    )[OPERATOR_COLUMNS]
     knobs = Knobs(cores=cores, source_partitions=cores, state_partitions=state_partitions, trigger_interval_s=trigger)
-    return StreamProfile(operators=ops, coordination_ms=coordination, batches=5, events_per_batch=events, batch_ms=900,
-                         knobs=knobs, cpus=cpus)
+    return StreamProfile(
+        operators=ops,
+        coordination_ms=coordination,
+        batches=5,
+        events_per_batch=events,
+        batch_ms=900,
+        knobs=knobs,
+        cpus=cpus,
+    )
 
 
 def test_capacity_is_the_budget_after_fixed_costs_over_the_work_per_event():
@@ -90,7 +128,9 @@ def test_cpu_work_stops_scaling_at_the_machines_cpus():
 
 
 def test_backlog_and_restart_time_raise_the_target_rate():
-    plan = plan_micro_batches(profile(state_partitions=6), source_rate=1000, backlog=30_000, restart_s=6, limits=Limits(catch_up_s=60))
+    plan = plan_micro_batches(
+        profile(state_partitions=6), source_rate=1000, backlog=30_000, restart_s=6, limits=Limits(catch_up_s=60)
+    )
     assert plan.target_rate == pytest.approx(1000 + (30_000 + 6_000) / 60)
     # steady state at u = 0.7 (budget 600 ms): ceil(2.5) = 3 cores; catch-up at u = 1 (budget 900 ms):
     # ceil(1600 * 1.5 / 900) = ceil(2.67) = 3 cores. The steady-state headroom clears this backlog.
@@ -98,7 +138,9 @@ def test_backlog_and_restart_time_raise_the_target_rate():
 
 
 def test_a_backlog_beyond_the_headroom_adds_cores():
-    plan = plan_micro_batches(profile(state_partitions=10), source_rate=1000, backlog=108_000, limits=Limits(catch_up_s=60))
+    plan = plan_micro_batches(
+        profile(state_partitions=10), source_rate=1000, backlog=108_000, limits=Limits(catch_up_s=60)
+    )
     assert plan.target_rate == pytest.approx(2800)
     assert plan.knobs.cores == math.ceil(2800 * 1.5 / 900) == 5  # at full utilization while catching up; steady needs 3
 
@@ -134,8 +176,10 @@ def test_state_partitions_stay_while_the_kept_configuration_sustains_the_rate():
     # does not need it, and a migration would lengthen the pause.
     plan = plan_micro_batches(profile(state_partitions=2), 1000)
     assert (plan.knobs.cores, plan.knobs.state_partitions) == (3, 2), plan.notes
-    assert any("state partitions stay 2: at 3 cores the stateful stages keep up" in n and "for 1000 wanted" in n
-               for n in plan.notes), plan.notes
+    assert any(
+        "state partitions stay 2: at 3 cores the stateful stages keep up" in n and "for 1000 wanted" in n
+        for n in plan.notes
+    ), plan.notes
     # 1029 events/s kept for 1050 wanted: 2 % short, under the 5 % a migration is worth; the note says so
     close = plan_micro_batches(profile(state_partitions=2), 1050)
     assert (close.knobs.cores, close.knobs.state_partitions) == (3, 2), close.notes
@@ -165,7 +209,9 @@ def test_cpu_per_task_grows_with_the_tasks_not_with_the_events():
     assert p.stage_fixed_ms(p.knobs).tolist() == pytest.approx([10 + 40, 20])
     assert p.stage_fixed_ms(eight).tolist() == pytest.approx([10 + 160, 20])
     assert p.fixed_ms_for(eight) == pytest.approx(70 + 170 + 20)
-    assert p.batch_ms_for(2000, eight) - p.batch_ms_for(1000, eight) == pytest.approx(1000 * p.stage_ms_per_event(eight).sum())
+    assert p.batch_ms_for(2000, eight) - p.batch_ms_for(1000, eight) == pytest.approx(
+        1000 * p.stage_ms_per_event(eight).sum()
+    )
 
 
 def test_per_task_costs_that_grow_with_the_cores_lengthen_the_interval():
@@ -181,10 +227,13 @@ def test_per_task_costs_that_grow_with_the_cores_lengthen_the_interval():
 PYTHON_SCAN = "j0.d1:Exchange+MapInArrow+MicroBatchScan#a"
 
 
-def two_configurations(scan_cpu_earlier: float, scan_cpu_now: float, scan: str = "j0.d1:Exchange+MicroBatchScan#a",
-                       scan_work: float = 9.0):
+def two_configurations(
+    scan_cpu_earlier: float, scan_cpu_now: float, scan: str = "j0.d1:Exchange+MicroBatchScan#a", scan_work: float = 9.0
+):
     work = (scan_work, 1.0)
-    earlier = profile(cores=1, state_partitions=8, events=750, cpu=(scan_cpu_earlier, 0.5), work=work, cpus=2, scan=scan)
+    earlier = profile(
+        cores=1, state_partitions=8, events=750, cpu=(scan_cpu_earlier, 0.5), work=work, cpus=2, scan=scan
+    )
     current = profile(cores=12, state_partitions=8, events=1700, cpu=(scan_cpu_now, 0.5), work=work, cpus=2, scan=scan)
     return earlier, current
 
@@ -223,7 +272,9 @@ def test_two_configurations_separate_cpu_per_task_from_cpu_per_event():
     assert fitted.operators["cpu_ms_per_event"].tolist() == pytest.approx([0.2, 0.5])
     assert fitted.operators["task_cpu_ms"].tolist() == pytest.approx([100.0, 0.0], abs=1e-9)
     knobs = current.knobs
-    assert fitted.batch_ms_for(1700, knobs) == pytest.approx(current.batch_ms_for(1700, knobs))  # anchored at its own batches
+    assert fitted.batch_ms_for(1700, knobs) == pytest.approx(
+        current.batch_ms_for(1700, knobs)
+    )  # anchored at its own batches
     # four times the events: only the per-event CPU grows (12 tasks * 100 ms / 2 CPUs stays 600 ms)
     growth = fitted.batch_ms_for(6800, knobs) - fitted.batch_ms_for(1700, knobs)
     assert growth == pytest.approx(5100 * fitted.stage_ms_per_event(knobs).sum())
@@ -240,7 +291,9 @@ def test_tasks_that_share_cpus_end_by_brents_bound():
     scan_cpu, scan_tasks = 0.4 * 1000 / 2, 1.0 * 1000 / 8
     assert p.batch_ms_for(1000, eight) == pytest.approx(100 + max(scan_cpu, scan_tasks) + 0.5 * 1000 / 2)
     assert p.contended_batch_ms_for(1000, eight) == pytest.approx(100 + scan_cpu + scan_tasks + 0.5 * 1000 / 2)
-    assert p.batch_ms_band(1000, eight) == pytest.approx((p.batch_ms_for(1000, eight), p.contended_batch_ms_for(1000, eight)))
+    assert p.batch_ms_band(1000, eight) == pytest.approx(
+        (p.batch_ms_for(1000, eight), p.contended_batch_ms_for(1000, eight))
+    )
 
 
 def test_time_measured_with_more_tasks_than_cpus_may_be_queueing_up_to_brents_bound():
@@ -284,15 +337,35 @@ def test_a_state_stores_commit_is_paid_per_task_not_per_event():
     rows = []
     for batch in range(3):
         t0 = 10_000 * batch
-        rows.append(dict(operator="j0.d1:Exchange+MicroBatchScan#a", batch_id=batch, task_id=10 * batch,
-                         activity="processing", start_ms=t0, end_ms=t0 + 100, records_in=100, records_out=100))
+        rows.append(
+            dict(
+                operator="j0.d1:Exchange+MicroBatchScan#a",
+                batch_id=batch,
+                task_id=10 * batch,
+                activity="processing",
+                start_ms=t0,
+                end_ms=t0 + 100,
+                records_in=100,
+                records_out=100,
+            )
+        )
         for task in range(2):  # each of 2 state partitions: 150 ms, of it 120 ms committing (Spark's figure)
-            rows.append(dict(operator="j0.d0:Exchange+StateStoreRestore+StateStoreSave#b", batch_id=batch,
-                             task_id=10 * batch + 1 + task, activity="processing", start_ms=t0 + 100,
-                             end_ms=t0 + 250, records_in=50, records_out=50))
+            rows.append(
+                dict(
+                    operator="j0.d0:Exchange+StateStoreRestore+StateStoreSave#b",
+                    batch_id=batch,
+                    task_id=10 * batch + 1 + task,
+                    activity="processing",
+                    start_ms=t0 + 100,
+                    end_ms=t0 + 250,
+                    records_in=50,
+                    records_out=50,
+                )
+            )
     acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
-    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [100] * 3, "batch_duration_ms": [300] * 3,
-                             "state_commit_ms": [240] * 3})
+    progress = pd.DataFrame(
+        {"batch_id": [0, 1, 2], "events": [100] * 3, "batch_duration_ms": [300] * 3, "state_commit_ms": [240] * 3}
+    )
     knobs = Knobs(cores=2, source_partitions=1, state_partitions=2, trigger_interval_s=1.0)
     p = profile_stream(acts, progress, knobs, warmup_batches=0)
     agg = p.operators.iloc[1]
@@ -303,8 +376,12 @@ def test_a_state_stores_commit_is_paid_per_task_not_per_event():
     assert p.batch_ms_for(200, knobs) - p.batch_ms_for(100, knobs) == pytest.approx(100 + 30)  # the commits stay
     assert p.stage_fixed_ms(knobs)[1] == pytest.approx(120.0)  # 2 commits of 120 ms, 2 at once
     # A stage that keeps no state has no commit to move.
-    plain = profile_stream(acts.assign(operator=acts["operator"].str.replace("StateStoreRestore+StateStoreSave", "agg",
-                                                                             regex=False)), progress, knobs, warmup_batches=0)
+    plain = profile_stream(
+        acts.assign(operator=acts["operator"].str.replace("StateStoreRestore+StateStoreSave", "agg", regex=False)),
+        progress,
+        knobs,
+        warmup_batches=0,
+    )
     assert plain.operators["task_wait_ms"].tolist() == [0.0, 0.0]
 
 
@@ -318,10 +395,30 @@ def test_profile_from_activities_and_progress():
     for batch in range(3):
         t0 = 10_000 * batch
         for task in range(2):  # source stage: 2 tasks, 40 ms useful each, over 100 events
-            rows.append(dict(operator="j0.d1:Exchange+MicroBatchScan#a", batch_id=batch, task_id=10 * batch + task, activity="processing",
-                             start_ms=t0 + 10, end_ms=t0 + 50, records_in=50, records_out=25))
-        rows.append(dict(operator="j0.d0:agg#b", batch_id=batch, task_id=10 * batch + 5, activity="processing",
-                         start_ms=t0 + 60, end_ms=t0 + 80, records_in=50, records_out=10))
+            rows.append(
+                dict(
+                    operator="j0.d1:Exchange+MicroBatchScan#a",
+                    batch_id=batch,
+                    task_id=10 * batch + task,
+                    activity="processing",
+                    start_ms=t0 + 10,
+                    end_ms=t0 + 50,
+                    records_in=50,
+                    records_out=25,
+                )
+            )
+        rows.append(
+            dict(
+                operator="j0.d0:agg#b",
+                batch_id=batch,
+                task_id=10 * batch + 5,
+                activity="processing",
+                start_ms=t0 + 60,
+                end_ms=t0 + 80,
+                records_in=50,
+                records_out=10,
+            )
+        )
     acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
     progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [100, 100, 100], "batch_duration_ms": [200, 200, 200]})
     knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
@@ -340,8 +437,12 @@ def test_profile_from_activities_and_progress():
     renamed = acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Project"))
     assert profile_stream(renamed, progress, knobs, warmup_batches=0).operators["kind"].tolist() == ["fixed", "shuffle"]
     # Spark's file source splits a batch's files by bytes per core: its scan's tasks follow the cores.
-    files = profile_stream(acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Scan json ")), progress,
-                           knobs.model_copy(update={"source_partitions": None}), warmup_batches=0)
+    files = profile_stream(
+        acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Scan json ")),
+        progress,
+        knobs.model_copy(update={"source_partitions": None}),
+        warmup_batches=0,
+    )
     assert files.operators["kind"].tolist() == ["split", "shuffle"]
     assert files.tasks(knobs.model_copy(update={"cores": 6})).tolist() == [6.0, 1.0]
     assert files.tasks(knobs.model_copy(update={"cores": 1})).tolist() == [2.0, 1.0]  # never fewer than measured
@@ -353,17 +454,45 @@ def _python_scan_activities(batches: int = 4) -> pd.DataFrame:
     for batch in range(batches):
         t0 = 10_000 * batch
         for task in range(2):
-            rows.append(dict(operator="j0.d1:Exchange+MapInArrow+MicroBatchScan#a", batch_id=batch, task_id=10 * batch + task,
-                             activity="processing", start_ms=t0 + 10, end_ms=t0 + 50, records_in=50, records_out=50, cpu_ms=0.0))
-        rows.append(dict(operator="j0.d0:HashAggregate#b", batch_id=batch, task_id=10 * batch + 5, activity="processing",
-                         start_ms=t0 + 60, end_ms=t0 + 80, records_in=100, records_out=10, cpu_ms=10.0))
+            rows.append(
+                dict(
+                    operator="j0.d1:Exchange+MapInArrow+MicroBatchScan#a",
+                    batch_id=batch,
+                    task_id=10 * batch + task,
+                    activity="processing",
+                    start_ms=t0 + 10,
+                    end_ms=t0 + 50,
+                    records_in=50,
+                    records_out=50,
+                    cpu_ms=0.0,
+                )
+            )
+        rows.append(
+            dict(
+                operator="j0.d0:HashAggregate#b",
+                batch_id=batch,
+                task_id=10 * batch + 5,
+                activity="processing",
+                start_ms=t0 + 60,
+                end_ms=t0 + 80,
+                records_in=100,
+                records_out=10,
+                cpu_ms=10.0,
+            )
+        )
     return pd.DataFrame(rows).assign(src_worker=None, status="success")
 
 
 def test_python_workers_cpu_counts_as_cpu_of_the_python_stages():
     # the counter grows 30 ms per batch of 100 events: 0.3 ms/event, all the Python scan's
-    progress = pd.DataFrame({"batch_id": [0, 1, 2, 3], "events": [100] * 4, "batch_duration_ms": [200] * 4,
-                             "python_cpu_s": [5.0, 5.03, 5.06, 5.09]})
+    progress = pd.DataFrame(
+        {
+            "batch_id": [0, 1, 2, 3],
+            "events": [100] * 4,
+            "batch_duration_ms": [200] * 4,
+            "python_cpu_s": [5.0, 5.03, 5.06, 5.09],
+        }
+    )
     knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
     p = profile_stream(_python_scan_activities(), progress, knobs, warmup_batches=0, cpus=2)
     scan, agg = p.operators.iloc[0], p.operators.iloc[1]
@@ -371,7 +500,9 @@ def test_python_workers_cpu_counts_as_cpu_of_the_python_stages():
     assert scan["cpu_ms_per_event"] == pytest.approx(0.3) and scan["wait_ms_per_event"] == pytest.approx(0.8 - 0.3)
     assert agg["cpu_ms_per_event"] == pytest.approx(0.1)  # the JVM's own CPU, nothing added
     # without the counter the scan looks like pure waiting and scales linearly past the CPUs
-    blind = profile_stream(_python_scan_activities(), progress.drop(columns="python_cpu_s"), knobs, warmup_batches=0, cpus=2)
+    blind = profile_stream(
+        _python_scan_activities(), progress.drop(columns="python_cpu_s"), knobs, warmup_batches=0, cpus=2
+    )
     eight = knobs.model_copy(update={"cores": 8, "source_partitions": 8})
     assert blind.stage_ms_per_event(eight)[0] == pytest.approx(0.8 / 8)
     assert p.stage_ms_per_event(eight)[0] == pytest.approx(0.3 / 2)  # its CPU over the 2 CPUs bounds it
@@ -379,8 +510,14 @@ def test_python_workers_cpu_counts_as_cpu_of_the_python_stages():
 
 def test_python_cpu_counter_resets_and_gaps_are_not_batches():
     # batch 2's counter fell (a new session) and batch 5 follows a gap: only batches 1 (+20 ms) and 3 (+40 ms) count
-    progress = pd.DataFrame({"batch_id": [0, 1, 2, 3, 5], "events": [100] * 5, "batch_duration_ms": [200] * 5,
-                             "python_cpu_s": [1.0, 1.02, 0.5, 0.54, 9.0]})
+    progress = pd.DataFrame(
+        {
+            "batch_id": [0, 1, 2, 3, 5],
+            "events": [100] * 5,
+            "batch_duration_ms": [200] * 5,
+            "python_cpu_s": [1.0, 1.02, 0.5, 0.54, 9.0],
+        }
+    )
     knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
     acts = pd.concat([_python_scan_activities(4), _python_scan_activities(6).query("batch_id == 5")])
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
@@ -401,19 +538,35 @@ def test_capacity_solves_the_roofline_batch_for_its_events():
 def test_a_cpu_saturated_stage_is_read_as_waiting_and_its_band_as_queueing():
     # 12 tasks on 2 CPUs whose CPU (Python workers' included) filled both CPUs for the tasks' time: fewer cores may be
     # as fast (the time was queueing) or slower (it was waiting); plans use the slower reading, the band the other
-    acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
-                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + 600, records_in=50,
-                              records_out=50, cpu_ms=0.0) for b in range(3) for t in range(12)]).assign(src_worker=None,
-                                                                                                        status="success")
-    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3,
-                             "python_cpu_s": [1.0, 2.2, 3.4]})  # 1.2 s of CPU per batch: 2 CPUs for 600 ms
+    acts = pd.DataFrame(
+        [
+            dict(
+                operator="j0.d0:MapInArrow+MicroBatchScan#a",
+                batch_id=b,
+                task_id=100 * b + t,
+                activity="processing",
+                start_ms=10_000 * b,
+                end_ms=10_000 * b + 600,
+                records_in=50,
+                records_out=50,
+                cpu_ms=0.0,
+            )
+            for b in range(3)
+            for t in range(12)
+        ]
+    ).assign(src_worker=None, status="success")
+    progress = pd.DataFrame(
+        {"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3, "python_cpu_s": [1.0, 2.2, 3.4]}
+    )  # 1.2 s of CPU per batch: 2 CPUs for 600 ms
     knobs = Knobs(cores=12, source_partitions=12, state_partitions=1, trigger_interval_s=2.0)
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
     scan = p.operators.iloc[0]
     assert scan["cpu_ms_per_event"] == pytest.approx(2.0) and scan["wait_ms_per_event"] == pytest.approx(12.0 - 2.0)
     assert p.batch_ms_for(600, knobs) == pytest.approx(900.0)  # its own batches, as measured
     queued = p.queued_reading()
-    assert queued.operators.iloc[0]["wait_ms_per_event"] == 0.0 and queued.batch_ms_for(600, knobs) == pytest.approx(900.0)
+    assert queued.operators.iloc[0]["wait_ms_per_event"] == 0.0 and queued.batch_ms_for(600, knobs) == pytest.approx(
+        900.0
+    )
     six = knobs.model_copy(update={"cores": 6, "source_partitions": 6})
     assert queued.batch_ms_for(600, six) == pytest.approx(900.0)  # the CPUs still bound it
     assert p.batch_ms_for(600, six) == pytest.approx(300 + 12.0 * 600 / 6)  # half the tasks, twice their time
@@ -423,12 +576,26 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     # 12 tasks on 2 CPUs, 50 records each: the fastest took 500 ms (10 ms per record), the rest queued for a CPU as
     # well (up to 720 ms); their mean is 12.3 ms per record, so 2.3 ms of it was queueing, the rest waiting or CPU
     durations = [500, 520, 560, 580, 600, 620, 620, 640, 660, 680, 700, 720]
-    acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
-                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + d, records_in=50,
-                              records_out=50, cpu_ms=0.0) for b in range(3) for t, d in enumerate(durations)]
-                        ).assign(src_worker=None, status="success")
-    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3,
-                             "python_cpu_s": [1.0, 1.6, 2.2]})  # 0.6 s of CPU per batch: 1 ms per event
+    acts = pd.DataFrame(
+        [
+            dict(
+                operator="j0.d0:MapInArrow+MicroBatchScan#a",
+                batch_id=b,
+                task_id=100 * b + t,
+                activity="processing",
+                start_ms=10_000 * b,
+                end_ms=10_000 * b + d,
+                records_in=50,
+                records_out=50,
+                cpu_ms=0.0,
+            )
+            for b in range(3)
+            for t, d in enumerate(durations)
+        ]
+    ).assign(src_worker=None, status="success")
+    progress = pd.DataFrame(
+        {"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3, "python_cpu_s": [1.0, 1.6, 2.2]}
+    )  # 0.6 s of CPU per batch: 1 ms per event
     knobs = Knobs(cores=12, source_partitions=12, state_partitions=1, trigger_interval_s=2.0)
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
     scan = p.operators.iloc[0]
@@ -452,14 +619,23 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     assert waiting.operators.iloc[0]["overhead_ms"] == pytest.approx(slowest)
     assert p.queued_reading().operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0 - 1.0 * 12 / 2)
     low, high = p.batch_ms_band(600, six)
-    assert low <= waiting.queued_reading().batch_ms_for(600, six, queued_set_ups=False) and high >= waiting.contended_batch_ms_for(600, six)
+    assert low <= waiting.queued_reading().batch_ms_for(
+        600, six, queued_set_ups=False
+    ) and high >= waiting.contended_batch_ms_for(600, six)
     assert low < p.batch_ms_for(600, six) < waiting.batch_ms_for(600, six) <= high
     # tasks of uneven records (a shuffle by key) may differ by a cost per task, not by queueing: none is read out
     uneven = acts.assign(records_in=np.where(acts["task_id"] % 2 == 0, 30, 70))
-    assert profile_stream(uneven, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["queue_ms_per_event"] == 0.0
+    assert (
+        profile_stream(uneven, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["queue_ms_per_event"] == 0.0
+    )
     # tasks that ran no more at once than CPUs queued for none: their spread is their data's
-    two = profile_stream(acts[acts["task_id"] % 100 < 2], progress, knobs.model_copy(update={"cores": 2, "source_partitions": 2}),
-                         warmup_batches=0, cpus=2)
+    two = profile_stream(
+        acts[acts["task_id"] % 100 < 2],
+        progress,
+        knobs.model_copy(update={"cores": 2, "source_partitions": 2}),
+        warmup_batches=0,
+        cpus=2,
+    )
     assert two.operators.iloc[0]["queue_ms_per_event"] == 0.0
 
 
@@ -468,12 +644,27 @@ def test_batches_of_different_sizes_separate_python_cpu_per_task_from_cpu_per_ev
     # and 200 events (a backlog's catch-up at the cap, then steady) tell the two apart within one configuration
     events = [200, 200, 200, 100, 100, 100]
     cpu_ms = [0.2 * e + 2 * 100 for e in events]
-    acts = pd.DataFrame([dict(operator="j0.d0:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=10 * b + t,
-                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + 300, records_in=e // 2,
-                              records_out=e // 2, cpu_ms=0.0) for b, e in enumerate(events) for t in range(2)]
-                        ).assign(src_worker=None, status="success")
+    acts = pd.DataFrame(
+        [
+            dict(
+                operator="j0.d0:MapInArrow+MicroBatchScan#a",
+                batch_id=b,
+                task_id=10 * b + t,
+                activity="processing",
+                start_ms=10_000 * b,
+                end_ms=10_000 * b + 300,
+                records_in=e // 2,
+                records_out=e // 2,
+                cpu_ms=0.0,
+            )
+            for b, e in enumerate(events)
+            for t in range(2)
+        ]
+    ).assign(src_worker=None, status="success")
     counter = np.cumsum([0.0, *cpu_ms[1:]]) / 1000.0  # batch 0 has no batch before it
-    progress = pd.DataFrame({"batch_id": range(6), "events": events, "batch_duration_ms": [400] * 6, "python_cpu_s": counter})
+    progress = pd.DataFrame(
+        {"batch_id": range(6), "events": events, "batch_duration_ms": [400] * 6, "python_cpu_s": counter}
+    )
     knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
     scan = p.operators.iloc[0]
@@ -493,21 +684,57 @@ def test_pysparks_own_cpu_per_python_task_is_charged_per_task_where_one_configur
     # 12 tasks on 2 CPUs, 50 events each, whose workers used 1.2 s of CPU a batch: the samples cannot split that
     # (contended), batches of one size cannot either; PySpark's own round trip (40 ms a task, measured on a trivial
     # task) can be charged per task: twice for a stage with a Python scan and a mapInArrow
-    acts = pd.DataFrame([dict(operator="j0.d1:MapInArrow+MicroBatchScan#a", batch_id=b, task_id=100 * b + t,
-                              activity="processing", start_ms=10_000 * b, end_ms=10_000 * b + 600, records_in=50,
-                              records_out=50, cpu_ms=0.0) for b in range(3) for t in range(12)]
-                        + [dict(operator="j0.d0:HashAggregate#b", batch_id=b, task_id=100 * b + 50, activity="processing",
-                                start_ms=10_000 * b + 700, end_ms=10_000 * b + 720, records_in=600, records_out=10,
-                                cpu_ms=10.0) for b in range(3)]).assign(src_worker=None, status="success")
-    progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [600] * 3, "batch_duration_ms": [900] * 3,
-                             "python_cpu_s": [1.0, 2.2, 3.4], "source_kinds": "python", "python_task_cpu_ms": 40.0})
+    acts = pd.DataFrame(
+        [
+            dict(
+                operator="j0.d1:MapInArrow+MicroBatchScan#a",
+                batch_id=b,
+                task_id=100 * b + t,
+                activity="processing",
+                start_ms=10_000 * b,
+                end_ms=10_000 * b + 600,
+                records_in=50,
+                records_out=50,
+                cpu_ms=0.0,
+            )
+            for b in range(3)
+            for t in range(12)
+        ]
+        + [
+            dict(
+                operator="j0.d0:HashAggregate#b",
+                batch_id=b,
+                task_id=100 * b + 50,
+                activity="processing",
+                start_ms=10_000 * b + 700,
+                end_ms=10_000 * b + 720,
+                records_in=600,
+                records_out=10,
+                cpu_ms=10.0,
+            )
+            for b in range(3)
+        ]
+    ).assign(src_worker=None, status="success")
+    progress = pd.DataFrame(
+        {
+            "batch_id": [0, 1, 2],
+            "events": [600] * 3,
+            "batch_duration_ms": [900] * 3,
+            "python_cpu_s": [1.0, 2.2, 3.4],
+            "source_kinds": "python",
+            "python_task_cpu_ms": 40.0,
+        }
+    )
     knobs = Knobs(cores=12, source_partitions=12, state_partitions=1, trigger_interval_s=2.0)
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
     scan, agg = p.operators.iloc[0], p.operators.iloc[1]
     assert scan["task_cpu_ms"] == pytest.approx(80.0) and agg["task_cpu_ms"] == 0.0
     assert scan["cpu_ms_per_event"] == pytest.approx(2.0 - 80.0 * 12 / 600)  # the rest stays per event
-    assert p.batch_ms_for(600, knobs) == pytest.approx(profile_stream(acts, progress.drop(columns="python_task_cpu_ms"), knobs,
-                                                                      warmup_batches=0, cpus=2).batch_ms_for(600, knobs))
+    assert p.batch_ms_for(600, knobs) == pytest.approx(
+        profile_stream(acts, progress.drop(columns="python_task_cpu_ms"), knobs, warmup_batches=0, cpus=2).batch_ms_for(
+            600, knobs
+        )
+    )
     assert not p.task_costs_fitted  # a floor, not a split: the band still holds all of it per task
     five = knobs.model_copy(update={"cores": 5, "source_partitions": 5})
     blind = profile_stream(acts, progress.drop(columns="python_task_cpu_ms"), knobs, warmup_batches=0, cpus=2)
@@ -525,10 +752,23 @@ def test_a_jvm_stages_cost_per_task_is_read_from_its_tasks_where_their_records_d
     # a shuffle stage of 2 tasks whose records differ by key (100-400 a task): each task takes 100 ms plus 0.1 ms a
     # record, 40 ms of it CPU plus 0.05 ms a record; batches of one size cannot tell that from a cost per event
     records = [(100, 400), (300, 200), (150, 350), (400, 100)]
-    acts = pd.DataFrame([dict(operator="j0.d0:Exchange+HashAggregate#b", batch_id=b, task_id=10 * b + t, activity="processing",
-                              start_ms=10_000 * b, end_ms=10_000 * b + 100 + 0.1 * r, records_in=r, records_out=r,
-                              cpu_ms=40 + 0.05 * r) for b, pair in enumerate(records) for t, r in enumerate(pair)]
-                        ).assign(src_worker=None, status="success")
+    acts = pd.DataFrame(
+        [
+            dict(
+                operator="j0.d0:Exchange+HashAggregate#b",
+                batch_id=b,
+                task_id=10 * b + t,
+                activity="processing",
+                start_ms=10_000 * b,
+                end_ms=10_000 * b + 100 + 0.1 * r,
+                records_in=r,
+                records_out=r,
+                cpu_ms=40 + 0.05 * r,
+            )
+            for b, pair in enumerate(records)
+            for t, r in enumerate(pair)
+        ]
+    ).assign(src_worker=None, status="success")
     progress = pd.DataFrame({"batch_id": range(4), "events": [500] * 4, "batch_duration_ms": [400] * 4})
     knobs = Knobs(cores=2, source_partitions=2, state_partitions=2, trigger_interval_s=1.0)
     p = profile_stream(acts, progress, knobs, warmup_batches=0, cpus=2)
@@ -538,7 +778,9 @@ def test_a_jvm_stages_cost_per_task_is_read_from_its_tasks_where_their_records_d
     assert "j0.d0:Exchange+HashAggregate#b" in p.task_costs_fitted
     assert p.batch_ms_for(500, knobs) == pytest.approx(400.0)  # its own batches, as measured
     # a batch three times larger pays the tasks' fixed 100 ms once, not three times (beside the slowest task's excess)
-    assert p.stage_ms_per_event(knobs)[0] * 1500 + p.stage_fixed_ms(knobs)[0] == pytest.approx(100 + 0.1 * 750 + stage["overhead_ms"])
+    assert p.stage_ms_per_event(knobs)[0] * 1500 + p.stage_fixed_ms(knobs)[0] == pytest.approx(
+        100 + 0.1 * 750 + stage["overhead_ms"]
+    )
     # even records cannot tell; nor can tasks that queued for the CPUs, nor a stage whose costs per task are Python's
     even = acts.assign(records_in=250, end_ms=acts["start_ms"] + 125.0)
     assert profile_stream(even, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["task_cpu_ms"] == 0.0
@@ -564,8 +806,18 @@ def test_leading_batches_of_a_configuration_still_warming_are_not_profiled():
     durations = [600, 450, 300, 310, 290, 300]  # the first two batches' task took longer: warming
     for batch, ms in enumerate(durations):
         t0 = 10_000 * batch
-        rows.append(dict(operator="j0.d0:MicroBatchScan#a", batch_id=batch, task_id=batch, activity="processing",
-                         start_ms=t0, end_ms=t0 + ms - 100, records_in=100, records_out=100))
+        rows.append(
+            dict(
+                operator="j0.d0:MicroBatchScan#a",
+                batch_id=batch,
+                task_id=batch,
+                activity="processing",
+                start_ms=t0,
+                end_ms=t0 + ms - 100,
+                records_in=100,
+                records_out=100,
+            )
+        )
     acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
     progress = pd.DataFrame({"batch_id": range(6), "events": [100] * 6, "batch_duration_ms": durations})
     knobs = Knobs(cores=1, source_partitions=1, state_partitions=1, trigger_interval_s=1.0)

@@ -7,7 +7,6 @@ import pytest
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.policy import (
     DhalionPolicy,
     DS2Policy,
@@ -16,6 +15,7 @@ from dagster_reconf.core.scaling.policy import (
     PolicyConfig,
     observe,
 )
+from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.spec import StreamSpec
 
 from .test_model import profile
@@ -24,8 +24,16 @@ KNOBS = Knobs(cores=1, source_partitions=1, state_partitions=8, trigger_interval
 
 
 def obs(**changes) -> Observation:
-    base = dict(batches=8, config_age_s=120.0, source_rate=1000.0, processed_rate=600.0, backlog=20_000.0,
-                backlog_growth=400.0, utilization=1.6, batch_ms=1600.0)
+    base = dict(
+        batches=8,
+        config_age_s=120.0,
+        source_rate=1000.0,
+        processed_rate=600.0,
+        backlog=20_000.0,
+        backlog_growth=400.0,
+        utilization=1.6,
+        batch_ms=1600.0,
+    )
     return Observation(**{**base, **changes})
 
 
@@ -33,7 +41,9 @@ def test_guards_hold_with_a_reason():
     policy = DS2Policy(PolicyConfig(stabilization_s=30, window_batches=6))
     assert "stabilizing" in policy.decide("s", KNOBS, obs(config_age_s=10), profile()).reason
     assert "window not full: 3 of 6" in policy.decide("s", KNOBS, obs(batches=3), profile()).reason
-    healthy = policy.decide("s", KNOBS, obs(processed_rate=1000, backlog=100, backlog_growth=0, utilization=0.6), profile())
+    healthy = policy.decide(
+        "s", KNOBS, obs(processed_rate=1000, backlog=100, backlog_growth=0, utilization=0.6), profile()
+    )
     assert healthy.action == "hold" and "in band" in healthy.reason and not healthy.requests_run
 
 
@@ -62,8 +72,13 @@ def test_direction_only_reads_no_profile_and_keeps_the_guards():
     assert wanted.reason.startswith("scale up wanted: utilization 1.60, backlog 20,000 events (+400/s)")
     assert "stabilizing" in policy.decide("s", KNOBS, obs(config_age_s=10), no_traces, plan=False).reason
     big = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
-    idle = policy.decide("s", big, obs(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2),
-                         no_traces, plan=False)
+    idle = policy.decide(
+        "s",
+        big,
+        obs(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2),
+        no_traces,
+        plan=False,
+    )
     assert idle.action == "scale_down" and idle.plan is None
 
 
@@ -85,8 +100,14 @@ def test_every_decision_says_its_step_and_what_it_saves_or_costs():
     down = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide("s", big, obs(**idle), profile(cores=8)).step
     assert down.kind == "scale_down" and down.core_seconds_per_hour_saved == (8 - down.cores_after) * 3600 > 0
     held = DS2Policy(PolicyConfig(stabilization_s=30)).decide("s", big, obs(config_age_s=10), profile()).step
-    assert held.as_dict() == {"kind": "hold", "cores_before": 8, "cores_after": 8, "core_seconds_per_hour_before": 28_800,
-                              "core_seconds_per_hour_after": 28_800, "core_seconds_per_hour_saved": 0}
+    assert held.as_dict() == {
+        "kind": "hold",
+        "cores_before": 8,
+        "cores_after": 8,
+        "core_seconds_per_hour_before": 28_800,
+        "core_seconds_per_hour_after": 28_800,
+        "core_seconds_per_hour_saved": 0,
+    }
     longer = KNOBS.model_copy(update={"trigger_interval_s": 4.0})
     assert ScalingStep.between(KNOBS, longer).kind == "interval_change"
     assert ScalingStep.between(KNOBS, KNOBS.model_copy(update={"state_partitions": 16})).kind == "repartition"
@@ -99,10 +120,12 @@ def test_fixed_costs_hide_over_provisioning_from_utilization_but_not_from_ds2():
     twelve = Knobs(cores=12, source_partitions=12, state_partitions=12, trigger_interval_s=1.0)
     busy_looking = obs(source_rate=200, processed_rate=200, backlog=50, backlog_growth=0, utilization=0.5)
     policy = DS2Policy(PolicyConfig(scale_down_delay_s=60))
-    waiting = policy.decide("s", twelve, dataclasses.replace(busy_looking, config_age_s=30),
-                            profile(cores=12, state_partitions=12))
+    waiting = policy.decide(
+        "s", twelve, dataclasses.replace(busy_looking, config_age_s=30), profile(cores=12, state_partitions=12)
+    )
     assert waiting.action == "hold" and waiting.reason.startswith(
-        "in band (utilization 0.50), but perhaps over-provisioned: the model-checked scale-down waits 60 s")
+        "in band (utilization 0.50), but perhaps over-provisioned: the model-checked scale-down waits 60 s"
+    )
     down = policy.decide("s", twelve, busy_looking, profile(cores=12, state_partitions=12))
     assert down.action == "scale_down" and down.requests_run and down.plan.target.cores <= 2
     assert down.step.core_seconds_per_hour_saved >= 10 * 3600
@@ -112,12 +135,20 @@ def test_fixed_costs_hide_over_provisioning_from_utilization_but_not_from_ds2():
     # Where the model puts the steady state above the plans' floor (the middle of low and target, 52.5 %), the stream
     # is in band: a plan DS2 made is never undone. 5 cores use (100 + 1450 * 1.5 / 5) / 1000 = 53 % at 1450 events/s.
     five = twelve.model_copy(update={"cores": 5, "source_partitions": 5, "state_partitions": 8})
-    near = policy.decide("s", five, obs(source_rate=1450, processed_rate=1450, backlog=50, backlog_growth=0, utilization=0.6),
-                         profile(cores=5, state_partitions=8))
+    near = policy.decide(
+        "s",
+        five,
+        obs(source_rate=1450, processed_rate=1450, backlog=50, backlog_growth=0, utilization=0.6),
+        profile(cores=5, state_partitions=8),
+    )
     assert near.action == "hold" and near.reason.startswith("in band: utilization 0.60")
     assert "(54%; 4 cores: 64%; no fewer within 5% of it): not over-provisioned" in near.reason  # every core counts
-    slower = policy.decide("s", five, obs(source_rate=1000, processed_rate=1000, backlog=50, backlog_growth=0, utilization=0.45),
-                           profile(cores=5, state_partitions=8))
+    slower = policy.decide(
+        "s",
+        five,
+        obs(source_rate=1000, processed_rate=1000, backlog=50, backlog_growth=0, utilization=0.45),
+        profile(cores=5, state_partitions=8),
+    )
     assert slower.action == "scale_down" and slower.plan.target.cores < 5  # 5 cores would use 40 %
 
 
@@ -125,21 +156,45 @@ def test_cores_that_buy_nothing_are_given_back_even_in_band():
     # 12 Python tasks on 2 CPUs each pay a 200 ms set-up, queued for the CPUs: at 12 cores the fixed costs alone take
     # most of the interval, so the stream looks busy (the model: 76 %) at any count above the plans' floor. DS2's plan
     # for fewer cores runs the same rate no slower (the model against itself, its bias cancelled): down it goes.
-    twelve = profile(cores=12, state_partitions=2, tasks=(12, 2), cpus=2, work=(4.0, 0.2), cpu=(0.2, 0.1),
-                     task_cpu=(200.0, 0.0), overhead=(10.0, 10.0), coordination=200, trigger=2.0)
+    twelve = profile(
+        cores=12,
+        state_partitions=2,
+        tasks=(12, 2),
+        cpus=2,
+        work=(4.0, 0.2),
+        cpu=(0.2, 0.1),
+        task_cpu=(200.0, 0.0),
+        overhead=(10.0, 10.0),
+        coordination=200,
+        trigger=2.0,
+    )
     steady = obs(source_rate=250, processed_rate=250, backlog=0, backlog_growth=0, utilization=0.65)
     down = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide("s", twelve.knobs, steady, twelve)
     assert down.action == "scale_down" and down.plan.target.cores < 12
     assert "12 cores buy nothing (the model: 76% of the interval; 2 cores:" in down.reason
     # Measured above the target utilization (in band by the signal alone), the model is asked all the same.
-    busy = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide("s", twelve.knobs, dataclasses.replace(steady, utilization=0.78),
-                                                               twelve)
+    busy = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide(
+        "s", twelve.knobs, dataclasses.replace(steady, utilization=0.78), twelve
+    )
     assert busy.action == "scale_down" and busy.plan.target == down.plan.target
-    assert DS2Policy().decide("s", twelve.knobs, dataclasses.replace(steady, utilization=0.95), twelve).action == "scale_up"
+    assert (
+        DS2Policy().decide("s", twelve.knobs, dataclasses.replace(steady, utilization=0.95), twelve).action
+        == "scale_up"
+    )
     # With 150 ms set-ups the plan's 2 cores would run hotter (67 %) than the 12 (61 %), but 3 run it at 54 % (6 at 39 %):
     # past them each core only adds a queued set-up, so the 12 buy nothing either, and down they go to DS2's plan.
-    cheap = profile(cores=12, state_partitions=2, tasks=(12, 2), cpus=2, work=(4.0, 0.2), cpu=(0.2, 0.1),
-                    task_cpu=(150.0, 0.0), overhead=(10.0, 10.0), coordination=200, trigger=2.0)
+    cheap = profile(
+        cores=12,
+        state_partitions=2,
+        tasks=(12, 2),
+        cpus=2,
+        work=(4.0, 0.2),
+        cpu=(0.2, 0.1),
+        task_cpu=(150.0, 0.0),
+        overhead=(10.0, 10.0),
+        coordination=200,
+        trigger=2.0,
+    )
     fewer = DS2Policy(PolicyConfig(scale_down_delay_s=0)).decide("s", cheap.knobs, steady, cheap)
     assert fewer.action == "scale_down" and fewer.plan.target.cores == 2
     assert "12 cores buy nothing (the model: 61% of the interval; 3 cores: 54%)" in fewer.reason
@@ -168,27 +223,54 @@ def test_policy_config_and_plan_errors_name_the_field():
     with pytest.raises(SpecError, match="utilization_low < utilization_target"):
         PolicyConfig.parse({"utilization_low": 0.8})
     with pytest.raises(SpecError, match=r"target.cores: .*got 0"):
-        ScalingPlan.parse({"stream": "s", "policy": "ds2", "reason": "r", "current": KNOBS.model_dump(),
-                           "target": {**KNOBS.model_dump(), "cores": 0}})
+        ScalingPlan.parse(
+            {
+                "stream": "s",
+                "policy": "ds2",
+                "reason": "r",
+                "current": KNOBS.model_dump(),
+                "target": {**KNOBS.model_dump(), "cores": 0},
+            }
+        )
     with pytest.raises(SpecError, match="must change at least one knob"):
-        ScalingPlan.parse({"stream": "s", "policy": "ds2", "reason": "r", "current": KNOBS.model_dump(), "target": KNOBS.model_dump()})
+        ScalingPlan.parse(
+            {"stream": "s", "policy": "ds2", "reason": "r", "current": KNOBS.model_dump(), "target": KNOBS.model_dump()}
+        )
 
 
 def progress(batch, t, events, latest, duration=900):
-    return {"kind": "progress", "progress": {
-        "batchId": batch, "timestamp": pd.Timestamp(t, unit="s", tz="UTC").isoformat(), "numInputRows": events,
-        "durationMs": {"triggerExecution": duration},
-        "sources": [{"startOffset": {"index": batch * events}, "endOffset": {"index": (batch + 1) * events},
-                     "latestOffset": {"index": latest}}],
-    }}
+    return {
+        "kind": "progress",
+        "progress": {
+            "batchId": batch,
+            "timestamp": pd.Timestamp(t, unit="s", tz="UTC").isoformat(),
+            "numInputRows": events,
+            "durationMs": {"triggerExecution": duration},
+            "sources": [
+                {
+                    "startOffset": {"index": batch * events},
+                    "endOffset": {"index": (batch + 1) * events},
+                    "latestOffset": {"index": latest},
+                }
+            ],
+        },
+    }
 
 
 def test_window_follows_restarts_and_observes_rates():
-    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    spec = {
+        "name": "s",
+        "entrypoint": "my_pkg.streams:orders",
+        "master": "local[1]",
+        "state_partitions": 8,
+        "source_partitions": 1,
+    }
     records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
     records += [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
-    records += [{**progress(b, b, 500, 1000 * (b + 1), duration=1400), "python_cpu_samples": [[b * 1000.0, b * 10.0]]}
-                for b in range(10, 30)]
+    records += [
+        {**progress(b, b, 500, 1000 * (b + 1), duration=1400), "python_cpu_samples": [[b * 1000.0, b * 10.0]]}
+        for b in range(10, 30)
+    ]
     window = ConfigurationWindow().update(records, keep=20)
     # the newest rows keep the Python CPU samples the profile splits per task and per event; older ones drop them
     assert [bool(r["python_cpu_samples"]) for r in window.rows] == [False] * 8 + [True] * 12
@@ -198,12 +280,19 @@ def test_window_follows_restarts_and_observes_rates():
     assert o.source_rate == pytest.approx(1000) and o.processed_rate == pytest.approx(500)
     assert o.backlog_growth == pytest.approx(500) and o.utilization == pytest.approx(1.4)
 
-    restarted = {"kind": "lifecycle", "event": "restarted", "spec": {**spec, "master": "local[4]"}, "seconds": 2.5,
-                 "recorded_at": 50.0}
+    restarted = {
+        "kind": "lifecycle",
+        "event": "restarted",
+        "spec": {**spec, "master": "local[4]"},
+        "seconds": 2.5,
+        "recorded_at": 50.0,
+    }
     paused = {"kind": "lifecycle", "event": "paused", "lead_s": 41.5, "recorded_at": 49.0}  # the reconfigurer's record
     assert ConfigurationWindow().lead_s is None
     window = ConfigurationWindow.from_json(window.to_json()).update([paused, restarted])
-    assert window.rows == [] and window.epoch == "restarted@50.000" and window.restart_s == 2.5 and window.lead_s == 41.5
+    assert (
+        window.rows == [] and window.epoch == "restarted@50.000" and window.restart_s == 2.5 and window.lead_s == 41.5
+    )
     # the configuration before is kept (a second operating point separates CPU per task from CPU per event)
     assert window.previous["spec"]["master"] == "local[1]" and len(window.previous["rows"]) == 10
     assert ConfigurationWindow.from_json(window.to_json()).previous == window.previous
@@ -213,7 +302,13 @@ def test_window_follows_restarts_and_observes_rates():
 
 def test_batches_until_the_python_workers_stop_growing_in_number_are_not_evidence():
     # a new SparkContext forks its Python workers over its first batches; their first tasks are stragglers
-    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[12]", "state_partitions": 2, "source_partitions": 12}
+    spec = {
+        "name": "s",
+        "entrypoint": "my_pkg.streams:orders",
+        "master": "local[12]",
+        "state_partitions": 2,
+        "source_partitions": 12,
+    }
     counts = [10, 16, 20, 20, 24, 24, 24, 24, 23, 24]  # one worker went and came back: not a warm-up
     records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
     records += [{**progress(b, 2 * b, 500, 1000 * (b + 1)), "python_workers": n} for b, n in enumerate(counts)]
@@ -223,12 +318,20 @@ def test_batches_until_the_python_workers_stop_growing_in_number_are_not_evidenc
     warming = ConfigurationWindow().update(records[:6])
     assert warming.settled(stabilization_s=3).batch_id.tolist() == []  # its newest batch forked workers
     plain = ConfigurationWindow().update(records[:1] + [progress(b, 2 * b, 500, 1000 * (b + 1)) for b in range(10)])
-    assert plain.settled(stabilization_s=3).batch_id.tolist() == list(range(2, 10))  # not recorded (a cluster): time only
+    assert plain.settled(stabilization_s=3).batch_id.tolist() == list(
+        range(2, 10)
+    )  # not recorded (a cluster): time only
 
 
 def test_a_load_step_inside_the_window_is_read_at_its_new_rate():
     # 1000 events/s offered for batches 0-5, then 2000/s: the newest batches show the new rate
-    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    spec = {
+        "name": "s",
+        "entrypoint": "my_pkg.streams:orders",
+        "master": "local[1]",
+        "state_partitions": 8,
+        "source_partitions": 1,
+    }
     offered = [1000 * (b + 1) if b < 6 else 6000 + 2000 * (b - 5) for b in range(10)]
     records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
     records += [progress(b, b, 500, offered[b], duration=1400) for b in range(10)]
@@ -238,7 +341,13 @@ def test_a_load_step_inside_the_window_is_read_at_its_new_rate():
 
 def test_the_peak_rate_of_the_scale_down_delay_is_read_beside_the_recent_rate():
     # 2000 events/s offered for batches 0-7, then 1000/s: the recent rate is the new one, the peak the old one
-    spec = {"name": "s", "entrypoint": "my_pkg.streams:orders", "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
+    spec = {
+        "name": "s",
+        "entrypoint": "my_pkg.streams:orders",
+        "master": "local[1]",
+        "state_partitions": 8,
+        "source_partitions": 1,
+    }
     offered = [2000 * (b + 1) if b < 8 else 16_000 + 1000 * (b - 7) for b in range(14)]
     records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
     records += [progress(b, b, 500, offered[b], duration=400) for b in range(14)]
@@ -251,8 +360,9 @@ def test_the_peak_rate_of_the_scale_down_delay_is_read_beside_the_recent_rate():
     assert inside.source_rate == pytest.approx(4000 / 3) and inside.peak_rate == pytest.approx(2000)
     assert inside.peak_span_s == pytest.approx(3) and o.peak_span_s == 30
     steady = [progress(b, b, 500, 1000 * (b + 1), duration=400) for b in range(14)]
-    assert observe(ConfigurationWindow().update(records[:1] + steady).frame(), 1.0, 100.0, peak_span_s=30).peak_rate == (
-        pytest.approx(1000))
+    assert observe(
+        ConfigurationWindow().update(records[:1] + steady).frame(), 1.0, 100.0, peak_span_s=30
+    ).peak_rate == (pytest.approx(1000))
 
 
 def test_a_scale_down_waits_while_the_offered_rate_is_still_falling():
@@ -263,8 +373,10 @@ def test_a_scale_down_waits_while_the_offered_rate_is_still_falling():
     idle = obs(processed_rate=100, source_rate=100, backlog=0, backlog_growth=0, utilization=0.2)
     falling = policy.decide("s", big, dataclasses.replace(idle, peak_rate=1000, peak_span_s=30), profile(cores=8))
     assert falling.action == "hold" and not falling.requests_run
-    assert falling.reason.startswith("fewer cores wanted, but the offered rate moved within the last 30 s: "
-                                     "1,000 events/s at its highest, 100 now; DS2 needs ")
+    assert falling.reason.startswith(
+        "fewer cores wanted, but the offered rate moved within the last 30 s: "
+        "1,000 events/s at its highest, 100 now; DS2 needs "
+    )
     down = policy.decide("s", big, idle, profile(cores=8))
     assert down.action == "scale_down" and down.plan.target.cores < 8
     # a peak that needs no more cores than the recent rate is no reason to wait
@@ -279,8 +391,9 @@ def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
     stopped = ConfigurationWindow().update([started, *behind, {"kind": "lifecycle", "event": "query_terminated"}])
     held = decide(DS2Policy(PolicyConfig(stabilization_s=0)), stopped, now=100.0, plan=False)
     assert held.action == "hold" and held.reason.startswith("its query terminated")
-    again = ConfigurationWindow.from_json(stopped.to_json()).update([{**started, "recorded_at": 200.0},
-                                                                     *[progress(b, 200 + b, 500, 1000 * (b + 1), 1400) for b in range(10)]])
+    again = ConfigurationWindow.from_json(stopped.to_json()).update(
+        [{**started, "recorded_at": 200.0}, *[progress(b, 200 + b, 500, 1000 * (b + 1), 1400) for b in range(10)]]
+    )
     assert decide(DS2Policy(PolicyConfig(stabilization_s=0)), again, now=300.0, plan=False).action == "scale_up"
 
 
@@ -303,8 +416,15 @@ def test_high_utilization_while_the_backlog_clears_in_time_is_catching_up_not_sc
 
 
 def test_cluster_cores_held_in_executors_round_up_and_raise_the_ceiling_when_needed():
-    spec = StreamSpec(name="s1", entrypoint="my_pkg.streams:orders", master="spark://10.0.0.5:7077", executor_cores=2,
-                      max_cores=2, cores_ceiling=8, state_partitions=8)
+    spec = StreamSpec(
+        name="s1",
+        entrypoint="my_pkg.streams:orders",
+        master="spark://10.0.0.5:7077",
+        executor_cores=2,
+        max_cores=2,
+        cores_ceiling=8,
+        state_partitions=8,
+    )
     assert Knobs.of(spec).cores == 2
     assert KNOBS.model_copy(update={"cores": 5}).changes_for(spec)["max_cores"] == 6  # three executors of 2
     assert "cores_ceiling" not in KNOBS.model_copy(update={"cores": 8}).changes_for(spec)
@@ -320,10 +440,16 @@ def test_a_slow_catch_up_at_the_cores_the_model_would_keep_is_held_not_stepped_a
     policy = DS2Policy(PolicyConfig(catch_up_s=60))
     four = KNOBS.model_copy(update={"cores": 4, "source_partitions": 4})
     slow = policy.decide("s", four, obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile(cores=4))
-    assert slow.action == "hold" and "catching up" in slow.reason and "needs 4 cores for the steady state" in slow.reason
+    assert (
+        slow.action == "hold" and "catching up" in slow.reason and "needs 4 cores for the steady state" in slow.reason
+    )
     # A plan that keeps the cores but moves another knob (here the trigger interval): held too, no pause for it.
-    longer = policy.decide("s", four.model_copy(update={"trigger_interval_s": 0.5}),
-                           obs(backlog=100_000, backlog_growth=-500, utilization=1.0), profile(cores=4))
+    longer = policy.decide(
+        "s",
+        four.model_copy(update={"trigger_interval_s": 0.5}),
+        obs(backlog=100_000, backlog_growth=-500, utilization=1.0),
+        profile(cores=4),
+    )
     assert longer.action == "hold" and "catching up" in longer.reason
 
 
@@ -341,13 +467,17 @@ def test_a_backlog_that_shrinks_is_not_paused_for_a_catch_up_that_would_not_come
     assert slow.action == "scale_up" and slow.plan.target.cores == 4, slow.reason
     # Unless a reconfiguration takes 250 s to reach its pause (a standby's start): 20,000 are left by then, and 4 cores
     # clear them (and the 13,000 of the restart) 24 s after it: 287 s against 375 s is under a quarter sooner.
-    late = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=250)
+    late = policy.decide(
+        "s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=250
+    )
     assert late.action == "hold" and "in 287 s, counting 250 s until the pause" in late.reason, late.reason
     # A backlog growing until the pause is planned for as it will be then: 30 s at +400/s adds 12,000 to catch up.
     soon, later = (DS2Policy().decide("s", KNOBS, obs(), profile(), lead_s=lead).plan for lead in (0, 30))
     assert later.predicted["target_rate"] - soon.predicted["target_rate"] == pytest.approx(12_000 / 60)
     # A backlog gone before the pause needs none.
-    gone = policy.decide("s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=400)
+    gone = policy.decide(
+        "s", three, obs(backlog=60_000, backlog_growth=-160, utilization=1.0), profile(cores=3), lead_s=400
+    )
     assert gone.action == "hold" and "clear it in 375 s" in gone.reason, gone.reason
 
 
@@ -366,10 +496,17 @@ def test_a_longer_interval_alone_waits_for_a_rate_the_cores_in_place_cannot_sust
     rising = obs(source_rate=50, processed_rate=50, backlog=20, backlog_growth=10, utilization=0.4)
     held = DS2Policy().decide("s", fixed.knobs, rising, fixed)
     assert held.action == "hold" and held.plan is None
-    assert "the cores in place (1) sustain 61 events/s" in held.reason and "(1 s -> 2 s) is not worth a pause" in held.reason
+    assert (
+        "the cores in place (1) sustain 61 events/s" in held.reason
+        and "(1 s -> 2 s) is not worth a pause" in held.reason
+    )
     # At 400 events/s no count of cores sustains the rate at 1 s with those fixed costs: the interval grows, with cores.
-    behind = DS2Policy().decide("s", fixed.knobs, dataclasses.replace(rising, source_rate=400, backlog_growth=80), fixed)
-    assert behind.action == "scale_up" and behind.plan.target.trigger_interval_s == 2.0 and behind.plan.target.cores == 2
+    behind = DS2Policy().decide(
+        "s", fixed.knobs, dataclasses.replace(rising, source_rate=400, backlog_growth=80), fixed
+    )
+    assert (
+        behind.action == "scale_up" and behind.plan.target.trigger_interval_s == 2.0 and behind.plan.target.cores == 2
+    )
 
 
 def test_a_scale_down_keeps_the_caps_share_of_an_interval():
@@ -377,8 +514,11 @@ def test_a_scale_down_keeps_the_caps_share_of_an_interval():
     # gives cores back; the cap grows with the interval, not with the (never reached) capacity at 12 cores
     idle = profile(cores=12, state_partitions=12, coordination=270.0, events=1000)
     idle = dataclasses.replace(idle, knobs=idle.knobs.model_copy(update={"max_per_trigger": 1500}))
-    plan = DS2Policy().decide("s", idle.knobs, obs(backlog=0, backlog_growth=0, utilization=0.3, processed_rate=1000),
-                              idle).plan
+    plan = (
+        DS2Policy()
+        .decide("s", idle.knobs, obs(backlog=0, backlog_growth=0, utilization=0.3, processed_rate=1000), idle)
+        .plan
+    )
     assert plan.target.cores < 12 and plan.target.trigger_interval_s == 2.0
     assert plan.target.max_per_trigger >= 1500 * 2
 
@@ -389,4 +529,6 @@ def test_busy_batches_with_nothing_behind_are_not_called_catching_up():
     four = KNOBS.model_copy(update={"cores": 4, "source_partitions": 4})
     busy = obs(processed_rate=1000, backlog=0, backlog_growth=-0.3, utilization=0.95)
     held = DS2Policy().decide("s", four, busy, profile(cores=4))
-    assert held.action == "hold" and "catching up" not in held.reason and "scale up wanted, but" in held.reason, held.reason
+    assert held.action == "hold" and "catching up" not in held.reason and "scale up wanted, but" in held.reason, (
+        held.reason
+    )

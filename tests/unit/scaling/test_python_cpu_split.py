@@ -4,22 +4,37 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.profile import profile_stream
 from dagster_reconf.core.scaling.python_cpu_split import split_python_cpu
+from dagster_reconf.core.scaling.scaling_plan import Knobs
 
 SCAN = "j0.d1:Exchange+MapInArrow+MicroBatchScan#a"
 
 
-def _run(set_up_ms: float, per_event_ms: float, batches: int = 12, events: int = 300, task_ms: float = 3000.0,
-         gap_ms: float = 1000.0, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+def _run(
+    set_up_ms: float,
+    per_event_ms: float,
+    batches: int = 12,
+    events: int = 300,
+    task_ms: float = 3000.0,
+    gap_ms: float = 1000.0,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, np.ndarray]:
     """One Python task per batch: its set-up CPU in the first 150 ms, its per-event CPU spread over it; the counter
     sampled every 100 ms (with jitter) in 10 ms ticks, as /proc reports it."""
     rng = np.random.default_rng(seed)
     tasks, t0 = [], 1_000_000.0
     for batch in range(batches):
-        tasks.append({"operator": SCAN, "batch_id": batch, "task_id": batch, "start_ms": t0, "end_ms": t0 + task_ms,
-                      "events": float(events)})
+        tasks.append(
+            {
+                "operator": SCAN,
+                "batch_id": batch,
+                "task_id": batch,
+                "start_ms": t0,
+                "end_ms": t0 + task_ms,
+                "events": float(events),
+            }
+        )
         t0 += task_ms + gap_ms
     frame = pd.DataFrame(tasks)
     times = np.arange(frame["start_ms"].min() - 500, t0, 100.0) + rng.uniform(0, 20, size=None)
@@ -52,13 +67,22 @@ def test_samples_that_cannot_tell_give_no_split():
 def test_the_profile_charges_the_split_per_task_and_queues_set_ups_it_did_not_see():
     # One core: each batch one 3 s scan task with 120 ms of Python set-up and 300 events at 0.05 ms of CPU each.
     tasks, samples = _run(120.0, 0.05)
-    acts = tasks.assign(activity="processing", records_in=300, records_out=300, cpu_ms=0.0, src_worker=None,
-                        status="success").drop(columns="events")
+    acts = tasks.assign(
+        activity="processing", records_in=300, records_out=300, cpu_ms=0.0, src_worker=None, status="success"
+    ).drop(columns="events")
     edges = tasks["end_ms"].to_numpy() + 100.0
-    progress = pd.DataFrame({"batch_id": tasks["batch_id"], "events": 300, "batch_duration_ms": 3100.0,
-                             "python_cpu_s": np.interp(edges, samples[:, 0], samples[:, 1]) / 1000.0,
-                             "python_cpu_samples": [samples[(samples[:, 0] > lo) & (samples[:, 0] <= hi)].tolist()
-                                                    for lo, hi in zip(np.r_[0.0, edges[:-1]], edges)]})
+    progress = pd.DataFrame(
+        {
+            "batch_id": tasks["batch_id"],
+            "events": 300,
+            "batch_duration_ms": 3100.0,
+            "python_cpu_s": np.interp(edges, samples[:, 0], samples[:, 1]) / 1000.0,
+            "python_cpu_samples": [
+                samples[(samples[:, 0] > lo) & (samples[:, 0] <= hi)].tolist()
+                for lo, hi in zip(np.r_[0.0, edges[:-1]], edges)
+            ],
+        }
+    )
     knobs = Knobs(cores=1, source_partitions=1, state_partitions=1, trigger_interval_s=4.0)
     profile = profile_stream(acts, progress, knobs, warmup_batches=1, cpus=2)
     scan = profile.operators.iloc[0]
@@ -83,7 +107,8 @@ def test_the_profile_charges_the_split_per_task_and_queues_set_ups_it_did_not_se
     assert profile_stream(four, progress, contended, warmup_batches=1, cpus=2).task_costs_fitted == frozenset()
     assert profile_stream(four, progress, contended, warmup_batches=1, cpus=4).task_costs_fitted == {SCAN}
     # a profile measured with that contention has it in its figures already: the plain roofline
-    measured_shared = profile_stream(acts, progress, knobs.model_copy(update={"cores": 4, "source_partitions": 4}),
-                                     warmup_batches=1, cpus=2)
+    measured_shared = profile_stream(
+        acts, progress, knobs.model_copy(update={"cores": 4, "source_partitions": 4}), warmup_batches=1, cpus=2
+    )
     a, b, a2, b2 = measured_shared._lines(twelve)
     assert b2[0] == pytest.approx(b[0] * 2 / 12)

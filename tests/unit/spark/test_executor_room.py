@@ -7,17 +7,32 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dagster_reconf.core.process.local_cluster import start_cluster
-from dagster_reconf.core.spark.executor_room import (WorkerRoom, executor_memory_mb, executor_room_problem, granted_cores, master_ui,
-                                              worker_rooms)
-from dagster_reconf.core.spark.executors import STABLE_POLLS, _settled
 from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.process.local_cluster import start_cluster
+from dagster_reconf.core.spark.executor_room import (
+    WorkerRoom,
+    executor_memory_mb,
+    executor_room_problem,
+    granted_cores,
+    master_ui,
+    worker_rooms,
+)
+from dagster_reconf.core.spark.executors import STABLE_POLLS, _settled
 
 
 def _worker(port: int, cores_free: int, memory_free: int, state: str = "ALIVE") -> dict:
-    return {"id": f"worker-{port}", "host": "127.0.0.1", "port": port, "cores": 3, "coresused": 3 - cores_free,
-            "coresfree": cores_free, "memory": 2048, "memoryused": 2048 - memory_free, "memoryfree": memory_free,
-            "state": state}
+    return {
+        "id": f"worker-{port}",
+        "host": "127.0.0.1",
+        "port": port,
+        "cores": 3,
+        "coresused": 3 - cores_free,
+        "coresfree": cores_free,
+        "memory": 2048,
+        "memoryused": 2048 - memory_free,
+        "memoryfree": memory_free,
+        "state": state,
+    }
 
 
 @pytest.fixture(name="master")
@@ -42,8 +57,9 @@ def master_fixture():
     server.server_close()
 
 
-@pytest.mark.parametrize("value, mb", [("512m", 512), ("1g", 1024), ("2G", 2048), ("1t", 1 << 20), ("2048k", 2),
-                                       ("300", 300), (None, 1024)])
+@pytest.mark.parametrize(
+    "value, mb", [("512m", 512), ("1g", 1024), ("2G", 2048), ("1t", 1 << 20), ("2048k", 2), ("300", 300), (None, 1024)]
+)
 def test_executor_memory_is_read_as_spark_reads_it(value, mb):
     assert executor_memory_mb(value) == mb
 
@@ -88,8 +104,11 @@ def test_a_shortfall_names_each_workers_free_cores_and_memory_and_the_fix(master
     page, url = master
     # As `reconf cluster start` records a cluster under the runtime home (this process stands in for the master's).
     (tmp_path / "cluster").mkdir()
-    (tmp_path / "cluster" / "cluster.json").write_text(json.dumps(
-        {"master_url": "spark://127.0.0.1:7077", "master_ui": url, "master_pid": os.getpid(), "worker_pids": []}))
+    (tmp_path / "cluster" / "cluster.json").write_text(
+        json.dumps(
+            {"master_url": "spark://127.0.0.1:7077", "master_ui": url, "master_pid": os.getpid(), "worker_pids": []}
+        )
+    )
     assert master_ui("spark://127.0.0.1:7077", tmp_path) == url
     assert master_ui("spark://127.0.0.1:7078", tmp_path) is None, "another master than the recorded one"
     page["workers"] = [_worker(1, 2, 1024), _worker(2, 1, 0)]
@@ -100,15 +119,21 @@ def test_a_shortfall_names_each_workers_free_cores_and_memory_and_the_fix(master
         "standalone master spark://127.0.0.1:7077 has room for 1 more executor(s) of 1 core(s) and 1024 MiB, not the 2 "
         "this change adds (worker 127.0.0.1:1: 2 cores, 1024 MiB free; worker 127.0.0.1:2: 1 cores, 0 MiB free); give "
         "the workers more cores or memory (`reconf cluster start --cores N --memory SIZE`, or SPARK_WORKER_CORES / "
-        "SPARK_WORKER_MEMORY), lower executor_memory, or plan fewer cores")
-    assert executor_room_problem("spark://127.0.0.1:7077", 2, executor_cores=1, executor_memory="512m", home=tmp_path) is None
+        "SPARK_WORKER_MEMORY), lower executor_memory, or plan fewer cores"
+    )
+    assert (
+        executor_room_problem("spark://127.0.0.1:7077", 2, executor_cores=1, executor_memory="512m", home=tmp_path)
+        is None
+    )
     assert executor_room_problem("spark://127.0.0.1:7077", 0, **kwargs) is None
 
 
 def test_masters_without_a_readable_ui_are_not_checked(tmp_path):
     assert master_ui("local[2]") is None and master_ui("yarn") is None
     assert master_ui("spark://127.0.0.1:9", tmp_path) is None  # no cluster recorded, nothing on port 8080 answers
-    assert executor_room_problem("spark://127.0.0.1:9", 5, executor_cores=1, executor_memory="1g", home=tmp_path) is None
+    assert (
+        executor_room_problem("spark://127.0.0.1:9", 5, executor_cores=1, executor_memory="1g", home=tmp_path) is None
+    )
 
 
 def test_a_cluster_with_a_bad_worker_memory_is_refused_before_anything_starts(tmp_path):

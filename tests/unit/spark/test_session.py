@@ -22,8 +22,11 @@ def test_a_drivers_temporary_files_go_to_its_own_folder_unless_the_user_names_on
     assert conf["spark.local.dir"] == str(temp)
     assert conf["spark.driver.extraJavaOptions"] == f"{DRIVER_THREAD_STACK} -Djava.io.tmpdir='{temp}'"
 
-    theirs = spark_conf_for(spec(spark_conf={"spark.local.dir": "/scratch", "spark.driver.extraJavaOptions":
-                                             "-Djava.io.tmpdir=/scratch"}), None, temp)
+    theirs = spark_conf_for(
+        spec(spark_conf={"spark.local.dir": "/scratch", "spark.driver.extraJavaOptions": "-Djava.io.tmpdir=/scratch"}),
+        None,
+        temp,
+    )
     assert theirs["spark.local.dir"] == "/scratch"
     assert theirs["spark.driver.extraJavaOptions"].endswith("-Djava.io.tmpdir=/scratch"), "the last -D wins in Java"
 

@@ -15,8 +15,14 @@ pytestmark = pytest.mark.skipif(not _bundled_zips(), reason="this PySpark ships 
 
 def run_shim(shim: str, pythonpath: str) -> dict:
     probe = "import json, sys, pyspark; print(json.dumps({'path': sys.path, 'pyspark': pyspark.__file__}))"
-    out = subprocess.run([shim, "-c", probe], env={**os.environ, "PYTHONPATH": pythonpath}, capture_output=True,
-                         text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [shim, "-c", probe],
+        env={**os.environ, "PYTHONPATH": pythonpath},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return json.loads(out.stdout)
 
 

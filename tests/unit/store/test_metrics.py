@@ -65,25 +65,47 @@ def test_progress_row_derives_backlog_and_state():
 
 
 def test_progress_row_accepts_offsets_as_json_text():
-    text = {**PROGRESS, "sources": [{"description": "PythonMicroBatchStreamWithAdmissionControl@1",
-                                     "startOffset": json.dumps({"index": 4}), "endOffset": json.dumps({"index": 10}),
-                                     "latestOffset": "null"}]}
+    text = {
+        **PROGRESS,
+        "sources": [
+            {
+                "description": "PythonMicroBatchStreamWithAdmissionControl@1",
+                "startOffset": json.dumps({"index": 4}),
+                "endOffset": json.dumps({"index": 10}),
+                "latestOffset": "null",
+            }
+        ],
+    }
     row = progress_row(text)
     assert row["end_offset"] == 10 and row["events"] == 6 and row["backlog_events"] is None
     assert row["source_kinds"] == "python" and row["latest_offset"] is None
 
 
 def test_an_unknown_source_counts_rows_and_says_why_its_backlog_is_unknown():
-    socket = {**PROGRESS, "sources": [{"description": "TextSocketV2[host: localhost, port: 9999]", "startOffset": 3,
-                                       "endOffset": 5, "numInputRows": 17}]}
+    socket = {
+        **PROGRESS,
+        "sources": [
+            {
+                "description": "TextSocketV2[host: localhost, port: 9999]",
+                "startOffset": 3,
+                "endOffset": 5,
+                "numInputRows": 17,
+            }
+        ],
+    }
     row = progress_row(socket)
     assert row["events"] == 17 and row["backlog_events"] is None and row["source_kinds"] == "unknown"
     assert "TextSocketV2" in row["backlog_unknown"] and "backlog is unknown" in row["backlog_unknown"]
 
 
 def test_progress_frame_orders_by_batch_and_skips_lifecycle_records():
-    frame = progress_frame([{"kind": "progress", "progress": {**PROGRESS, "batchId": 9}}, {"kind": "lifecycle"},
-                            {"kind": "progress", "progress": PROGRESS}])
+    frame = progress_frame(
+        [
+            {"kind": "progress", "progress": {**PROGRESS, "batchId": 9}},
+            {"kind": "lifecycle"},
+            {"kind": "progress", "progress": PROGRESS},
+        ]
+    )
     assert frame["batch_id"].tolist() == [7, 9]
 
 
@@ -113,15 +135,20 @@ def test_status_figures_project_one_batch():
 
 def test_an_event_logs_progress_gives_its_totals_through_its_sources():
     """Spark's event log writes a progress without numInputRows and the rates at the top: its sources carry them."""
-    logged = {k: v for k, v in PROGRESS.items() if k not in ("numInputRows", "inputRowsPerSecond", "processedRowsPerSecond")}
-    logged["sources"] = [{**PROGRESS["sources"][0], "numInputRows": 3000, "inputRowsPerSecond": 2999.5,
-                          "processedRowsPerSecond": "NaN"}]
+    logged = {
+        k: v for k, v in PROGRESS.items() if k not in ("numInputRows", "inputRowsPerSecond", "processedRowsPerSecond")
+    }
+    logged["sources"] = [
+        {**PROGRESS["sources"][0], "numInputRows": 3000, "inputRowsPerSecond": 2999.5, "processedRowsPerSecond": "NaN"}
+    ]
     row = progress_row(logged)
     assert row["num_input_rows"] == 3000 and row["input_rows_per_second"] == 2999.5
 
 
 def _segment_files(path):
-    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(path.name) and not p.name.endswith(".lock"))
+    return sorted(
+        p.name for p in path.parent.iterdir() if p.name.startswith(path.name) and not p.name.endswith(".lock")
+    )
 
 
 def _ticked(path, ticks: int, **segments) -> MetricsStore:

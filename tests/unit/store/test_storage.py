@@ -12,10 +12,16 @@ import uuid
 import pytest
 from upath import UPath
 
-from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts, free_bytes, stateful_operators, tree_bytes
 from dagster_reconf.core.errors import SpecError
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.spec import StreamSpec, restart_scope
+from dagster_reconf.core.store.checkpoint import (
+    CheckpointSnapshot,
+    checkpoint_facts,
+    free_bytes,
+    stateful_operators,
+    tree_bytes,
+)
+from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import location, location_of, spark_uri, validate_storage_url
 from dagster_reconf.core.traces.store import TraceStore
 
@@ -29,12 +35,15 @@ def remote_fixture():
     root.fs.rm(root.path, recursive=True) if root.exists() else None
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("relative/dir", "is not a URL"),
-    ("/abs/dir", "is not a URL"),
-    ("nosuchfs://x/y", "not a filesystem fsspec knows"),
-    ("file://relative", "needs an absolute path"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("relative/dir", "is not a URL"),
+        ("/abs/dir", "is not a URL"),
+        ("nosuchfs://x/y", "not a filesystem fsspec knows"),
+        ("file://relative", "needs an absolute path"),
+    ],
+)
 def test_bad_storage_urls_are_refused_with_the_fix(url, message):
     with pytest.raises(ValueError, match=message):
         validate_storage_url(url)
@@ -66,12 +75,17 @@ def test_paths_follow_the_specs_storage_and_storage_cannot_change_in_place(tmp_p
 
 def _write_checkpoint(root: UPath, batches: range, partitions: int) -> None:
     for batch in batches:
-        conf = {"spark.sql.shuffle.partitions": str(partitions),
-                "spark.sql.streaming.stateStore.providerClass": "org.apache.spark...RocksDBStateStoreProvider"}
-        (root / "offsets" / str(batch)).write_text(f'v1\n{json.dumps({"conf": conf})}\n{{"index": {100 * (batch + 1)}}}')
+        conf = {
+            "spark.sql.shuffle.partitions": str(partitions),
+            "spark.sql.streaming.stateStore.providerClass": "org.apache.spark...RocksDBStateStoreProvider",
+        }
+        (root / "offsets" / str(batch)).write_text(
+            f'v1\n{json.dumps({"conf": conf})}\n{{"index": {100 * (batch + 1)}}}'
+        )
         (root / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
     (root / "state" / "0" / "_metadata" / "metadata").write_text(
-        'v1\n{"operatorInfo": {"operatorName": "stateStoreSave"}}')
+        'v1\n{"operatorInfo": {"operatorName": "stateStoreSave"}}'
+    )
     (root / "state" / "0" / "0" / "1.zip").write_bytes(b"immutable state")
 
 

@@ -9,7 +9,9 @@ from .test_store import JOB, task
 
 def job(job_id, stages, query="q1", batch=0, parents=None):
     return {
-        "Event": "SparkListenerJobStart", "Job ID": job_id, "Stage IDs": stages,
+        "Event": "SparkListenerJobStart",
+        "Job ID": job_id,
+        "Stage IDs": stages,
         "Properties": {"sql.streaming.queryId": query, "streaming.sql.batchId": str(batch)} if query else {},
         "Stage Infos": [
             {"Stage ID": s, "Parent IDs": (parents or {}).get(s, []), "RDD Info": [{"Scope": f'{{"name": "Op{i}"}}'}]}
@@ -20,7 +22,9 @@ def job(job_id, stages, query="q1", batch=0, parents=None):
 
 def normalize(events):
     normalizer = TraceNormalizer()
-    normalizer.add([{"Event": "SparkListenerExecutorAdded", "Executor ID": "0", "Executor Info": {"Total Cores": 2}}, *events])
+    normalizer.add(
+        [{"Event": "SparkListenerExecutorAdded", "Executor ID": "0", "Executor Info": {"Total Cores": 2}}, *events]
+    )
     return normalizer, normalizer.table()
 
 
@@ -40,7 +44,9 @@ def test_task_sequence_follows_snailtrail_spark_adapter():
     assert (steps["start_ms"].to_numpy()[1:] == steps["end_ms"].to_numpy()[:-1]).all()
     messages = table[table["src_worker"].notna()]
     assert set(zip(messages["src_worker"], messages["dst_worker"], messages["activity"])) == {
-        ("driver", "0/0", "control"), ("0/0", "driver", "data")}
+        ("driver", "0/0", "control"),
+        ("0/0", "driver", "data"),
+    }
 
 
 def test_shuffle_messages_join_parent_and_child_stage_tasks():
@@ -51,16 +57,28 @@ def test_shuffle_messages_join_parent_and_child_stage_tasks():
 
 
 def test_operators_are_stable_across_batches_while_stage_ids_grow():
-    events = [job(0, [0, 1], batch=0, parents={1: [0]}), task(0, 0, 1000), task(1, 1, 1030),
-              job(1, [2, 3], batch=1, parents={3: [2]}), task(2, 2, 2000), task(3, 3, 2030)]
+    events = [
+        job(0, [0, 1], batch=0, parents={1: [0]}),
+        task(0, 0, 1000),
+        task(1, 1, 1030),
+        job(1, [2, 3], batch=1, parents={3: [2]}),
+        task(2, 2, 2000),
+        task(3, 3, 2030),
+    ]
     _, table = normalize(events)
     by_batch = table.groupby("batch_id")["operator"].apply(lambda s: sorted(set(s)))
     assert by_batch[0] == by_batch[1] and len(by_batch[0]) == 2
 
 
 def test_several_queries_and_non_streaming_jobs_in_one_application():
-    events = [job(0, [0], query="qa", batch=5), task(0, 0, 1000), job(1, [1], query="qb", batch=9), task(1, 1, 1000),
-              job(2, [2], query=None), task(2, 2, 1100)]
+    events = [
+        job(0, [0], query="qa", batch=5),
+        task(0, 0, 1000),
+        job(1, [1], query="qb", batch=9),
+        task(1, 1, 1000),
+        job(2, [2], query=None),
+        task(2, 2, 1100),
+    ]
     _, table = normalize(events)
     assert set(zip(table["query_id"].fillna("-"), table["batch_id"])) == {("qa", 5), ("qb", 9), ("-", -1)}
 
@@ -102,7 +120,9 @@ def test_gaps_of_older_or_broken_logs_are_counted_not_guessed():
     assert normalizer.skipped["task of a stage never submitted"] == 1
     assert normalizer.skipped["event not used: SomeFutureEvent"] == 1
     assert set(timeline(table)["task_id"]) == {1}
-    assert timeline(table)["activity"].tolist() == ["scheduling"]  # no metrics: all of it is unexplained scheduling delay
+    assert timeline(table)["activity"].tolist() == [
+        "scheduling"
+    ]  # no metrics: all of it is unexplained scheduling delay
 
 
 def test_slots_follow_cores_and_tolerate_late_finish_reports():
@@ -113,7 +133,9 @@ def test_slots_follow_cores_and_tolerate_late_finish_reports():
 
 
 def test_removed_executor_keeps_its_history():
-    normalizer, table = normalize([JOB, task(0, 0, 1000), {"Event": "SparkListenerExecutorRemoved", "Executor ID": "0"}])
+    normalizer, table = normalize(
+        [JOB, task(0, 0, 1000), {"Event": "SparkListenerExecutorRemoved", "Executor ID": "0"}]
+    )
     assert set(timeline(table)["worker"]) == {"0/0"}
     assert normalizer.skipped["event not used: SparkListenerExecutorRemoved"] == 1
 

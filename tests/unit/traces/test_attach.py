@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from dagster_reconf.core.traces.attach import AttachSpec, infer_trigger_interval_s
 from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.traces.attach import AttachSpec, infer_trigger_interval_s
 
 
 def test_the_trigger_is_where_batches_that_waited_started():
@@ -20,12 +20,15 @@ def test_back_to_back_batches_tell_no_trigger():
     assert infer_trigger_interval_s(np.cumsum(np.full(10, 700)), np.full(10, 700)) is None
 
 
-@pytest.mark.parametrize(("fields", "match"), [
-    ({"event_logs": "logs/relative"}, r"event_logs: storage 'logs/relative' is not a URL"),
-    ({"event_logs": "nosuch://x"}, r"not a filesystem fsspec knows"),
-    ({"name": "Bad Name"}, r"name: String should match pattern"),
-    ({"trigger_interval_s": -1}, r"trigger_interval_s: Input should be greater than or equal to 0"),
-])
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"event_logs": "logs/relative"}, r"event_logs: storage 'logs/relative' is not a URL"),
+        ({"event_logs": "nosuch://x"}, r"not a filesystem fsspec knows"),
+        ({"name": "Bad Name"}, r"name: String should match pattern"),
+        ({"trigger_interval_s": -1}, r"trigger_interval_s: Input should be greater than or equal to 0"),
+    ],
+)
 def test_bad_attach_specs_name_the_field(fields, match):
     with pytest.raises(SpecError, match=match):
         AttachSpec.parse({"name": "s", "event_logs": "/var/log/spark", **fields})

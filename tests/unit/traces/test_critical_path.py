@@ -13,9 +13,25 @@ from dagster_reconf.core.traces.summaries import summarize, what_if_parallelism
 
 def row(worker, activity, start, end, *, task, operator="op", src=None, dst=None):
     values = dict.fromkeys(ACTIVITY_COLUMNS, 0)
-    values.update(app_id="app", query_id="q", batch_id=0, job_id=0, stage_id=0, stage_attempt=0, operator=operator,
-                  task_id=task, attempt=0, status="success", speculative=False, worker=worker, src_worker=src,
-                  dst_worker=dst, activity=activity, start_ms=float(start), end_ms=float(end))
+    values.update(
+        app_id="app",
+        query_id="q",
+        batch_id=0,
+        job_id=0,
+        stage_id=0,
+        stage_attempt=0,
+        operator=operator,
+        task_id=task,
+        attempt=0,
+        status="success",
+        speculative=False,
+        worker=worker,
+        src_worker=src,
+        dst_worker=dst,
+        activity=activity,
+        start_ms=float(start),
+        end_ms=float(end),
+    )
     return values
 
 
@@ -36,7 +52,9 @@ def all_to_all(k, rounds, d=10.0, m=2.0, durations=None, operators=None):
         if r < rounds:
             for a in range(k):
                 for b in range(k):
-                    rows.append(row(f"e/{a}", "data", barrier, barrier + m, task=-1, operator=op, src=f"e/{a}", dst=f"e/{b}"))
+                    rows.append(
+                        row(f"e/{a}", "data", barrier, barrier + m, task=-1, operator=op, src=f"e/{a}", dst=f"e/{b}")
+                    )
         t = barrier + (m if r < rounds else 0)
     return pd.DataFrame(rows), t
 
@@ -97,7 +115,9 @@ def test_what_if_more_workers_shortens_critical_path():
     assert prediction["operator_workers"] == 2
     assert prediction["current_ms"] == pytest.approx(end)
     assert prediction["predicted_ms"] == pytest.approx(end - 25.0)
-    with pytest.raises(ValueError, match=r"operator 'nope' has no activity in this snapshot; operators: \['fast', 'slow'\]"):
+    with pytest.raises(
+        ValueError, match=r"operator 'nope' has no activity in this snapshot; operators: \['fast', 'slow'\]"
+    ):
         what_if_parallelism(table, result, "nope", 2)
 
 
@@ -105,19 +125,21 @@ def test_a_task_launched_before_its_slots_previous_one_was_reported_finished():
     """As measured in a Spark 4.3 local-mode log: task 2 launches on slot e/1 at 687 while task 1's serialization is
     stamped until 693; the slot runs one task at a time, so task 1 ends where task 2 starts, and CP still sums to 1
     (before, the overlap left 693-703.8 as waiting on every worker: no path crossed the window)."""
-    table = pd.DataFrame([
-        row("driver", "control", 600, 602, task=1, src="driver", dst="e/1"),
-        row("e/1", "scheduling", 600, 602, task=1),
-        row("e/1", "processing", 602, 691.8, task=1),
-        row("e/1", "serialization", 691.8, 693, task=1),
-        row("e/1", "data", 693, 693, task=1, src="e/1", dst="driver"),
-        row("driver", "control", 687, 689, task=2, src="driver", dst="e/1"),
-        row("e/1", "scheduling", 687, 689, task=2),
-        row("e/1", "deserialization", 689, 690, task=2),
-        row("e/1", "processing", 690, 703.8, task=2),
-        row("e/1", "serialization", 703.8, 705, task=2),
-        row("e/1", "data", 705, 705, task=2, src="e/1", dst="driver"),
-    ])
+    table = pd.DataFrame(
+        [
+            row("driver", "control", 600, 602, task=1, src="driver", dst="e/1"),
+            row("e/1", "scheduling", 600, 602, task=1),
+            row("e/1", "processing", 602, 691.8, task=1),
+            row("e/1", "serialization", 691.8, 693, task=1),
+            row("e/1", "data", 693, 693, task=1, src="e/1", dst="driver"),
+            row("driver", "control", 687, 689, task=2, src="driver", dst="e/1"),
+            row("e/1", "scheduling", 687, 689, task=2),
+            row("e/1", "deserialization", 689, 690, task=2),
+            row("e/1", "processing", 690, 703.8, task=2),
+            row("e/1", "serialization", 703.8, 705, task=2),
+            row("e/1", "data", 705, 705, task=2, src="e/1", dst="driver"),
+        ]
+    )
     with_cp, result = snapshot(table, 600.0, 705.0)
     assert abs(result.cp_sum - 1) <= 1e-9
     cp = with_cp.set_index(["task_id", "activity"])["cp"]
@@ -129,12 +151,17 @@ def test_a_window_across_a_new_spark_context_keeps_its_tasks_apart():
     """A handover or restart starts a new SparkContext, whose task ids start again at 0: the driver must not take
     the old application's task 0 and the new one's for one task in flight through the pause (every worker waiting,
     no path across the window), nor the slot sequencing take them for one task."""
+
     def launched(table):  # the driver launches each task and takes its result (control messages)
         tasks = table[table["activity"] == "processing"]
-        messages = [row("driver", "control", t.start_ms, t.start_ms + 0.5, task=t.task_id, src="driver", dst=t.worker)
-                    for t in tasks.itertuples()]
-        messages += [row(t.worker, "control", t.end_ms, t.end_ms + 0.5, task=t.task_id, src=t.worker, dst="driver")
-                     for t in tasks.itertuples()]
+        messages = [
+            row("driver", "control", t.start_ms, t.start_ms + 0.5, task=t.task_id, src="driver", dst=t.worker)
+            for t in tasks.itertuples()
+        ]
+        messages += [
+            row(t.worker, "control", t.end_ms, t.end_ms + 0.5, task=t.task_id, src=t.worker, dst="driver")
+            for t in tasks.itertuples()
+        ]
         return pd.concat([table, pd.DataFrame(messages)], ignore_index=True)
 
     old, _ = all_to_all(2, 1)

@@ -40,13 +40,18 @@ def _normalizer_skips(path):
     return normalizer.skipped
 
 
-@pytest.mark.parametrize("damage", [
-    lambda line: line[:-7] + b"\xff\xfe" + line[-5:],  # invalid UTF-8
-    lambda line: line.replace(b'"Task ID": 7', b'"Task ID": "seven"'),  # a field of another type
-    lambda line: line.replace(b'"Launch Time"', b'"Launch Tim\\u0000"'),  # a flipped key
-    lambda line: b"\x00garbage\x01 " * 3,  # garbage
-    lambda line: b'{"Event": "SparkListenerTaskEnd", "Stage ID": null, "Task Info": null}',  # JSON, not as Spark writes
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda line: line[:-7] + b"\xff\xfe" + line[-5:],  # invalid UTF-8
+        lambda line: line.replace(b'"Task ID": 7', b'"Task ID": "seven"'),  # a field of another type
+        lambda line: line.replace(b'"Launch Time"', b'"Launch Tim\\u0000"'),  # a flipped key
+        lambda line: b"\x00garbage\x01 " * 3,  # garbage
+        lambda line: (
+            b'{"Event": "SparkListenerTaskEnd", "Stage ID": null, "Task Info": null}'
+        ),  # JSON, not as Spark writes
+    ],
+)
 def test_a_damaged_task_line_never_raises(tmp_path, damage):
     lines = log_lines()
     lines[4 + 7] = damage(lines[4 + 7])
@@ -60,7 +65,9 @@ def test_a_damaged_task_line_never_raises(tmp_path, damage):
 
 def test_malformed_job_and_stage_events_are_counted(tmp_path):
     broken_job = {**JOB, "Job ID": None}
-    lines = [json.dumps(e).encode() for e in [*events()[:3], broken_job, {"Event": "SparkListenerStageSubmitted"}, *TASKS]]
+    lines = [
+        json.dumps(e).encode() for e in [*events()[:3], broken_job, {"Event": "SparkListenerStageSubmitted"}, *TASKS]
+    ]
     path = tmp_path / "app-1"
     path.write_bytes(b"\n".join(lines) + b"\n")
     _, normalizer, read = normalize_log(path)
@@ -82,8 +89,9 @@ def test_a_damaged_block_in_the_middle_is_skipped_to_the_next(tmp_path, suffix, 
     assert len(result.events) > len(log_lines()) // 3  # what precedes and follows the damage is kept
 
 
-@pytest.mark.parametrize(("suffix", "encode"), [("", lambda d: d), (".zstd", zstd_frames), (".lz4", lz4_java),
-                                                (".snappy", snappy_java)])
+@pytest.mark.parametrize(
+    ("suffix", "encode"), [("", lambda d: d), (".zstd", zstd_frames), (".lz4", lz4_java), (".snappy", snappy_java)]
+)
 def test_a_finished_log_cut_short_keeps_its_head(tmp_path, suffix, encode):
     data = encode(b"\n".join(log_lines()) + b"\n")
     path = tmp_path / f"app-1{suffix}"

@@ -113,7 +113,10 @@ def test_corrupt_lines_are_counted_not_returned(tmp_path):
     "content,match",
     [
         (b"hello world\n", r"is not a Spark event log: none of its first 1 lines is a Spark listener event"),
-        (b'{"name": "x"}\n' * 20, r"is not a Spark event log: none of its first 10 lines .*\(the first: b'\{\"name\": \"x\"\}'\)"),
+        (
+            b'{"name": "x"}\n' * 20,
+            r"is not a Spark event log: none of its first 10 lines .*\(the first: b'\{\"name\": \"x\"\}'\)",
+        ),
     ],
 )
 def test_not_an_event_log_is_refused(tmp_path, content, match):
@@ -151,15 +154,33 @@ def test_cursor_round_trip():
 
 # -- the whole-log fast path (read_event_table) -------------------------------------------------------------
 
-TASK_END = {"Event": "SparkListenerTaskEnd", "Stage ID": 3, "Stage Attempt ID": 0, "Task End Reason": {"Reason": "Success"},
-            "Task Info": {"Task ID": 7, "Attempt": 0, "Launch Time": 1000, "Finish Time": 1040, "Executor ID": "0",
-                          "Speculative": False, "Killed": False, "Accumulables": [{"ID": 1, "Name": "x", "Update": "5"}]},
-            "Task Metrics": {"Executor Run Time": 30, "Shuffle Read Metrics": {"Fetch Wait Time": 2}}}
+TASK_END = {
+    "Event": "SparkListenerTaskEnd",
+    "Stage ID": 3,
+    "Stage Attempt ID": 0,
+    "Task End Reason": {"Reason": "Success"},
+    "Task Info": {
+        "Task ID": 7,
+        "Attempt": 0,
+        "Launch Time": 1000,
+        "Finish Time": 1040,
+        "Executor ID": "0",
+        "Speculative": False,
+        "Killed": False,
+        "Accumulables": [{"ID": 1, "Name": "x", "Update": "5"}],
+    },
+    "Task Metrics": {"Executor Run Time": 30, "Shuffle Read Metrics": {"Fetch Wait Time": 2}},
+}
 FULL_LOG = [
     {"Event": "SparkListenerLogStart", "Spark Version": "4.3.0"},
     {"Event": "SparkListenerApplicationStart", "App ID": "app-1", "Timestamp": 0},
-    {"Event": "SparkListenerJobStart", "Job ID": 0, "Stage IDs": [3], "Properties": {"sql.streaming.queryId": "q"},
-     "Stage Infos": [{"Stage ID": 3, "Parent IDs": [], "RDD Info": [{"Scope": "{\"name\": \"Exchange\"}"}]}]},
+    {
+        "Event": "SparkListenerJobStart",
+        "Job ID": 0,
+        "Stage IDs": [3],
+        "Properties": {"sql.streaming.queryId": "q"},
+        "Stage Infos": [{"Stage ID": 3, "Parent IDs": [], "RDD Info": [{"Scope": '{"name": "Exchange"}'}]}],
+    },
     {"Event": "SparkListenerTaskStart", "Stage ID": 3, "Task Info": {"Task ID": 7}},
     TASK_END,
 ]
@@ -184,7 +205,9 @@ def test_a_finished_file_is_read_whole_by_duckdb_as_arrow_reads_a_running_one(tm
     whole = table_read(finished)
     assert whole.table.to_pylist() == arrow.table.to_pylist() and whole.table.schema == arrow.table.schema
     assert whole.table.num_rows == 3 and whole.skipped == arrow.skipped == {
-        "event not used: SparkListenerLogStart": 1, "event not used: SparkListenerTaskStart": 1}
+        "event not used: SparkListenerLogStart": 1,
+        "event not used: SparkListenerTaskStart": 1,
+    }
     assert whole.cursor == LogCursor(finished.name, 0, complete=True)
     assert arrow.cursor == LogCursor(running.name, len(lines(FULL_LOG)), complete=False)
     # A finished file is never opened again: not even garbage in its place is read.

@@ -7,7 +7,9 @@ from dagster_reconf.core.traces.eventlog import ReadResult, TableReadResult
 from dagster_reconf.core.traces.store import TraceStore, application_logs, normalize_log
 
 JOB = {
-    "Event": "SparkListenerJobStart", "Job ID": 0, "Stage IDs": [0, 1],
+    "Event": "SparkListenerJobStart",
+    "Job ID": 0,
+    "Stage IDs": [0, 1],
     "Properties": {"sql.streaming.queryId": "q1", "streaming.sql.batchId": "0"},
     "Stage Infos": [
         {"Stage ID": 0, "Parent IDs": [], "RDD Info": [{"Scope": '{"name": "MicroBatchScan"}'}]},
@@ -18,12 +20,25 @@ JOB = {
 
 def task(task_id, stage, launch, executor="0"):
     return {
-        "Event": "SparkListenerTaskEnd", "Stage ID": stage, "Stage Attempt ID": 0, "Task End Reason": {"Reason": "Success"},
-        "Task Info": {"Task ID": task_id, "Attempt": 0, "Launch Time": launch, "Finish Time": launch + 20,
-                      "Executor ID": executor, "Getting Result Time": 0},
-        "Task Metrics": {"Executor Deserialize Time": 2, "Executor Run Time": 15, "Result Serialization Time": 1,
-                         "Shuffle Read Metrics": {"Fetch Wait Time": 3 if stage else 0},
-                         "Shuffle Write Metrics": {"Shuffle Write Time": 2_000_000}},
+        "Event": "SparkListenerTaskEnd",
+        "Stage ID": stage,
+        "Stage Attempt ID": 0,
+        "Task End Reason": {"Reason": "Success"},
+        "Task Info": {
+            "Task ID": task_id,
+            "Attempt": 0,
+            "Launch Time": launch,
+            "Finish Time": launch + 20,
+            "Executor ID": executor,
+            "Getting Result Time": 0,
+        },
+        "Task Metrics": {
+            "Executor Deserialize Time": 2,
+            "Executor Run Time": 15,
+            "Result Serialization Time": 1,
+            "Shuffle Read Metrics": {"Fetch Wait Time": 3 if stage else 0},
+            "Shuffle Write Metrics": {"Shuffle Write Time": 2_000_000},
+        },
     }
 
 
@@ -32,7 +47,11 @@ def events():
         {"Event": "SparkListenerLogStart", "Spark Version": "4.3.0"},
         {"Event": "SparkListenerApplicationStart", "App ID": "app-1"},
         {"Event": "SparkListenerExecutorAdded", "Executor ID": "0", "Executor Info": {"Total Cores": 2}},
-        JOB, task(0, 0, 1000), task(1, 0, 1000), task(2, 1, 1030), task(3, 1, 1030),
+        JOB,
+        task(0, 0, 1000),
+        task(1, 0, 1000),
+        task(2, 1, 1030),
+        task(3, 1, 1030),
     ]
 
 
@@ -87,12 +106,18 @@ def test_a_line_arrow_refuses_falls_back_to_line_by_line_with_the_same_rows(tmp_
     without_first_task, corrupt = tmp_path / "app-clean", tmp_path / "app-corrupt"
     write(without_first_task, [e for e in events() if e.get("Task Info", {}).get("Task ID") != 0])
     write(corrupt, events())
-    corrupt.write_text(corrupt.read_text().replace('{"Event": "SparkListenerTaskEnd"', '{"Event": "SparkListenerTaskEnd" oops', 1)
-                       + '{"Event": "SparkListenerJobEnd", "Job ID": "not a number"}\n')
+    corrupt.write_text(
+        corrupt.read_text().replace('{"Event": "SparkListenerTaskEnd"', '{"Event": "SparkListenerTaskEnd" oops', 1)
+        + '{"Event": "SparkListenerJobEnd", "Job ID": "not a number"}\n'
+    )
     fast_rows, _, fast = normalize_log(without_first_task)
     slow_rows, _, slow = normalize_log(corrupt)
     assert isinstance(fast, TableReadResult) and isinstance(slow, ReadResult)
-    assert slow.skipped == {"corrupt_line": 1, "event not used: SparkListenerLogStart": 1, "event not used: SparkListenerJobEnd": 1}
+    assert slow.skipped == {
+        "corrupt_line": 1,
+        "event not used: SparkListenerLogStart": 1,
+        "event not used: SparkListenerJobEnd": 1,
+    }
     assert fast.skipped == {"event not used: SparkListenerLogStart": 1}
     pd.testing.assert_frame_equal(slow_rows, fast_rows)
 
@@ -102,17 +127,32 @@ def many_tasks():
     out = events()[:3]
     for job in range(10):
         stages = [2 * job, 2 * job + 1]
-        out.append({**JOB, "Job ID": job, "Stage IDs": stages, "Properties": {**JOB["Properties"], "streaming.sql.batchId": str(job)},
-                    "Stage Infos": [{**info, "Stage ID": s, "Parent IDs": [s - 1] if k else []}
-                                    for k, (info, s) in enumerate(zip(JOB["Stage Infos"], stages, strict=True))]})
+        out.append(
+            {
+                **JOB,
+                "Job ID": job,
+                "Stage IDs": stages,
+                "Properties": {**JOB["Properties"], "streaming.sql.batchId": str(job)},
+                "Stage Infos": [
+                    {**info, "Stage ID": s, "Parent IDs": [s - 1] if k else []}
+                    for k, (info, s) in enumerate(zip(JOB["Stage Infos"], stages, strict=True))
+                ],
+            }
+        )
         t0 = 1000 + 100 * job
-        out += [task(4 * job, stages[0], t0), task(4 * job + 1, stages[0], t0), task(4 * job + 2, stages[1], t0 + 30),
-                task(4 * job + 3, stages[1], t0 + 30)]
+        out += [
+            task(4 * job, stages[0], t0),
+            task(4 * job + 1, stages[0], t0),
+            task(4 * job + 2, stages[1], t0 + 30),
+            task(4 * job + 3, stages[1], t0 + 30),
+        ]
     return out
 
 
 def sorted_rows(frame):
-    return frame.sort_values(["start_ms", "end_ms", "activity", "worker", "src_worker", "task_id"]).reset_index(drop=True)
+    return frame.sort_values(["start_ms", "end_ms", "activity", "worker", "src_worker", "task_id"]).reset_index(
+        drop=True
+    )
 
 
 def test_parts_normalized_while_duckdb_reads_the_next_make_the_rows_of_a_whole_read(tmp_path, monkeypatch):
@@ -123,7 +163,11 @@ def test_parts_normalized_while_duckdb_reads_the_next_make_the_rows_of_a_whole_r
     whole, _, _ = normalize_log(log)
     parts = []
     monkeypatch.setattr(eventlog, "_DUCKDB_PART_ROWS", 3)
-    monkeypatch.setattr(TraceNormalizer, "add_table", lambda self, table, add=TraceNormalizer.add_table: (parts.append(table.num_rows), add(self, table)))
+    monkeypatch.setattr(
+        TraceNormalizer,
+        "add_table",
+        lambda self, table, add=TraceNormalizer.add_table: (parts.append(table.num_rows), add(self, table)),
+    )
     streamed, _, read = normalize_log(log)
     assert len(parts) > 5 and sum(parts) == read.events_read == 2 + 10 * 5
     pd.testing.assert_frame_equal(sorted_rows(streamed), sorted_rows(whole))
@@ -215,8 +259,16 @@ def test_a_log_completed_while_being_read_is_read_under_its_final_name(tmp_path,
 
 def test_activities_of_one_streams_queries_only(tmp_path):
     """A driver runs the stream's query and the control plane's helpers (replays, probes) under other query ids."""
-    helper = {**JOB, "Job ID": 1, "Stage IDs": [2, 3], "Properties": {"sql.streaming.queryId": "replay", "streaming.sql.batchId": "0"},
-              "Stage Infos": [{**JOB["Stage Infos"][0], "Stage ID": 2}, {**JOB["Stage Infos"][1], "Stage ID": 3, "Parent IDs": [2]}]}
+    helper = {
+        **JOB,
+        "Job ID": 1,
+        "Stage IDs": [2, 3],
+        "Properties": {"sql.streaming.queryId": "replay", "streaming.sql.batchId": "0"},
+        "Stage Infos": [
+            {**JOB["Stage Infos"][0], "Stage ID": 2},
+            {**JOB["Stage Infos"][1], "Stage ID": 3, "Parent IDs": [2]},
+        ],
+    }
     logs = tmp_path / "eventlog"
     logs.mkdir()
     write(logs / "app-1", [*events(), helper, task(4, 2, 1100), task(5, 3, 1130)])

@@ -61,8 +61,14 @@ def test_schema_ddl_has_nested_structs():
 def test_spark_options_are_strings_without_unset_or_excluded_ones():
     opts = SourceOptions(rate=10, max_events=5)
     assert opts.to_spark()["rate"] == "10.0" and "start_time" not in opts.to_spark()
-    assert set(opts.to_spark(exclude=PACING_OPTIONS)) == {"seed", "partitions", "max_events", "event_time_rate",
-                                                          "vocabulary", "words_per_sentence"}
+    assert set(opts.to_spark(exclude=PACING_OPTIONS)) == {
+        "seed",
+        "partitions",
+        "max_events",
+        "event_time_rate",
+        "vocabulary",
+        "words_per_sentence",
+    }
 
 
 def test_rate_steps_change_the_pace_without_a_jump():

@@ -6,7 +6,10 @@ Alembic loads this file as a script, outside the package, so it imports nothing 
 from alembic import context
 
 attributes = context.config.attributes
-context.configure(connection=attributes["connection"], target_metadata=attributes["metadata"],
-                  version_table=attributes["version_table"])
+context.configure(
+    connection=attributes["connection"],
+    target_metadata=attributes["metadata"],
+    version_table=attributes["version_table"],
+)
 with context.begin_transaction():
     context.run_migrations()
