@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from dagster_reconf.core.progress.lifecycle import Restarted, Started, lifecycle_event
 from dagster_reconf.core.scaling.scaling_plan import known_cores  # noqa: E402
 from dagster_reconf.core.spec import StreamSpec  # noqa: E402
 from dagster_reconf.core.store.metrics import record_row  # noqa: E402
@@ -36,8 +37,9 @@ def timeline_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per committed batch: its trigger time (``at``, s since epoch) and the figures above."""
     rows, cores = [], None
     for record in records:
-        if record.get("kind") == "lifecycle" and record.get("event") in ("started", "restarted") and record.get("spec"):
-            cores = known_cores(StreamSpec.parse(record["spec"]))
+        event = lifecycle_event(record)
+        if isinstance(event, (Started, Restarted)) and event.spec:
+            cores = known_cores(StreamSpec.parse(event.spec))
         elif record.get("kind") == "progress":
             row = record_row(record)
             # The batch's trigger time: when Spark read the source's latest offset.

@@ -56,6 +56,7 @@ from typing import Any
 
 from dagster_reconf.core.errors import ReconfError, SpecError, StreamStateError
 from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.progress.lifecycle import Paused
 from dagster_reconf.core.progress.state_rows import state_row_counts
 from dagster_reconf.core.reconfig.capabilities import stream_capabilities
 from dagster_reconf.core.reconfig.handles import StreamHandle
@@ -781,15 +782,8 @@ class Reconfigurer:
         """Tell the stream's metrics how long this reconfiguration ran before its pause (the steps before it): the
         backlog went on moving at the old settings that long, which a policy weighs before asking for the next one."""
         lead_s = sum(r.timings.get(step, 0.0) for step in STEPS[: STEPS.index("pause")])
-        MetricsStore(self.stream.paths.metrics).append(
-            {
-                "kind": "lifecycle",
-                "stream": self.stream.name,
-                "event": "paused",
-                "reconfiguration_id": r.id,
-                "lead_s": round(lead_s, 3),
-            }
-        )
+        paused = Paused(stream=self.stream.name, reconfiguration_id=r.id, lead_s=round(lead_s, 3))
+        MetricsStore(self.stream.paths.metrics).append(paused.to_record())
 
     def _finish_interrupted(self, report: dict[str, Any]) -> dict[str, Any]:
         """Finish in the driver now in charge a batch the live driver's stop left planned (``report``: that stop's)."""

@@ -17,6 +17,14 @@ from typing import Any
 
 import pandas as pd
 
+from dagster_reconf.core.progress.lifecycle import (
+    Paused,
+    QueryTerminated,
+    Restarted,
+    SettingsKnown,
+    Started,
+    lifecycle_event,
+)
 from dagster_reconf.core.scaling.policy import Decision, Observation, ScalingPolicy, observe
 from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
 from dagster_reconf.core.scaling.scaling_plan import Knobs
@@ -63,29 +71,22 @@ class ConfigurationWindow:
     def update(self, records: Iterable[dict[str, Any]], keep: int = KEPT_ROWS) -> "ConfigurationWindow":
         """Fold new metrics-store records in (in order)."""
         for record in records:
-            if record.get("kind") == "lifecycle" and record.get("event") == "settings" and record.get("spec"):
-                self.spec = record["spec"]  # the same configuration, better known (an attached stream's trigger)
-            elif (
-                record.get("kind") == "lifecycle"
-                and record.get("event") in ("started", "restarted")
-                and record.get("spec")
-            ):
+            event = lifecycle_event(record)
+            if isinstance(event, SettingsKnown) and event.spec:
+                self.spec = event.spec  # the same configuration, better known (an attached stream's trigger)
+            elif isinstance(event, (Started, Restarted)) and event.spec:
                 if self.spec and self.rows:
                     self.previous = {"spec": self.spec, "started_at": self.started_at, "rows": self.rows[-keep:]}
-                self.spec = record["spec"]
-                self.started_at = float(record.get("recorded_at", 0.0))
-                self.epoch = f"{record.get('event')}@{self.started_at:.3f}"
+                self.spec = event.spec
+                self.started_at = float(event.recorded_at or 0.0)
+                self.epoch = f"{event.EVENT}@{self.started_at:.3f}"
                 self.rows = []
                 self.terminated = False
-                if record.get("seconds") is not None:
-                    self.restart_seconds = [*self.restart_seconds[-19:], float(record["seconds"])]
-            elif (
-                record.get("kind") == "lifecycle"
-                and record.get("event") == "paused"
-                and record.get("lead_s") is not None
-            ):
-                self.lead_seconds = [*self.lead_seconds[-19:], float(record["lead_s"])]
-            elif record.get("kind") == "lifecycle" and record.get("event") == "query_terminated":
+                if isinstance(event, Restarted) and event.seconds is not None:
+                    self.restart_seconds = [*self.restart_seconds[-19:], float(event.seconds)]
+            elif isinstance(event, Paused) and event.lead_s is not None:
+                self.lead_seconds = [*self.lead_seconds[-19:], float(event.lead_s)]
+            elif isinstance(event, QueryTerminated):
                 self.terminated = True
             elif record.get("kind") == "progress":
                 row = {

@@ -38,7 +38,6 @@ __all__ = [
     "Observation",
     "PolicyConfig",
     "ScalingPolicy",
-    "median_restart_s",
     "observe",
 ]
 
@@ -671,9 +670,3 @@ class DynamicAllocationPolicy(ScalingPolicy):
 
 
 POLICIES: dict[str, type[ScalingPolicy]] = {p.name: p for p in (DS2Policy, DhalionPolicy, DynamicAllocationPolicy)}
-
-
-def median_restart_s(lifecycle: list[dict[str, Any]]) -> float | None:
-    """Median measured restart time from lifecycle records (``restarted`` with ``seconds``), None if none."""
-    seconds = [float(r["seconds"]) for r in lifecycle if r.get("event") == "restarted" and r.get("seconds") is not None]
-    return float(np.median(seconds)) if seconds else None

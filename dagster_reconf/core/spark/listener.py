@@ -26,6 +26,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
+from dagster_reconf.core.progress.lifecycle import QueryStarted, QueryTerminated
 from dagster_reconf.core.store.metrics import MetricsStore
 
 __all__ = ["ProgressRecorder"]
@@ -95,13 +96,7 @@ class ProgressRecorder(StreamingQueryListener):
             self._run_ids.add(str(event.runId))
             self.failure = None
             self.store.append(
-                {
-                    "kind": "lifecycle",
-                    "stream": self.stream,
-                    "event": "query_started",
-                    "run_id": str(event.runId),
-                    "query_id": str(event.id),
-                }
+                QueryStarted(stream=self.stream, run_id=str(event.runId), query_id=str(event.id)).to_record()
             )
 
     @property
@@ -150,11 +145,5 @@ class ProgressRecorder(StreamingQueryListener):
         if event.exception:
             self.failure = event.exception
         self.store.append(
-            {
-                "kind": "lifecycle",
-                "stream": self.stream,
-                "event": "query_terminated",
-                "run_id": str(event.runId),
-                "exception": event.exception,
-            }
+            QueryTerminated(stream=self.stream, run_id=str(event.runId), exception=event.exception).to_record()
         )

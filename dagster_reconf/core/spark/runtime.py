@@ -40,6 +40,14 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from dagster_reconf.core.definition import StreamContext, StreamOutput
 from dagster_reconf.core.errors import SpecError, StreamStartError, StreamStateError
+from dagster_reconf.core.progress.lifecycle import (
+    ExecutorsResized,
+    FileSinkLogAligned,
+    PythonTaskCpuFailed,
+    Restarted,
+    Started,
+    Stopped,
+)
 from dagster_reconf.core.progress.source_kinds import FileBacklogProbe
 from dagster_reconf.core.spark.batch_jobs import batch_has_written, batch_may_have_written
 from dagster_reconf.core.spark.executor_room import (
@@ -159,9 +167,7 @@ class StreamRuntime:
                     settle=True,
                     launched=self._launched_executors(self._spark),
                 )
-                self.store.append(
-                    {"kind": "lifecycle", "stream": self.spec.name, "event": "executors", **resized.as_dict()}
-                )
+                self.store.append(ExecutorsResized(stream=self.spec.name, **resized.as_dict()).to_record())
         if self._recorder is None and self.spec.instrumentation:
             # The Python task workers run under this driver in local mode only: their CPU is measured there.
             if self.spec.master.startswith("local") and self._cpu_sampler is None:
@@ -185,14 +191,7 @@ class StreamRuntime:
         try:
             return kept_python_task_cpu_ms(self._spark, [self.definition.name.split(":")[0]])
         except Exception as exc:
-            self.store.append(
-                {
-                    "kind": "lifecycle",
-                    "stream": self.spec.name,
-                    "event": "python_task_cpu_failed",
-                    "error": first_line(exc),
-                }
-            )
+            self.store.append(PythonTaskCpuFailed(stream=self.spec.name, error=first_line(exc)).to_record())
             return None
 
     def _launched_executors(self, spark: SparkSession) -> Callable[[], int | None] | None:
@@ -350,9 +349,7 @@ class StreamRuntime:
             self.query = self.start_query()
             self.paths.add_query_id(str(self.query.id))
             self.paths.write_spec(self.spec.model_dump_json(indent=2))
-            self.store.append(
-                {"kind": "lifecycle", "stream": self.spec.name, "event": "started", "spec": self.spec.model_dump()}
-            )
+            self.store.append(Started(stream=self.spec.name, spec=self.spec.model_dump()).to_record())
             return self.query
 
     def _align_sink_log(self) -> None:
@@ -364,13 +361,7 @@ class StreamRuntime:
         aligned = align_file_sink_log(self.paths.checkpoint, sink, interval)
         if aligned:
             self.store.append(
-                {
-                    "kind": "lifecycle",
-                    "stream": self.spec.name,
-                    "event": "file_sink_log_aligned",
-                    "batches": aligned.filled,
-                    "cleared": aligned.cleared,
-                }
+                FileSinkLogAligned(stream=self.spec.name, batches=aligned.filled, cleared=aligned.cleared).to_record()
             )
 
     def await_healthy(self, timeout_s: float) -> dict[str, Any]:
@@ -546,7 +537,7 @@ class StreamRuntime:
     def _stopped(self, started: float, attempts: int, finished: int | None, dropped: int | None = None) -> StopReport:
         info = checkpoint_facts(self.paths.checkpoint)
         report = StopReport(info.last_committed_batch, time.monotonic() - started, attempts, finished, dropped)
-        self.store.append({"kind": "lifecycle", "stream": self.spec.name, "event": "stopped", **asdict(report)})
+        self.store.append(Stopped(stream=self.spec.name, **asdict(report)).to_record())
         return report
 
     def changed_spec(self, changes: dict[str, Any]) -> tuple[StreamSpec, RestartScope]:
@@ -591,15 +582,9 @@ class StreamRuntime:
                 raise
             seconds = time.monotonic() - started
             self.store.append(
-                {
-                    "kind": "lifecycle",
-                    "stream": new.name,
-                    "event": "restarted",
-                    "scope": scope.value,
-                    "changes": changes,
-                    "seconds": seconds,
-                    "spec": new.model_dump(),
-                }
+                Restarted(
+                    stream=new.name, scope=scope.value, changes=changes, seconds=seconds, spec=new.model_dump()
+                ).to_record()
             )
             return {"scope": scope.value, "stop": asdict(stop), "seconds": seconds}
 
@@ -622,7 +607,7 @@ class StreamRuntime:
             # A cores change within the ceiling, or executors added ahead of one that was rolled back. Added ones join
             # the running query as they come.
             resized = resize_executors(self._spark, spec.executors)
-            self.store.append({"kind": "lifecycle", "stream": spec.name, "event": "executors", **resized.as_dict()})
+            self.store.append(ExecutorsResized(stream=spec.name, **resized.as_dict()).to_record())
         self.query = None
         self.start()
 
@@ -666,7 +651,7 @@ class StreamRuntime:
             if room:
                 raise StreamStateError(room)
             resized = resize_executors(self.spark, count, wait_s=wait_s)
-            self.store.append({"kind": "lifecycle", "stream": spec.name, "event": "executors", **resized.as_dict()})
+            self.store.append(ExecutorsResized(stream=spec.name, **resized.as_dict()).to_record())
             if resized.after < count:
                 resize_executors(self.spark, resized.after)
                 raise StreamStateError(

@@ -29,6 +29,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from dagster_reconf.core.errors import SpecError, validated
+from dagster_reconf.core.progress.lifecycle import QueryTerminated, SettingsKnown, Started
 from dagster_reconf.core.spec import StreamSpec, validate_master
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
@@ -151,9 +152,7 @@ class AttachedReader:
         if state.get("spec") is not None and latest is not None:  # settings given since (a trigger interval, say)
             before = state["spec"]
             if self._publish(latest, state).model_dump() != before:
-                self.store.append(
-                    {"kind": "lifecycle", "stream": self.spec.name, "event": "settings", "spec": state["spec"]}
-                )
+                self.store.append(SettingsKnown(stream=self.spec.name, spec=state["spec"]).to_record())
         self._save(state)
         found["ignored_queries"] = sorted(found["ignored_queries"])
         found["query_name"] = state["query_name"]
@@ -195,18 +194,15 @@ class AttachedReader:
                 state["starts"].append({"run_id": event.get("runId"), "timestamp": event.get("timestamp")})
                 state["recent"] = []  # a new run (a driver restart, say): its own batches tell its trigger
                 spec = self._publish(entry, state)
-                self.store.append(
-                    {
-                        "kind": "lifecycle",
-                        "stream": self.spec.name,
-                        "event": "started",
-                        "spec": spec.model_dump(),
-                        "run_id": event.get("runId"),
-                        "query_id": event.get("id"),
-                        "app": entry["app"],
-                        **_event_time(event.get("timestamp")),
-                    }
+                started = Started(
+                    stream=self.spec.name,
+                    spec=spec.model_dump(),
+                    run_id=event.get("runId"),
+                    query_id=event.get("id"),
+                    app=entry["app"],
+                    recorded_at=_event_time(event.get("timestamp")),
                 )
+                self.store.append(started.to_record())
         elif kind == PROGRESS:
             progress = event.get("progress") or {}
             if self._query_matches(progress.get("name"), progress.get("id"), state, found):
@@ -217,19 +213,13 @@ class AttachedReader:
                 before = state.get("spec")
                 spec = self._publish(entry, state)
                 if before is not None and spec.model_dump() != before:  # the trigger became known: same configuration
-                    self.store.append(
-                        {"kind": "lifecycle", "stream": self.spec.name, "event": "settings", "spec": spec.model_dump()}
-                    )
+                    self.store.append(SettingsKnown(stream=self.spec.name, spec=spec.model_dump()).to_record())
         elif kind == TERMINATED:
             if str(event.get("id")) in self.paths.query_ids:
                 self.store.append(
-                    {
-                        "kind": "lifecycle",
-                        "stream": self.spec.name,
-                        "event": "query_terminated",
-                        "run_id": event.get("runId"),
-                        "exception": event.get("exception"),
-                    }
+                    QueryTerminated(
+                        stream=self.spec.name, run_id=event.get("runId"), exception=event.get("exception")
+                    ).to_record()
                 )
 
     def _remember(self, progress: dict[str, Any], state: dict[str, Any]) -> None:
@@ -319,10 +309,10 @@ def attached_location(paths: StreamPaths) -> Location | None:
     return location_of(AttachSpec.model_validate_json(paths.attached.read_text()).event_logs)
 
 
-def _event_time(timestamp: Any) -> dict[str, float]:
+def _event_time(timestamp: Any) -> float | None:
     """``recorded_at`` = when Spark says the query started (not when the log was read): a configuration's age and
-    which batches came after its warm-up are measured from it. Empty where the log has no readable time."""
+    which batches came after its warm-up are measured from it. None where the log has no readable time."""
     try:
-        return {"recorded_at": pd.Timestamp(timestamp).timestamp()} if timestamp else {}
+        return pd.Timestamp(timestamp).timestamp() if timestamp else None
     except (ValueError, TypeError):
-        return {}
+        return None

@@ -1,3 +1,4 @@
+from dagster_reconf.core.progress.lifecycle import Restarted, Started
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.harness.timeline import TIMELINE_COLUMNS, timeline_frame, timeline_plot_png
 
@@ -11,11 +12,8 @@ def progress(batch: int, start: int, end: int, latest: int, at: float) -> dict:
 
 
 def started(master: str) -> dict:
-    return {
-        "kind": "lifecycle",
-        "event": "started",
-        "spec": StreamSpec(name="s", entrypoint="my_pkg.streams:orders", master=master).model_dump(),
-    }
+    spec = StreamSpec(name="s", entrypoint="my_pkg.streams:orders", master=master)
+    return Started(stream="s", spec=spec.model_dump()).to_record()
 
 
 def test_rates_backlog_and_cores_per_batch():
@@ -23,7 +21,7 @@ def test_rates_backlog_and_cores_per_batch():
         {**started("local[1]"), "recorded_at": 0.0},
         {"kind": "progress", "recorded_at": 10.0, "progress": progress(0, 0, 100, 200, 10.0)},
         {"kind": "progress", "recorded_at": 12.0, "progress": progress(1, 100, 300, 700, 12.0)},
-        {**started("local[4]"), "event": "restarted", "recorded_at": 13.0},
+        Restarted(stream="s", spec=started("local[4]")["spec"], scope="session", recorded_at=13.0).to_record(),
         {"kind": "progress", "recorded_at": 14.0, "progress": progress(2, 300, 900, 1100, 14.0)},
         {
             "kind": "progress",

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.progress.lifecycle import Paused, QueryTerminated, Restarted, Started
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.policy import (
     DhalionPolicy,
@@ -265,7 +266,7 @@ def test_window_follows_restarts_and_observes_rates():
         "state_partitions": 8,
         "source_partitions": 1,
     }
-    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records = [Started(stream="s", spec=spec, recorded_at=0.0).to_record()]
     records += [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
     records += [
         {**progress(b, b, 500, 1000 * (b + 1), duration=1400), "python_cpu_samples": [[b * 1000.0, b * 10.0]]}
@@ -280,14 +281,10 @@ def test_window_follows_restarts_and_observes_rates():
     assert o.source_rate == pytest.approx(1000) and o.processed_rate == pytest.approx(500)
     assert o.backlog_growth == pytest.approx(500) and o.utilization == pytest.approx(1.4)
 
-    restarted = {
-        "kind": "lifecycle",
-        "event": "restarted",
-        "spec": {**spec, "master": "local[4]"},
-        "seconds": 2.5,
-        "recorded_at": 50.0,
-    }
-    paused = {"kind": "lifecycle", "event": "paused", "lead_s": 41.5, "recorded_at": 49.0}  # the reconfigurer's record
+    restarted = Restarted(
+        stream="s", spec={**spec, "master": "local[4]"}, scope="session", seconds=2.5, recorded_at=50.0
+    ).to_record()
+    paused = Paused(stream="s", reconfiguration_id="rc-1", lead_s=41.5, recorded_at=49.0).to_record()
     assert ConfigurationWindow().lead_s is None
     window = ConfigurationWindow.from_json(window.to_json()).update([paused, restarted])
     assert (
@@ -310,7 +307,7 @@ def test_batches_until_the_python_workers_stop_growing_in_number_are_not_evidenc
         "source_partitions": 12,
     }
     counts = [10, 16, 20, 20, 24, 24, 24, 24, 23, 24]  # one worker went and came back: not a warm-up
-    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records = [Started(stream="s", spec=spec, recorded_at=0.0).to_record()]
     records += [{**progress(b, 2 * b, 500, 1000 * (b + 1)), "python_workers": n} for b, n in enumerate(counts)]
     window = ConfigurationWindow().update(records)
     assert window.settled(stabilization_s=3).batch_id.tolist() == [5, 6, 7, 8, 9]  # after the last new high
@@ -333,7 +330,7 @@ def test_a_load_step_inside_the_window_is_read_at_its_new_rate():
         "source_partitions": 1,
     }
     offered = [1000 * (b + 1) if b < 6 else 6000 + 2000 * (b - 5) for b in range(10)]
-    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records = [Started(stream="s", spec=spec, recorded_at=0.0).to_record()]
     records += [progress(b, b, 500, offered[b], duration=1400) for b in range(10)]
     o = observe(ConfigurationWindow().update(records).frame(), 1.0, 100.0, warmup_batches=2)
     assert o.source_rate == pytest.approx(2000)  # the whole window's average would say 1571
@@ -349,7 +346,7 @@ def test_the_peak_rate_of_the_scale_down_delay_is_read_beside_the_recent_rate():
         "source_partitions": 1,
     }
     offered = [2000 * (b + 1) if b < 8 else 16_000 + 1000 * (b - 7) for b in range(14)]
-    records = [{"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}]
+    records = [Started(stream="s", spec=spec, recorded_at=0.0).to_record()]
     records += [progress(b, b, 500, offered[b], duration=400) for b in range(14)]
     frame = ConfigurationWindow().update(records).frame()
     o = observe(frame, 1.0, 100.0, warmup_batches=2, peak_span_s=30)
@@ -386,9 +383,9 @@ def test_a_scale_down_waits_while_the_offered_rate_is_still_falling():
 
 def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
     spec = {"name": "s", "entrypoint": None, "master": "local[1]", "state_partitions": 8, "source_partitions": 1}
-    started = {"kind": "lifecycle", "event": "started", "spec": spec, "recorded_at": 0.0}
+    started = Started(stream="s", spec=spec, recorded_at=0.0).to_record()
     behind = [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
-    stopped = ConfigurationWindow().update([started, *behind, {"kind": "lifecycle", "event": "query_terminated"}])
+    stopped = ConfigurationWindow().update([started, *behind, QueryTerminated(stream="s").to_record()])
     held = decide(DS2Policy(PolicyConfig(stabilization_s=0)), stopped, now=100.0, plan=False)
     assert held.action == "hold" and held.reason.startswith("its query terminated")
     again = ConfigurationWindow.from_json(stopped.to_json()).update(
