@@ -18,7 +18,6 @@ from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.process.process_tree import session_processes, signal_processes
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, ReconfigurationInterrupted, Reconfigurer
-from dagster_reconf.core.reconfig.reconfigurer import KILL_AFTER_STEP_ENV
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore, record_row
@@ -63,11 +62,9 @@ def assert_output_matches_oracle(spark, supervisor: StreamSupervisor, spec: Stre
 
 def reconf_cli(home, *args, kill_after: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "200"}
-    env.pop(KILL_AFTER_STEP_ENV, None)
-    if kill_after:
-        env[KILL_AFTER_STEP_ENV] = kill_after
+    command = ["-m", "tests.integration.kill_after_step", kill_after] if kill_after else ["-m", "dagster_reconf.cli"]
     return subprocess.run(
-        [sys.executable, "-m", "dagster_reconf.cli", "--home", str(home), *args],
+        [sys.executable, *command, "--home", str(home), *args],
         capture_output=True,
         text=True,
         env=env,

@@ -90,7 +90,6 @@ STEPS = ("preflight", "prepare", "pause", "migrate", "verify", "resume", "observ
 # The steps while the stream is stopped: a caller that runs steps one at a time (a Dagster op each) runs these back to
 # back, since any time it spends between them is the stream's downtime.
 PAUSED_STEPS = ("pause", "migrate", "verify", "resume")
-KILL_AFTER_STEP_ENV = "RECONF_TEST_KILL_AFTER_STEP"  # tests: die (exit 137) right after journaling this step's end
 DISK_MARGIN_BYTES = 64 << 20
 OBSERVE_POLL_S = 0.5
 BACKLOG_HISTORY_BATCHES = 20
@@ -478,8 +477,6 @@ class Reconfigurer:
             payload={"seconds": seconds, "result": result},
         )
         reconfiguration.results[name], reconfiguration.timings[name] = result, seconds
-        if os.environ.get(KILL_AFTER_STEP_ENV) == name:
-            os._exit(137)  # a test's stand-in for `kill -9` of the process running the reconfiguration
         if self.after_step is not None:
             self.after_step(name)
         return result
