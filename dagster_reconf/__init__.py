@@ -50,7 +50,9 @@ _EXPORTS = {
     "build_scaling_assets": "dagster_reconf.dagster.scaling_assets",
     "build_scaling_sensor": "dagster_reconf.dagster.scaling_sensor",
     "build_streams_sensor": "dagster_reconf.dagster.streams_sensor",
+    "AssetKind": "dagster_reconf.dagster.translator",
     "ReconfTranslator": "dagster_reconf.dagster.translator",
+    "PolicyConfig": "dagster_reconf.core.scaling.policy",
     "build_stream_progress_sensor": "dagster_reconf.dagster.sensor_builder",
     "build_stream_control_job": "dagster_reconf.dagster.stream_jobs",
     "TraceAssets": "dagster_reconf.dagster.trace_assets",
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
         ReconfigurationRefused,
         Reconfigurer,
     )
+    from dagster_reconf.core.scaling.policy import PolicyConfig
     from dagster_reconf.core.spec import StreamSpec
     from dagster_reconf.dagster.reconfiguration_assets import (
         build_reconfiguration_failure_sensor,
@@ -87,7 +90,7 @@ if TYPE_CHECKING:
     from dagster_reconf.dagster.stream_jobs import build_stream_control_job
     from dagster_reconf.dagster.streams_sensor import build_streams_sensor
     from dagster_reconf.dagster.trace_assets import TraceAssets, build_trace_assets
-    from dagster_reconf.dagster.translator import ReconfTranslator
+    from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
 
 def __getattr__(name: str) -> Any:
@@ -103,10 +106,12 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AssetKind",
     "AuditLedger",
     "AuditLedgerResource",
     "ExecutionPlan",
     "ExecutionPlanConfig",
+    "PolicyConfig",
     "ReconfError",
     "ReconfTranslator",
     "ReconfigurationInterrupted",

@@ -58,7 +58,7 @@ from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
-from dagster_reconf.dagster.translator import ReconfTranslator
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
 __all__ = ["RECONFIGURATION_TAG", "build_reconfiguration_failure_sensor", "build_stream_configuration"]
 
@@ -274,13 +274,15 @@ def build_stream_configuration(
         in_force = ExecutionPlan.of(handle.spec())
         return Output(in_force.settings(), metadata=_record_metadata(reconfiguration, in_force, ledger))
 
+    key = translator.asset_key(AssetKind.STREAM_CONFIGURATION).path
+
     @graph_asset(
-        name="stream_configuration",
-        key_prefix=[translator.prefix] if translator.prefix else None,
+        name=key[-1],
+        key_prefix=key[:-1] or None,
         partitions_def=partitions_def,
         group_name=group_name,
         kinds={"spark"},
-        ins={"ds2_plans": AssetIn(translator.asset_key("ds2_plans"))},
+        ins={"ds2_plans": AssetIn(translator.asset_key(AssetKind.DS2_PLANS))},
         description="The stream's execution plan in force, after carrying out the plan decided upstream "
         "(preflight, prepare, pause, migrate, verify, resume, observe, record).",
     )

@@ -20,7 +20,7 @@ from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.reconfig import ExecutionPlan
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import STRATEGIES
-from dagster_reconf.dagster.translator import ReconfTranslator
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
 # Optional[...] rather than X | None: Dagster's config schema reads these annotations.
 __all__ = ["ExecutionPlanConfig", "KnobsConfig", "PlanConfig", "ReconfigureConfig", "ScalingPlanConfig", "Strategy"]
@@ -150,7 +150,7 @@ class ReconfigureConfig(Config):
         config = self.model_dump(mode="json", exclude_none=True)
         return {
             "ops": {
-                translator.node_name("stream_configuration"): {
+                translator.node_name(AssetKind.STREAM_CONFIGURATION): {
                     "ops": {translator.name("preflight"): {"config": config}}
                 }
             }

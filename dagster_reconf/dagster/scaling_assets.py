@@ -46,7 +46,7 @@ from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
 from dagster_reconf.dagster.reconfiguration_assets import build_stream_configuration
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.run_config import PlanConfig, Strategy
-from dagster_reconf.dagster.translator import ReconfTranslator
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
 __all__ = ["PLAN_TAG", "STREAM_TAG", "ScalingAssets", "build_scaling_assets", "current_window"]
 
@@ -124,7 +124,7 @@ def build_scaling_assets(
     *,
     streams: Sequence[str] | None = None,
     policy: str = "ds2",
-    policy_config: dict[str, Any] | None = None,
+    policy_config: PolicyConfig | dict[str, Any] | None = None,
     group_name: str | None = None,
     strategy: Strategy | str = "native",
     observe_timeout_s: float = 60.0,
@@ -136,7 +136,7 @@ def build_scaling_assets(
         streams: stream names (static partitions); None (default): dynamic partitions, registered
             by the streams sensor as streams appear in the runtime home.
         policy: ``ds2`` (default), or a baseline (``dhalion``, ``dynalloc``).
-        policy_config: :class:`PolicyConfig` fields (validated here).
+        policy_config: a :class:`PolicyConfig`, or its fields as a dict (validated here).
         group_name: asset group in the UI (default: the translator's ``scaling``).
         strategy: how a plan that moves state migrates it: ``native``, ``replay`` or ``precopy``.
         observe_timeout_s: how long a reconfiguration watches the stream catch up.
@@ -153,13 +153,13 @@ def build_scaling_assets(
         per_stream = MultiToSingleDimensionPartitionMapping(partition_dimension_name="stream")
 
     @asset(
-        key=translator.asset_key("ds2_plans"),
+        key=translator.asset_key(AssetKind.DS2_PLANS),
         partitions_def=partitions,
         group_name=group_name,
         kinds={"spark"},
         deps=[
-            AssetDep(translator.asset_key(name), partition_mapping=per_stream)
-            for name in ("trace_snapshots", "cp_summaries")
+            AssetDep(translator.asset_key(kind), partition_mapping=per_stream)
+            for kind in (AssetKind.TRACE_SNAPSHOTS, AssetKind.CP_SUMMARIES)
         ],
     )
     def ds2_plans(context: AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):

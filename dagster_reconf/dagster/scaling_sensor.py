@@ -44,6 +44,7 @@ from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeR
 from dagster_reconf.dagster.run_config import ScalingPlanConfig
 from dagster_reconf.dagster.scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
 from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
+from dagster_reconf.dagster.translator import AssetKind
 
 __all__ = ["ScalingCursor", "build_scaling_sensor"]
 
@@ -201,7 +202,7 @@ def build_scaling_sensor(
                     partition_key=stream,
                     run_config={
                         "ops": {
-                            scaling.translator.node_name("ds2_plans"): {
+                            scaling.translator.node_name(AssetKind.DS2_PLANS): {
                                 "config": {"plan": ScalingPlanConfig.of(plan).model_dump(mode="json")}
                             }
                         }

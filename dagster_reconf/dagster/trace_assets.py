@@ -60,7 +60,7 @@ from dagster import (
 )
 
 from dagster_reconf.dagster.resources import StreamRuntimeResource
-from dagster_reconf.dagster.translator import ReconfTranslator
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
 # The CP engine (numba, scipy), the plot (matplotlib) and GX are imported inside the asset
 # bodies: loading a code location or the CLI should not pay for them.
@@ -161,15 +161,19 @@ def build_trace_assets(
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
         warnings.simplefilter("ignore", BetaWarning)
         per_stream = MultiToSingleDimensionPartitionMapping(partition_dimension_name=STREAM_DIMENSION)
+    stream_spec = translator.get_asset_spec(AssetKind.STREAM)
     stream_asset = AssetSpec(
-        key=translator.asset_key("stream"),
+        key=stream_spec.key,
         partitions_def=stream_partitions,
-        group_name=translator.group_name("streams"),
+        group_name=stream_spec.group_name,
         kinds={"spark"},
         description="A Spark Structured Streaming query, run by Spark (not materialized by Dagster). The streams sensor "
         "records its lag (backlog events), throughput and utilization as observations.",
     )
-    snapshots_key, summaries_key = translator.asset_key("trace_snapshots"), translator.asset_key("cp_summaries")
+    snapshots_key, summaries_key = (
+        translator.asset_key(AssetKind.TRACE_SNAPSHOTS),
+        translator.asset_key(AssetKind.CP_SUMMARIES),
+    )
 
     @asset(
         key=snapshots_key,

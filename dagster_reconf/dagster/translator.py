@@ -10,6 +10,16 @@ translator keeps the plain names (``trace_snapshots``, ``ds2_plans``, ...).
     team_a = ReconfTranslator(prefix="team_a")
     traces = build_trace_assets(start="2026-11-01", translator=team_a)  # team_a/trace_snapshots, team_a/stream, ...
     scaling = build_scaling_assets(translator=team_a)                   # team_a/ds2_plans, team_a_reconfigure_stream_job
+
+One override point for one asset, as with ``DagsterSlingTranslator.get_asset_spec``:
+
+.. code-block:: python
+
+    @dataclass(frozen=True)
+    class OurTranslator(ReconfTranslator):
+        def get_asset_spec(self, kind: AssetKind) -> AssetSpec:
+            spec = super().get_asset_spec(kind)
+            return spec.replace_attributes(key=["platform", "plans"]) if kind is AssetKind.DS2_PLANS else spec
 """
 
 from __future__ import annotations
@@ -17,10 +27,32 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
-from dagster import AssetKey, DynamicPartitionsDefinition, PartitionsDefinition, StaticPartitionsDefinition
+from dagster import AssetKey, AssetSpec, DynamicPartitionsDefinition, PartitionsDefinition, StaticPartitionsDefinition
 
-__all__ = ["ReconfTranslator"]
+__all__ = ["AssetKind", "ReconfTranslator"]
+
+
+class AssetKind(str, Enum):
+    """Every asset dagster-reconf builds; the value is its plain key."""
+
+    STREAM = "stream"  # the stream itself: its metrics store, observed (streams group)
+    STREAM_PROGRESS = "stream_progress"  # the progress sensor's observations
+    TRACE_SNAPSHOTS = "trace_snapshots"  # activities per window (traces group)
+    CP_SUMMARIES = "cp_summaries"  # critical participation per window
+    DS2_PLANS = "ds2_plans"  # scaling plans (scaling group)
+    STREAM_CONFIGURATION = "stream_configuration"  # the applied configuration, materialized by a reconfiguration
+
+
+_GROUPS = {
+    AssetKind.STREAM: "streams",
+    AssetKind.STREAM_PROGRESS: "streams",
+    AssetKind.TRACE_SNAPSHOTS: "traces",
+    AssetKind.CP_SUMMARIES: "traces",
+    AssetKind.DS2_PLANS: "scaling",
+    AssetKind.STREAM_CONFIGURATION: "scaling",
+}
 
 _PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 
@@ -42,9 +74,24 @@ class ReconfTranslator:
                 "letter (it names assets, jobs and sensors)"
             )
 
-    def asset_key(self, name: str) -> AssetKey:
-        """``stream``, ``stream_progress``, ``trace_snapshots``, ``cp_summaries``, ``ds2_plans``, ``stream_configuration``."""
-        return AssetKey([self.prefix, name]) if self.prefix else AssetKey(name)
+    def get_asset_spec(self, kind: AssetKind) -> AssetSpec:
+        """The key and group of the asset ``kind``: the one place to override them for one asset.
+
+        The builders take the key and group from here; dependencies, sensors, run configs and the harness find
+        the asset through :meth:`asset_key`, which reads this too.
+        """
+        key = AssetKey([self.prefix, kind.value]) if self.prefix else AssetKey(kind.value)
+        return AssetSpec(key=key, group_name=self.group_name(_GROUPS[kind]))
+
+    def asset_key(self, kind: AssetKind | str) -> AssetKey:
+        """The key of the asset ``kind`` (an :class:`AssetKind`, or its value such as ``"ds2_plans"``)."""
+        try:
+            kind = AssetKind(kind)
+        except ValueError:
+            raise ValueError(
+                f"no dagster-reconf asset is called {kind!r}; use one of {[k.value for k in AssetKind]}"
+            ) from None
+        return self.get_asset_spec(kind).key
 
     def name(self, name: str) -> str:
         """A job, sensor, schedule or partitions name (Dagster's names are flat: the prefix joins with ``_``)."""
@@ -54,9 +101,9 @@ class ReconfTranslator:
         """The asset group of ``streams``, ``traces`` or ``scaling`` assets."""
         return self.name(kind)
 
-    def node_name(self, name: str) -> str:
-        """The node (op or graph) name Dagster gives the asset ``name``: its key's parts joined by ``__``."""
-        return "__".join(self.asset_key(name).path)
+    def node_name(self, kind: AssetKind | str) -> str:
+        """The node (op or graph) name Dagster gives the asset ``kind``: its key's parts joined by ``__``."""
+        return "__".join(self.asset_key(kind).path)
 
     def stream_partitions(self, streams: Sequence[str] | None) -> PartitionsDefinition:
         """The stream dimension: ``streams`` as static partitions, or None for dynamic ones.

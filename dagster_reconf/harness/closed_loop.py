@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 from rich.console import Console
 from rich.table import Table
 
@@ -40,6 +40,7 @@ from dagster_reconf.core.reconfig import ExecutionPlan
 from dagster_reconf.core.scaling.scaling_plan import known_cores
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 from dagster_reconf.harness.timeline import timeline_frame, timeline_plot_png
 
 __all__ = ["LoopReport", "run_closed_loop"]
@@ -137,9 +138,12 @@ def start_sensor(workspace: Path, sensor: str, env: dict[str, str]) -> None:
         )
 
 
-def latest_sensor_observation(instance: DagsterInstance, stream: str, after: float) -> dict[str, Any] | None:
+def latest_sensor_observation(
+    instance: DagsterInstance, stream: str, after: float, translator: ReconfTranslator | None = None
+) -> dict[str, Any] | None:
     """The scaling sensor's newest observation of ``stream`` (its decision, reason and figures), if after ``after``."""
-    for record in instance.fetch_observations(AssetKey("ds2_plans"), limit=10).records:
+    plans = (translator or ReconfTranslator()).asset_key(AssetKind.DS2_PLANS)
+    for record in instance.fetch_observations(plans, limit=10).records:
         observation = record.asset_observation
         if observation is None or observation.partition != stream or record.timestamp < after:
             continue
@@ -217,6 +221,7 @@ def run_closed_loop(
     timeout_s: float = 480.0,
     env: dict[str, str] | None = None,
     console: Console | None = None,
+    translator: ReconfTranslator | None = None,
 ) -> LoopReport:
     """Run the loop (see the module docstring); every process it starts is stopped before it returns.
 
@@ -224,6 +229,7 @@ def run_closed_loop(
         spec: the stream to start and watch (its name is the sensor's stream).
         sensor: the scaling sensor in ``workspace`` to turn on.
         env: extra environment of the daemon and its runs (what the code location reads).
+        translator: the code location's translator, where it names its assets (default: the plain names).
     """
     console = console or Console()
     home, workspace, out = home.resolve(), workspace.resolve(), out.resolve()
@@ -263,7 +269,7 @@ def run_closed_loop(
             DagsterInstance.from_config(str(dagster_home)) as instance,
         ):
             console.print(f"dagster-daemon pid {daemon.process.pid}, DAGSTER_HOME {dagster_home}, log {daemon.log}")
-            _watch(report, instance, supervisor, ledger, spec, started, timeout_s, daemon, console)
+            _watch(report, instance, supervisor, ledger, spec, started, timeout_s, daemon, console, translator)
             _drain(instance, timeout_s=180, console=console)  # never stop the daemon under a reconfiguration
             report.runs = [
                 _run_record(instance, r) for r in reversed(instance.get_runs(RunsFilter(created_after=_utc(started))))
@@ -323,6 +329,7 @@ def _watch(
     timeout_s: float,
     daemon: DagsterDaemon,
     console: Console,
+    translator: ReconfTranslator | None,
 ) -> None:
     """Print what happens until the sensor holds ``SETTLED_TICKS`` times in a row after the last change, or time is up."""
     store = MetricsStore(supervisor.paths(spec.name).metrics)
@@ -337,7 +344,7 @@ def _watch(
         in_flight = instance.get_runs(RunsFilter(statuses=IN_FLIGHT))
         finished = [r for r in reconfigurations(ledger, spec, started) if r["outcome"] == "succeeded"]
         last_change = max([started] + [r["resumed_at"] or 0.0 for r in finished])
-        tick = latest_sensor_observation(instance, spec.name, after=last_change)
+        tick = latest_sensor_observation(instance, spec.name, after=last_change, translator=translator)
         record = store.last_progress()
         figures = progress_frame([record]).iloc[0] if record else None
         master = StreamSpec.parse(status["spec"]).master if status.get("spec") else spec.master

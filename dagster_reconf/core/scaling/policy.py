@@ -92,8 +92,10 @@ class PolicyConfig(BaseModel):
         return self
 
     @classmethod
-    def parse(cls, data: dict[str, Any] | None) -> "PolicyConfig":
+    def parse(cls, data: PolicyConfig | dict[str, Any] | None) -> PolicyConfig:
         """Validate a policy configuration; errors name the field and the allowed values."""
+        if isinstance(data, cls):
+            return data
         return validated(cls, data or {}, "policy config")
 
     def limits(self) -> Limits:

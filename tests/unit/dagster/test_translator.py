@@ -1,14 +1,19 @@
 """Two sets of streams in one Definitions: every key, job, op, schedule and sensor name comes from the translator."""
 
+import dataclasses
+
 import dagster
 import pytest
 
 from dagster_reconf import (
+    AssetKind,
     AuditLedgerResource,
     ExecutionPlan,
     ExecutionPlanConfig,
+    PolicyConfig,
     ReconfigureConfig,
     ReconfTranslator,
+    SpecError,
     StreamRuntimeResource,
     build_reconfiguration_failure_sensor,
     build_scaling_assets,
@@ -112,3 +117,45 @@ def test_a_sensor_over_static_and_dynamic_streams_is_refused():
     traces = build_trace_assets(start="2026-11-01", streams=["orders"])
     with pytest.raises(ValueError, match="both name their streams or both use dynamic partitions"):
         build_streams_sensor(scaling=build_scaling_assets(), traces=traces)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlansElsewhere(ReconfTranslator):
+    """Moves one asset: the plans, under the platform's own key and group."""
+
+    def get_asset_spec(self, kind: AssetKind) -> dagster.AssetSpec:
+        spec = super().get_asset_spec(kind)
+        if kind is AssetKind.DS2_PLANS:
+            return dagster.AssetSpec(key=dagster.AssetKey(["platform", "plans"]), group_name="platform")
+        return spec
+
+
+def test_get_asset_spec_overrides_one_asset_and_every_reference_follows():
+    translator = _PlansElsewhere()
+    traces, scaling, sensors = _location(translator, ["orders"])
+    defs = dagster.Definitions(
+        assets=[*traces.assets, *scaling.assets],
+        jobs=[traces.job, scaling.job],
+        sensors=sensors,
+        resources={"streams": StreamRuntimeResource(), "audit_ledger": AuditLedgerResource()},
+    )
+    with dagster.instance_for_test():
+        dagster.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    plans = dagster.AssetKey(["platform", "plans"])
+    assert plans in graph.get_all_asset_keys() and dagster.AssetKey("ds2_plans") not in graph.get_all_asset_keys()
+    assert plans in graph.get(dagster.AssetKey("stream_configuration")).parent_keys
+    assert translator.asset_key("ds2_plans") == plans and translator.node_name(AssetKind.DS2_PLANS) == "platform__plans"
+
+
+def test_asset_key_names_the_kinds_when_the_name_is_unknown():
+    with pytest.raises(ValueError, match=r"no dagster-reconf asset is called 'ds2_plan'; use one of \[.*'ds2_plans'"):
+        ReconfTranslator().asset_key("ds2_plan")
+
+
+def test_scaling_assets_take_a_policy_config_or_its_fields():
+    typed = build_scaling_assets(streams=["orders"], policy_config=PolicyConfig(max_cores=6, utilization_target=0.6))
+    as_dict = build_scaling_assets(streams=["orders"], policy_config={"max_cores": 6, "utilization_target": 0.6})
+    assert typed.policy_config == as_dict.policy_config == PolicyConfig(max_cores=6, utilization_target=0.6)
+    with pytest.raises(SpecError, match=r"invalid policy config: max_cores: .*got 0"):
+        build_scaling_assets(streams=["orders"], policy_config={"max_cores": 0})
