@@ -6,7 +6,7 @@ On a loopback standalone cluster (one worker, 3 cores), a word count in its own 
 reconfigured from 1 to 3 cores and from 2 to 3 state partitions, two ways, in the same run:
 
 * ``in_place``: the spec has ``cores_ceiling=3``, so prepare adds two executors while the
-  stream runs and the resume only restarts the query (``core/executors.py``);
+  stream runs and the resume only restarts the query (``core/spark/executors.py``);
 * ``new_context`` (the baseline): no ceiling, so the change needs a new SparkContext; it is
   handed over to a warm standby driver started in prepare (today's path for such changes).
 

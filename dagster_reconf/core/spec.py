@@ -1,7 +1,7 @@
 """What a managed stream is: :class:`StreamSpec`, validated at the boundary.
 
 A spec is the control plane's part of a stream: its name, the user's code that builds it
-(``entrypoint``, an import path, see :mod:`.definition`) with its version and the
+(``entrypoint``, an import path, see :mod:`dagster_reconf.core.definition`) with its version and the
 workload's own ``options``, where it runs (Spark master, resources, driver and control
 addresses), the knobs the control plane turns (state and source partitions, trigger,
 batch size) and where its checkpoints and event logs live. The workload's options are

@@ -1,7 +1,7 @@
 """The workloads dagster-reconf ships as examples and benchmarks: users of the public stream API.
 
 * ``streams``: Nexmark Q1, Q2, Q3, Q5, Q8, Q11 and word count as stream definitions
-  (``dagster_reconf.workloads.streams:q5``), and :func:`~.streams.bundled_spec`.
+  (``dagster_reconf.workloads.streams:q5``), and :func:`~dagster_reconf.workloads.streams.bundled_spec`.
 * ``generator``, ``sources``, ``options``, ``pacing``: deterministic event generators as
   PySpark Python streaming sources, paced by the wall clock.
 * ``queries``: the query logic, shared by the streams and their batch oracle.

@@ -7,7 +7,7 @@ multiset of appended rows, or the last value per key for update queries); and
 :func:`compare` counts lost and duplicated rows as a multiset difference, so a row
 emitted twice is caught even when every expected row is present.
 :func:`check_stream_output` does all of it for a managed bundled stream (the bundled
-definitions' ``oracle``, see :mod:`.streams`).
+definitions' ``oracle``, see :mod:`dagster_reconf.workloads.streams`).
 """
 
 from __future__ import annotations

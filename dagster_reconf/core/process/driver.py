@@ -22,7 +22,7 @@ driver (it rewrites ``driver.json``) once the old driver has paused and been tol
 retire (``POST /v1/retire``: it never touches ``driver.json`` again); the
 reconfiguration then continues in it with that start-up already paid. The retired
 driver kills its Python workers at once (a task the pause interrupted would spin a
-core until its worker ends: :func:`.python_workers.stop_python_workers`) and exits
+core until its worker ends: :func:`~dagster_reconf.core.spark.python_worker_cpu.stop_python_workers`) and exits
 once the stream commits a batch after the one it stopped at (the new driver's first),
 or after :data:`RETIRED_LINGER_S`: its JVM's exit would otherwise take CPUs from the
 new driver's first batch, all of it downtime.

@@ -62,7 +62,7 @@ class StreamHandle(ABC):
 
     @abstractmethod
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
-        """State summary (:class:`~.state.StateSummary` as a dict)."""
+        """State summary (:class:`~dagster_reconf.core.spark.state_reader.StateSummary` as a dict)."""
 
     @abstractmethod
     def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
@@ -79,7 +79,7 @@ class StreamHandle(ABC):
     @abstractmethod
     def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
         """Prepare a repartitioned copy of the running stream's checkpoint (the ``precopy`` strategy); its rounds stop
-        ``close_enough`` batches behind the stream (default :data:`.migration.PRECOPY_CLOSE_ENOUGH`)."""
+        ``close_enough`` batches behind the stream (default :data:`~dagster_reconf.core.spark.state_migrator.PRECOPY_CLOSE_ENOUGH`)."""
 
     @abstractmethod
     def add_executors(self, count: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
   code stays, it is left for the resumed query to run first, at its planned size, with or
   without a standby (a first batch of the new cap would be a whole catch-up batch, inside
   the downtime).
-* **migrate** moves the state (see :mod:`.migration`), after a restorable snapshot of
+* **migrate** moves the state (see :mod:`dagster_reconf.core.spark.state_migrator`), after a restorable snapshot of
   the checkpoint for the native path.
 * **verify** compares the state before and after (rows and checksums per store,
   partitions; Great Expectations too). If they differ, the checkpoint is restored and
@@ -266,7 +266,7 @@ class Reconfigurer:
     """Runs reconfigurations of one stream (see module docstring).
 
     Args:
-        stream: how to reach the stream (:class:`~.handles.DriverStream` or :class:`~.handles.LocalStream`).
+        stream: how to reach the stream (:class:`~dagster_reconf.core.reconfig.handles.DriverStream` or :class:`~dagster_reconf.core.reconfig.handles.LocalStream`).
         ledger: the audit ledger (journal, lock, final record).
         strategy: how state moves: ``native`` (Spark's offline repartition), ``replay``, or ``precopy``
             (a repartitioned copy prepared while the stream runs; the pause replays only the batches since).
@@ -868,7 +868,7 @@ class Reconfigurer:
 
     def _verify_delta(self, r: Reconfiguration, migrated: dict[str, Any]) -> dict[str, Any] | None:
         """A precopy verified before the pause: only the batches replayed in the pause are checked, against the live
-        ones' row counts (:func:`.verification.delta_problems`). None where that cannot tell: the whole state then."""
+        ones' row counts (:func:`~dagster_reconf.core.reconfig.verification.delta_problems`). None where that cannot tell: the whole state then."""
         prepared = r.results["prepare"].get("precopy") or {}
         verified = prepared.get("verified")
         if r.strategy != "precopy" or "replays" not in migrated or not verified:

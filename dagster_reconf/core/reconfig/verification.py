@@ -1,6 +1,6 @@
 """Did a state migration keep the state? Compare summaries, and let Great Expectations check it too.
 
-:func:`verify_migration` puts the before and after :class:`~.state.StateSummary` side by
+:func:`verify_migration` puts the before and after :class:`~dagster_reconf.core.spark.state_reader.StateSummary` side by
 side, one row per state store, and runs a GX suite over that table: rows equal,
 checksums equal, no row beyond the planned partitions, every store present. The same
 facts are also checked in plain Python, so a failure reads as one sentence per store.

@@ -142,7 +142,7 @@ def decide(
     """The policy's decision for the configuration in ``window``.
 
     Args:
-        policy: a policy from :mod:`.policy`.
+        policy: a policy from :mod:`dagster_reconf.core.scaling.policy`.
         window: the configuration and its batches.
         now: wall-clock seconds (``time.time()``).
         activities: ``(start_ms, end_ms) -> activity table`` (e.g. ``TraceStore.activities``

@@ -8,7 +8,7 @@ the true rate is measured per instance over useful time only. One pass, one step
 
 Spark is not pipelined. A micro-batch runs its stages one after another on the same
 task slots, and pays a fixed coordination cost per batch. So (symbols as in
-:mod:`.profile`; ``e`` events per batch, ``T`` the trigger interval, ``u`` the target
+:mod:`dagster_reconf.core.scaling.profile`; ``e`` events per batch, ``T`` the trigger interval, ``u`` the target
 utilization of the interval, ``c`` cores, ``q_i = min(partitions_i, c)``)::
 
     batch(e) = C + sum_i (e * a_i / q_i + o_i)  <=  u * T,       e = lambda * T
@@ -39,7 +39,7 @@ the fixed side). Then:
 * uncertainty: one configuration cannot tell waiting from queueing for a CPU where the
   profile's stages ran more tasks than CPUs, nor a Python stage's CPU per task from its CPU
   per event, nor how tasks that will share CPUs overlap their waits with each other's
-  CPU (:meth:`.profile.StreamProfile.batch_ms_band`); the plan is made on the
+  CPU (:meth:`~dagster_reconf.core.scaling.profile.StreamProfile.batch_ms_band`); the plan is made on the
   reading that keeps fewer cores slow (what the least-queued tasks did not spend on a CPU
   read as waiting, per event), and ``batch_ms_planned_low``
   and ``batch_ms_planned_high`` give the band's ends (noted where either is more than

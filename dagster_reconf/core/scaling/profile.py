@@ -65,7 +65,7 @@ Some CPU is paid per task, not per event: a Python task's worker set-up, task
 deserialization. Batch totals cannot tell the two apart (every batch of a configuration
 has the same tasks); *when* the Python workers spent their CPU can, in local mode, where
 the runtime samples it ten times a second: set-up comes in a burst as each task starts
-(see :mod:`.python_costs`). Where a window's batches differ in size (a backlog's catch-up
+(see :mod:`dagster_reconf.core.scaling.python_cpu_split`). Where a window's batches differ in size (a backlog's catch-up
 batches at the cap beside steady ones), a line through their CPU per batch does, from one
 configuration whatever the CPUs' contention (``_split_by_batch_size``). Otherwise each
 Python worker round trip a task makes (a Python plan node, a scan of a Python data source)
@@ -624,7 +624,7 @@ def _split_python_cpu(
     ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFrame, batches: pd.DataFrame, uncontended: pd.Series
 ) -> list[str]:
     """Move each Python operator's CPU per task out of its CPU per event where the workers' sampled CPU tells them
-    apart (see :mod:`.python_costs`); returns the operators split. ``ops`` is indexed by operator, changed in place.
+    apart (see :mod:`dagster_reconf.core.scaling.python_cpu_split`); returns the operators split. ``ops`` is indexed by operator, changed in place.
 
     Only operators that ran no more tasks at once than CPUs (``uncontended``): with more, the set-ups queue for
     the CPUs and smear over the stage (measured: 12 tasks on 2 CPUs read as 16-27 ms per task where two
@@ -802,7 +802,7 @@ def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProf
     or becomes all per task (``c < 0``) so that ``current``'s own batches are predicted
     as measured. Operators not in both, or whose tasks per event differ less than
     1.5x, keep their profile (and stay in :meth:`StreamProfile.per_task_reading`), as do
-    those ``current``'s own Python CPU samples already split (see :mod:`.python_costs`).
+    those ``current``'s own Python CPU samples already split (see :mod:`dagster_reconf.core.scaling.python_cpu_split`).
     """
     ops = current.operators.copy()
     before = earlier.operators.set_index("operator")

@@ -14,7 +14,7 @@ per task (measured: Q11's source stage, a Python scan and a ``mapInArrow``, spen
 105 ms per task by two configurations' totals).
 
 Only the Python workers under this driver can be measured: local mode (see
-:mod:`.python_workers`). The figure is kept in ``dagster-reconf/python-task-cpu.json`` under
+:mod:`dagster_reconf.core.spark.python_worker_cpu`). The figure is kept in ``dagster-reconf/python-task-cpu.json`` under
 the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``) with the facts it depends on (host,
 CPUs, Python, PySpark) per set of modules, so drivers measure it once per machine and stream
 code, whatever their home, and never in a reconfiguration's pause (measured: 1.5-7 s at a

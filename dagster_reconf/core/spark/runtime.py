@@ -2,7 +2,7 @@
 
 :class:`StreamRuntime` is what the driver process runs, and what in-process tests and
 benchmarks use directly. It builds the query with the user's stream definition
-(:mod:`.definition`) and owns only what the control plane owns: the checkpoint location,
+(:mod:`dagster_reconf.core.definition`) and owns only what the control plane owns: the checkpoint location,
 the query name, the trigger and the knobs. Its contract:
 
 * ``start()`` starts the query from the stream's checkpoint (new or existing).
@@ -11,7 +11,7 @@ the query name, the trigger and the knobs. Its contract:
   repartition), for any source: at once, unless a running batch has already written (one
   of its Spark jobs succeeded): then at its commit, before the next batch can write. A
   batch the stop interrupted before any of its Spark jobs succeeded has reached no sink
-  (:mod:`.batch_jobs`): its plan is dropped
+  (:mod:`dagster_reconf.core.spark.batch_jobs`): its plan is dropped
   and the next start plans it again, as if the stop had come before it. Otherwise the
   interrupted batch is finished from the offset log (a once-trigger run re-runs the
   planned, uncommitted batch with its logged offsets, into the stream's own sink, and
@@ -21,7 +21,7 @@ the query name, the trigger and the knobs. Its contract:
 * ``restart(changes)`` applies new settings: a query restart, or a new SparkContext in
   the same process (the JVM stays warm) for session settings, or executors added or
   removed in the same SparkContext for a cores change within the spec's ``cores_ceiling``
-  (:mod:`.executors`). If the new settings fail
+  (:mod:`dagster_reconf.core.spark.executors`). If the new settings fail
   to start, the old ones are restored and started again.
 """
 
@@ -119,7 +119,7 @@ class StreamRuntime:
         spark: an existing session to use (tests share one per module); if given, the
             runtime never stops it and cannot apply session-scope settings.
         temp_dir: where the sessions it builds keep their temporary files (a driver process's
-            :meth:`~.paths.StreamPaths.driver_temp_of`); default ``/tmp``.
+            :meth:`~dagster_reconf.core.store.paths.StreamPaths.driver_temp_of`); default ``/tmp``.
 
     All public methods are thread-safe (one control operation at a time, under :attr:`lock`).
     """
@@ -186,7 +186,7 @@ class StreamRuntime:
         return self._spark
 
     def _python_task_cpu_ms(self) -> float | None:
-        """PySpark's own CPU per Python task on this machine (see :mod:`.python_task_cpu`), kept in the user's cache;
+        """PySpark's own CPU per Python task on this machine (see :mod:`dagster_reconf.core.spark.python_task_overhead`), kept in the user's cache;
         None where it cannot be measured: a profile without it is only less sure of its Python stages."""
         try:
             return kept_python_task_cpu_ms(self._spark, [self.definition.name.split(":")[0]])
@@ -354,7 +354,7 @@ class StreamRuntime:
 
     def _align_sink_log(self) -> None:
         """Batches a state migration added without running the sink get their (empty) file-sink log entries; those
-        of a migration rolled back are removed (:mod:`.file_sink`)."""
+        of a migration rolled back are removed (:mod:`dagster_reconf.core.store.file_sink`)."""
         record = self.store.last_progress()
         sink = (((record or {}).get("progress") or {}).get("sink") or {}).get("description")
         interval = int(self.spark.conf.get(COMPACT_INTERVAL_CONF, str(DEFAULT_COMPACT_INTERVAL)))
@@ -395,7 +395,7 @@ class StreamRuntime:
             time.sleep(0.1)
 
     def warm_up(self) -> dict[str, Any]:
-        """Pay a new driver's start-up before the stream needs it (a standby driver, see :mod:`.driver`).
+        """Pay a new driver's start-up before the stream needs it (a standby driver, see :mod:`dagster_reconf.core.process.driver`).
 
         Starts the SparkContext, runs a small Python job on every task slot (Spark keeps those
         workers for the stream's Python tasks), opens a state store (a stateful stream) and

@@ -75,7 +75,7 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None, temp_dir: P
         conf["spark.eventLog.enabled"] = "false"
     if spec.executor_cores:
         conf["spark.executor.cores"] = str(spec.executor_cores)
-    if spec.max_cores:  # with a ceiling, max_cores is held in executors (core/executors.py)
+    if spec.max_cores:  # with a ceiling, max_cores is held in executors (core/spark/executors.py)
         conf["spark.cores.max"] = str(spec.cores_ceiling or spec.max_cores)
     if spec.executor_memory:
         conf["spark.executor.memory"] = spec.executor_memory
@@ -96,7 +96,7 @@ def _use_this_interpreter(master: str) -> None:
     Must run before the SparkContext starts: PySpark takes the workers' executable from the
     ``PYSPARK_PYTHON`` environment variable (not ``spark.pyspark.python``), and without it
     Python data-source workers start the system Python, which cannot import this package.
-    On a local master, through :func:`~.worker_python.worker_python` (PySpark imported compiled).
+    On a local master, through :func:`~dagster_reconf.core.spark.worker_interpreter.worker_python` (PySpark imported compiled).
     """
     os.environ["PYSPARK_PYTHON"] = worker_python() if master.startswith("local") else sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)

@@ -170,7 +170,7 @@ class StreamMigrator:
             raise StreamStateError(f"stream {self.runtime.spec.name!r} is running: pause it before {what}")
 
     def state_summary(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
-        """Rows and checksums of every state store (see :mod:`.state`) of a checkpoint generation."""
+        """Rows and checksums of every state store (see :mod:`dagster_reconf.core.spark.state_reader`) of a checkpoint generation."""
         return self.state_summaries([(generation, batch_id)])[0]
 
     def state_summaries(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ For every stateful operator and each of its state stores: the number of rows and
 order-independent checksum of keys and values (the sum of ``xxhash64(key, value)`` as
 an exact 38-digit decimal; a sum, unlike an XOR, also catches a duplicated row), and
 which partitions hold rows. A migration is verified by comparing these before and
-after it (:mod:`.verification`).
+after it (:mod:`dagster_reconf.core.reconfig.verification`).
 
 Also used before a code change: :func:`state_schemas` reads the key and value schema
 of every state store, and :func:`schema_problems` compares two of them the way Spark

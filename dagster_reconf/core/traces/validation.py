@@ -1,4 +1,4 @@
-"""Great Expectations 1.x suites for trace snapshots and CP summaries (see :mod:`..expectations`)."""
+"""Great Expectations 1.x suites for trace snapshots and CP summaries (see :mod:`dagster_reconf.core.traces.expectations`)."""
 
 from __future__ import annotations
 
