@@ -18,6 +18,8 @@ M = TypeVar("M", bound="pydantic.BaseModel")
 __all__ = [
     "ControlRequestError",
     "ReconfError",
+    "ReconfigurationInterrupted",
+    "ReconfigurationRefused",
     "SpecError",
     "StreamNotFoundError",
     "StreamStartError",
@@ -57,6 +59,18 @@ class ControlRequestError(ReconfError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ReconfigurationRefused(ReconfError, ValueError):
+    """The plan cannot be applied now; nothing was changed. ``problems`` lists why, each with its fix."""
+
+    def __init__(self, stream: str, problems: list[str]) -> None:
+        super().__init__(f"reconfiguration of stream {stream!r} refused: " + "; ".join(problems))
+        self.problems = problems
+
+
+class ReconfigurationInterrupted(ReconfError, RuntimeError):
+    """A step failed part-way; the stream is recoverable and a re-run of the same plan finishes the job."""
 
 
 def validated(model: type[M], data: Any, what: str) -> M:

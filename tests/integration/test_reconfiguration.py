@@ -7,7 +7,7 @@ import pytest
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
-from dagster_reconf.core.reconfig import reconfigurer as reconfigurer_module
+from dagster_reconf.core.reconfig import precopy as precopy_module
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow
 from dagster_reconf.core.spark import state_migrator as migration
 from dagster_reconf.core.spark.runtime import StreamRuntime
@@ -126,7 +126,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         not runtime.paths.checkpoint_of(1).exists() and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
     )
     # From here on the replay is taken to keep pace: the rest is about what the copy meets.
-    monkeypatch.setattr(reconfigurer_module, "replay_falls_behind", lambda history: None)
+    monkeypatch.setattr(precopy_module, "replay_falls_behind", lambda history: None)
     # A copy that cannot be made (here a file in its way; a full disk alike) falls back to native and says why.
     blocked = runtime.paths.checkpoint_of(1)
     blocked.write_text("in the way")
@@ -159,7 +159,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         what="two batches on the 3 s trigger",
     )
     with monkeypatch.context() as patched:
-        patched.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: True)
+        patched.setattr(precopy_module, "replay_keeps_pace", lambda prepared, history: True)
         # On a loaded machine the rounds fall behind (measured under CI: 4 batches at the pause, over the limit of 3,
         # so the native fallback ran): the limit is lifted here, so the precopy path is what this part checks.
         patched.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", 50)
@@ -196,7 +196,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert not runtime.paths.checkpoint_of(0).exists(), "the live checkpoint the copy came from is removed at the end"
 
     # Where the catch-up does not outrun the stream, the pause compares the whole state, as after a native migration.
-    monkeypatch.setattr(reconfigurer_module, "replay_keeps_pace", lambda prepared, history: False)
+    monkeypatch.setattr(precopy_module, "replay_keeps_pace", lambda prepared, history: False)
     again = reconfigurer.run(plan_with(runtime, state_partitions=4))
     assert again.outcome == "succeeded", again.results
     assert again.results["prepare"]["precopy"]["verified"] is None and "fell_back" not in again.results["migrate"]

@@ -3,6 +3,7 @@
 No Dagster here; :mod:`dagster_reconf.dagster.reconfiguration_assets` builds the Dagster ops over it.
 """
 
+from dagster_reconf.core.errors import ReconfigurationInterrupted, ReconfigurationRefused
 from dagster_reconf.core.reconfig.handles import DriverStream, LocalStream, StreamHandle
 from dagster_reconf.core.reconfig.plan import (
     Action,
@@ -13,14 +14,8 @@ from dagster_reconf.core.reconfig.plan import (
     Resources,
     diff_plans,
 )
-from dagster_reconf.core.reconfig.reconfigurer import (
-    PAUSED_STEPS,
-    STEPS,
-    Reconfiguration,
-    ReconfigurationInterrupted,
-    ReconfigurationRefused,
-    Reconfigurer,
-)
+from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration
+from dagster_reconf.core.reconfig.reconfigurer import PAUSED_STEPS, STEPS, Reconfigurer
 from dagster_reconf.core.spec import STRATEGIES
 
 __all__ = [

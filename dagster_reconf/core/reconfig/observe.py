@@ -30,7 +30,16 @@ import pandas as pd
 
 from dagster_reconf.core.store.metrics import record_row
 
-__all__ = ["Observation", "committed_batches", "normal_backlog", "observe_change", "offered_rate"]
+__all__ = [
+    "Observation",
+    "committed_batches",
+    "normal_backlog",
+    "observe_change",
+    "offered_rate",
+    "recent_backlog",
+]
+
+RECENT_BATCHES = 20  # the batches before a pause that say what its normal backlog and pace are
 
 _COLUMNS = ["batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "offered", "latency_s"]
 
@@ -132,3 +141,19 @@ def observe_change(batches: pd.DataFrame, *, paused_at: float, resumed_at: float
         caught_up=bool(len(settled)),
         normal_backlog_events=round(normal, 1),
     )
+
+
+def recent_backlog(records: list[dict[str, Any]], trigger_interval_s: float) -> dict[str, Any]:
+    """The backlog of the batches before a pause (what "caught up" means afterwards) and their pace: median batch
+    duration (``batch_s``) and time between commits (``seconds_per_batch``), from the metrics store's recent
+    ``records``."""
+    recent = committed_batches(records[-4 * RECENT_BATCHES :]).tail(RECENT_BATCHES)
+    rate = offered_rate(recent)
+    committed = recent["committed_at"].astype(float)
+    return {
+        "normal_backlog_events": normal_backlog(recent, rate, trigger_interval_s),
+        "batches": len(recent),
+        "offered_events_per_s": rate,
+        "batch_s": float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
+        "seconds_per_batch": float(committed.diff().median()) if len(recent) > 1 else None,
+    }

@@ -50,212 +50,44 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from dagster_reconf.core.errors import ReconfError, SpecError, StreamStateError
+from dagster_reconf.core.errors import (
+    ReconfError,
+    ReconfigurationInterrupted,
+    ReconfigurationRefused,
+    SpecError,
+    StreamStateError,
+)
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.progress.lifecycle import Paused
-from dagster_reconf.core.progress.state_rows import state_row_counts
-from dagster_reconf.core.reconfig.capabilities import stream_capabilities
+from dagster_reconf.core.progress.state_rows import state_counts_by_batch
 from dagster_reconf.core.reconfig.handles import StreamHandle
-from dagster_reconf.core.reconfig.observe import committed_batches, normal_backlog, observe_change, offered_rate
+from dagster_reconf.core.reconfig.observe import committed_batches, observe_change, recent_backlog
 from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
+from dagster_reconf.core.reconfig.precopy import prepare_precopy
+from dagster_reconf.core.reconfig.preflight import preflight
+from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration, executors_to_add
 from dagster_reconf.core.reconfig.verification import delta_problems, verify_migration, warm_up_verification
-from dagster_reconf.core.spark.executor_room import executor_room_problem
-from dagster_reconf.core.spark.session import native_repartition_available
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.spec import STRATEGIES
-from dagster_reconf.core.store.checkpoint import (
-    CheckpointSnapshot,
-    checkpoint_facts,
-    free_bytes,
-    stateful_operators,
-    tree_bytes,
-)
+from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts, stateful_operators
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import remove_generations
 from dagster_reconf.core.store.storage import spark_uri
 
-__all__ = [
-    "STEPS",
-    "Reconfiguration",
-    "ReconfigurationInterrupted",
-    "ReconfigurationRefused",
-    "Reconfigurer",
-]
+__all__ = ["PAUSED_STEPS", "STEPS", "Reconfigurer"]
 
 STEPS = ("preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record")
 # The steps while the stream is stopped: a caller that runs steps one at a time (a Dagster op each) runs these back to
 # back, since any time it spends between them is the stream's downtime.
 PAUSED_STEPS = ("pause", "migrate", "verify", "resume")
-DISK_MARGIN_BYTES = 64 << 20
 OBSERVE_POLL_S = 0.5
-BACKLOG_HISTORY_BATCHES = 20
-BOUNDARY_POLL_S = 0.1  # a checkpoint listing per poll (object storage: a few requests), for at most 1.5 batches
-QUERY_START_ALLOWANCE_S = (
-    1.5  # what a replayed batch adds to the batch: a query start (1.1 s measured with a Python source)
-)
-
-
-class ReconfigurationRefused(ReconfError, ValueError):
-    """The plan cannot be applied now; nothing was changed. ``problems`` lists why, each with its fix."""
-
-    def __init__(self, stream: str, problems: list[str]) -> None:
-        super().__init__(f"reconfiguration of stream {stream!r} refused: " + "; ".join(problems))
-        self.problems = problems
-
-
-class ReconfigurationInterrupted(ReconfError, RuntimeError):
-    """A step failed part-way; the stream is recoverable and a re-run of the same plan finishes the job."""
-
-
-@dataclass
-class Reconfiguration:
-    """One reconfiguration, as its journal in the ledger tells it."""
-
-    id: str
-    stream: str
-    strategy: str
-    current: ExecutionPlan
-    target: ExecutionPlan
-    actions: list[dict[str, Any]]
-    trigger: dict[str, Any] = field(default_factory=dict)
-    evidence: dict[str, Any] = field(default_factory=dict)
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    outcome: str | None = None  # succeeded, rolled_back, refused, noop; None while in progress
-    rolling_back: bool = False
-
-    @property
-    def plan_hash(self) -> str:
-        return self.target.plan_hash
-
-    @property
-    def needs_migration(self) -> bool:
-        return any(a["effect"] == "state_migration" for a in self.actions)
-
-    @property
-    def settings_changes(self) -> dict[str, Any]:
-        return {a["knob"]: a["after"] for a in self.actions}
-
-    @property
-    def needs_new_context(self) -> bool:
-        return any(a["effect"] == "session_restart" for a in self.actions)
-
-    @property
-    def standby_changes(self) -> dict[str, Any]:
-        """What a standby driver starts with: every change but the state partitions (the checkpoint keeps the old ones
-        until the migration) and the code version (batches run the old code until the resume). So a batch the pause
-        interrupted is finished there with the new cores and source partitions."""
-        return {a["knob"]: a["after"] for a in self.actions if a["knob"] not in ("state_partitions", "code_version")}
-
-    @property
-    def keeps_interrupted_batch(self) -> bool:
-        """Whether a batch the pause interrupts can stay planned for the resumed query: no state migration (which
-        needs a committed boundary) and the same code (the batch was planned by the old one)."""
-        return not self.needs_migration and "code_version" not in self.settings_changes
-
-    @property
-    def handed_over(self) -> bool:
-        return "driver_pid" in (self.results.get("pause") or {}).get("handover", {})
-
-    @property
-    def finished(self) -> bool:
-        return self.outcome is not None
-
-    def started_payload(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "current": self.current.model_dump(),
-            "target": self.target.model_dump(),
-            "plan_hash": self.plan_hash,
-            "actions": self.actions,
-            "trigger": self.trigger,
-            "evidence": self.evidence,
-        }
-
-    @classmethod
-    def from_ledger(cls, ledger: AuditLedger, reconfiguration_id: str) -> "Reconfiguration":
-        """Rebuild a reconfiguration from its journal.
-
-        Raises:
-            ReconfError: no reconfiguration with that id is in the ledger.
-        """
-        records = ledger.records(reconfiguration_id=reconfiguration_id)
-        started = next((r for r in records if r.kind in ("reconfiguration.started", "reconfiguration.noop")), None)
-        if started is None:
-            raise ReconfError(f"no reconfiguration {reconfiguration_id!r} in {ledger}")
-        p = started.payload
-        reconfiguration = cls(
-            reconfiguration_id,
-            started.stream,
-            p["strategy"],
-            ExecutionPlan.model_validate(p["current"]),
-            ExecutionPlan.model_validate(p["target"]),
-            p["actions"],
-            p.get("trigger", {}),
-            p.get("evidence", {}),
-            outcome="noop" if started.kind == "reconfiguration.noop" else None,
-        )
-        for record in records:
-            if record.kind == "step.end":
-                reconfiguration.results[record.step] = record.payload["result"]
-                reconfiguration.timings[record.step] = record.payload["seconds"]
-            elif record.kind == "rollback.begin":
-                reconfiguration.rolling_back = True
-            elif record.kind == "reconfiguration.finished":
-                reconfiguration.outcome = record.payload["outcome"]
-        return reconfiguration
-
-
-def replay_keeps_pace(prepared: dict[str, Any], history: dict[str, Any]) -> bool:
-    """Whether a precopy's catch-up outruns the live stream: its last round left fewer batches behind than it
-    replayed; without a round, a live batch plus :data:`QUERY_START_ALLOWANCE_S` (what a replay adds) takes less than
-    the stream's time per batch (``history``: :meth:`Reconfigurer._recent_backlog`).
-
-    Only then is its copy verified before the pause: the verification's full read of the state
-    lets the stream run ahead meanwhile, and rounds that cannot catch up would leave all of that
-    to the pause. Otherwise the pause compares the whole state, as after a native migration.
-    """
-    rounds = prepared.get("rounds") or []
-    if rounds:
-        return prepared["batches_left"] < rounds[-1]
-    replay_s, per_batch_s = _replay_pace(history)
-    return replay_s is not None and replay_s < per_batch_s
-
-
-def replay_falls_behind(history: dict[str, Any]) -> str | None:
-    """Why a precopy would only lengthen the pause (None: it may pay): by the stream's recent batches
-    (:meth:`Reconfigurer._recent_backlog`), a replayed batch takes at least as long as the stream takes per batch,
-    so no round can catch up and the pause would replay more batches than the native migration costs (measured
-    on a 1 s trigger: 9-10 s against native's 5-8.5 s). Unknown pace: None (the rounds will tell)."""
-    replay_s, per_batch_s = _replay_pace(history)
-    if replay_s is None or replay_s < per_batch_s:
-        return None
-    return (
-        f"a replayed batch takes about {replay_s:.1f} s (a live batch of {history['batch_s']:.1f} s plus "
-        f"{QUERY_START_ALLOWANCE_S:g} s to start its query) and the stream commits one every {per_batch_s:.1f} s: "
-        "the copy could not catch up, so the native migration runs in the pause; precopy pays on longer triggers"
-    )
-
-
-def _replay_pace(history: dict[str, Any]) -> tuple[float | None, float]:
-    """What a replayed batch is expected to take, and the stream's seconds per batch (None, inf: unknown)."""
-    batch_s, per_batch_s = history.get("batch_s"), history.get("seconds_per_batch")
-    if batch_s is None or per_batch_s is None:
-        return None, float("inf")
-    return batch_s + QUERY_START_ALLOWANCE_S, per_batch_s
-
-
-def _executors_to_add(r: Reconfiguration) -> int:
-    """Executors a cores change within the ceiling grows to (0: none to add ahead of the pause)."""
-    resources = r.target.resources
-    if not any(a["effect"] == "executor_resize" for a in r.actions) or not resources.executor_cores:
-        return 0
-    before, after = r.current.resources.max_cores or 0, resources.max_cores or 0
-    return after // resources.executor_cores if after > before else 0
+# How far back the metrics store is read: the batches before a pause (their backlog and pace), the live batches a
+# precopy's replays are checked against, and the batches since a pause until the stream caught up.
+HISTORY_TAIL_BYTES = 1 << 20
+OBSERVED_TAIL_BYTES = 4 << 20
 
 
 def _holder() -> str:
@@ -300,6 +132,16 @@ class Reconfigurer:
         self.observe_timeout_s = observe_timeout_s
         self.after_step = after_step
         self.handover = handover
+        self._steps: dict[str, Callable[[Reconfiguration], dict[str, Any]]] = {
+            "preflight": self._preflight,
+            "prepare": self._prepare,
+            "pause": self._pause,
+            "migrate": self._migrate,
+            "verify": self._verify,
+            "resume": self._resume,
+            "observe": self._observe,
+            "record": self._record,
+        }
 
     # -- the whole thing ------------------------------------------------------------------------
 
@@ -449,7 +291,7 @@ class Reconfigurer:
         )
         started = time.monotonic()
         try:
-            result = getattr(self, f"_{name}")(reconfiguration)
+            result = self._steps[name](reconfiguration)
         except ReconfigurationRefused as exc:
             self.ledger.append(
                 stream=stream, kind="step.failed", step=name, reconfiguration_id=rid, payload={"error": str(exc)}
@@ -515,128 +357,20 @@ class Reconfigurer:
     # -- steps ------------------------------------------------------------------------------
 
     def _preflight(self, r: Reconfiguration) -> dict[str, Any]:
-        problems: list[str] = []
-        checks: dict[str, Any] = {}
-        status = self.stream.status()
-        checks["state"] = status.get("state")
-        if status.get("state") == "failed":
-            problems.append(
-                f"stream {r.stream!r} failed ({status.get('failure')}); fix and restart it before reconfiguring"
-            )
-        elif status.get("state") != "running":
-            problems.append(
-                f"stream {r.stream!r} is {status.get('state')}; start it (`reconf stream start {r.stream}`) "
-                "before reconfiguring"
-            )
-        checkpoint = self.stream.paths.checkpoint
-        facts = checkpoint_facts(checkpoint)
-        checks["checkpoint"] = facts.summary()
-        if status.get("state") != "running" and not facts.committed:
-            problems.append(
-                f"checkpoint {checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
-                "start the stream so it finishes that batch"
-            )
-        capabilities = stream_capabilities(
-            self.stream.definition(), MetricsStore(self.stream.paths.metrics).last_progress(), checkpoint
-        )
-        checks["capabilities"] = capabilities.as_dict()
-        if not capabilities.pause:
-            problems.append(f"stream {r.stream!r} cannot pause at a batch boundary: {capabilities.reasons['pause']}")
-        if r.needs_migration and r.strategy == "replay" and not capabilities.replay:
-            problems.append(
-                f"the replay strategy cannot rebuild the state of stream {r.stream!r}: "
-                f"{capabilities.reasons.get('replay')}; use strategy 'native'"
-            )
-        if r.needs_migration and r.strategy == "precopy" and not capabilities.replay_recent:
-            problems.append(
-                f"the precopy strategy replays the batches of stream {r.stream!r} since its copy, but "
-                f"{capabilities.reasons.get('replay')}; use strategy 'native'"
-            )
-        if r.needs_migration:
-            problems += self._migration_problems(r, checkpoint, facts, checks)
-        room = self._executor_room_problem(r, status.get("executors"))
-        if room:
-            problems.append(room)
-        if r.target.logic.code_version != r.current.logic.code_version and status.get("state") == "running":
-            check = self.stream.code_check(r.target.logic.code_version)
-            checks["code_version"] = check
-            if not check["compatible"]:
-                problems.append(
-                    f"code version {r.target.logic.code_version!r} cannot read the checkpoint's state: "
-                    + "; ".join(check["problems"])
-                    + "; keep the state schema or start a new stream"
-                )
+        problems, checks = preflight(r, self.stream)
         if problems:
             raise ReconfigurationRefused(r.stream, problems)
         return {"checks": checks, "actions": r.actions}
 
-    def _executor_room_problem(self, r: Reconfiguration, live: int | None) -> str | None:
-        """Whether a standalone master can place the executors a cores change adds (same executor size only: the
-        executors the stream holds are reused, in place or by the next SparkContext)."""
-        now, target = r.current.resources, r.target.resources
-        same_shape = (now.master, now.executor_cores, now.executor_memory) == (
-            target.master,
-            target.executor_cores,
-            target.executor_memory,
-        )
-        if not same_shape or not target.executor_cores or not target.max_cores or live is None:
-            return None
-        return executor_room_problem(
-            target.master,
-            target.max_cores // target.executor_cores - live,
-            executor_cores=target.executor_cores,
-            executor_memory=self.stream.spec().executor_memory_setting,
-            home=self.stream.paths.home,
-        )
-
-    def _migration_problems(self, r: Reconfiguration, checkpoint, facts, checks: dict[str, Any]) -> list[str]:
-        problems = []
-        if facts.last_committed_batch is None:
-            problems.append(
-                f"stream {r.stream!r} has not committed a micro-batch yet, so there is no state to migrate; "
-                "wait for its first batch"
-            )
-        operators = stateful_operators(checkpoint)
-        checks["operators"] = operators
-        named = r.target.partitioning.state_partitions
-        if isinstance(named, dict):
-            unknown = sorted(set(named) - set(operators))
-            if unknown:
-                known = ", ".join(f"{k} ({v})" for k, v in operators.items()) or "none"
-                problems.append(
-                    f"partitioning.state_partitions names unknown stateful operator(s) {unknown}; "
-                    f"the checkpoint has {known}"
-                )
-        if r.strategy in ("native", "precopy"):  # a precopy repartitions its copy the native way
-            available, version = native_repartition_available()
-            checks["spark"] = version
-            if not available:
-                problems.append(
-                    f"PySpark {version} cannot repartition state offline (needs 4.2+); use strategy 'replay'"
-                )
-            if facts.provider and not facts.uses_rocksdb:
-                problems.append(
-                    f"checkpoint {checkpoint} keeps state with {facts.provider.rsplit('.', 1)[-1]}; the native "
-                    "migration supports RocksDB state only: use strategy 'replay', or run the stream with "
-                    "RocksDB state (the default)"
-                )
-        state_bytes = tree_bytes(checkpoint / "state")
-        free = free_bytes(checkpoint)
-        checks["disk"] = {"state_bytes": state_bytes, "free_bytes": free}
-        if free is not None and free < state_bytes + DISK_MARGIN_BYTES:  # None: a remote store, its quota is its own
-            problems.append(
-                f"{free >> 20} MiB free next to {checkpoint}, but a migration writes a copy of the state "
-                f"({state_bytes >> 20} MiB) plus {DISK_MARGIN_BYTES >> 20} MiB: free some disk"
-            )
-        return problems
-
     def _prepare(self, r: Reconfiguration) -> dict[str, Any]:
-        result: dict[str, Any] = {"target_settings": r.target.settings(), "history": self._recent_backlog()}
+        records, _ = MetricsStore(self.stream.paths.metrics).tail(HISTORY_TAIL_BYTES)
+        history = recent_backlog(records, self.stream.spec().trigger_interval_s)
+        result: dict[str, Any] = {"target_settings": r.target.settings(), "history": history}
         if r.needs_migration:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
             result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
             warm_up_verification()  # GX's cold start would otherwise fall inside the pause
-        grow = _executors_to_add(r)
+        grow = executors_to_add(r)
         if grow:  # Trisk's warm executors: the new configuration's JVMs start while the stream runs, not in the pause
             try:
                 result["executors"] = self.stream.add_executors(grow)
@@ -653,93 +387,10 @@ class Reconfigurer:
             r.needs_migration and r.strategy == "precopy"
         ):  # last: its catch-up rounds end as close to the pause as can be
             try:
-                result["precopy"] = self._precopy(r, result["history"])
+                result["precopy"] = prepare_precopy(self.stream, r.target.partitioning.state_partition_count, history)
             except ReconfError as exc:  # the migration runs the native way in the pause instead, and says so
                 result["precopy"] = {"failed": str(exc)}
         return result
-
-    def _precopy(self, r: Reconfiguration, history: dict[str, Any]) -> dict[str, Any]:
-        """Prepare the copy; where its catch-up outruns the stream, verify it now and catch it up completely."""
-        partitions = r.target.partitioning.state_partition_count
-        falls_behind = replay_falls_behind(history)
-        if falls_behind:  # nothing copied: the pause runs the native migration and the record says why
-            raise StreamStateError(falls_behind)
-        started = time.monotonic()
-        first = self.stream.precopy(partitions)
-        if not replay_keeps_pace(
-            first, history
-        ):  # a verification now would leave the pause more to replay than it saves
-            return {**first, "verified": None}
-        verified = self._verify_copy(r, first)
-        prepared = self.stream.precopy(partitions, close_enough=0)  # what committed while it was verified
-        if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
-            verified = self._verify_copy(r, prepared)
-        rounds, waited_s = first["rounds"] + prepared["rounds"], 0.0
-        replay_s, per_batch_s = _replay_pace(history)
-        if prepared["batches_left"] == 0 and replay_s is not None and replay_s < per_batch_s:
-            # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight.
-            waited_s = self._await_batch_boundary(history)
-            last = self.stream.precopy(partitions, close_enough=0)
-            replays = prepared["replays"] + last["replays"]  # the pause checks those after the verified batch
-            if last["from_batch"] != prepared["from_batch"]:
-                verified, replays = self._verify_copy(r, last), last["replays"]
-            prepared, rounds = {**last, "replays": replays}, rounds + last["rounds"]
-        return {
-            **prepared,
-            "verified": verified,
-            "rounds": rounds,
-            "boundary_wait_s": waited_s,
-            "seconds": round(time.monotonic() - started, 3),
-        }
-
-    def _await_batch_boundary(self, history: dict[str, Any]) -> float:
-        """Wait until the live stream has no batch in flight (at most 1.5 of its recent batches); the seconds waited.
-
-        A batch that commits after the copy's last round is replayed in the pause (a query start plus the batch:
-        2.3 s at 1M keys, measured); caught up once more right after that commit, the copy leaves the pause nothing
-        to replay, and the pause, taken between the stream's batches or early in the next one (dropped: planned
-        again after the resume), does not wait either."""
-        started = time.monotonic()
-        deadline = started + max(1.0, 1.5 * (history.get("batch_s") or 0.0))
-        while not checkpoint_facts(self.stream.paths.checkpoint).committed and time.monotonic() < deadline:
-            time.sleep(BOUNDARY_POLL_S)
-        return round(time.monotonic() - started, 3)
-
-    def _verify_copy(self, r: Reconfiguration, prepared: dict[str, Any]) -> dict[str, Any]:
-        """The prepared copy against the live state at the batch it reached, while the stream runs (both committed:
-        their files no longer change); in the pause only the batches replayed since are checked (:meth:`_verify`).
-
-        Raises:
-            StreamStateError: they differ (the copy is not used; the migration runs the native way).
-        """
-        started = time.monotonic()
-        batch, generation = prepared["caught_up_to"], prepared["generation"]
-        live, copy = map(StateSummary.from_dict, self.stream.states([(generation - 1, batch), (generation, batch + 1)]))
-        verification = verify_migration(live, copy, r.target.partitioning.state_partition_count)
-        if not verification.ok:
-            raise StreamStateError(
-                f"the prepared copy differs from the live state at batch {batch}: "
-                + "; ".join(verification.problems or verification.gx.failures)
-            )
-        return {**verification.as_dict(), "live_batch": batch, "seconds": round(time.monotonic() - started, 3)}
-
-    def _recent_backlog(self) -> dict[str, Any]:
-        """Backlog of the batches before the pause (what "caught up" means afterwards), and their pace: median batch
-        duration and time per batch."""
-        store = MetricsStore(self.stream.paths.metrics)
-        records, _ = store.read(store.tail_offset(1 << 20))
-        spec = self.stream.spec()
-        batches = committed_batches(records[-4 * BACKLOG_HISTORY_BATCHES :])
-        recent = batches.tail(BACKLOG_HISTORY_BATCHES)
-        rate = offered_rate(recent)
-        committed = recent["committed_at"].astype(float)
-        return {
-            "normal_backlog_events": normal_backlog(recent, rate, spec.trigger_interval_s),
-            "batches": len(recent),
-            "offered_events_per_s": rate,
-            "batch_s": float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
-            "seconds_per_batch": float(committed.diff().median()) if len(recent) > 1 else None,
-        }
 
     def _pause(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_driver()
@@ -878,7 +529,8 @@ class Reconfigurer:
             for run in prepared.get("replays", []) + migrated["replays"]
             if run["batch_id"] - 1 > verified["live_batch"]
         ]  # replayed after the copy was verified
-        live = self._live_state_counts({run["batch_id"] - 1 for run in replays})
+        records, _ = MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)
+        live = state_counts_by_batch(records, {run["batch_id"] - 1 for run in replays})
         problems = delta_problems(live, replays, shift=1)
         if problems is None:
             return None
@@ -894,21 +546,6 @@ class Reconfigurer:
         if problems:
             result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(problems))
         return result
-
-    def _live_state_counts(self, batches: set[int]) -> dict[int, list[dict[str, Any]]]:
-        """Spark's state row counts of the live stream's executed ``batches`` (idle progress reports left out)."""
-        store = MetricsStore(self.stream.paths.metrics)
-        records, _ = store.read(store.tail_offset(4 << 20))
-        counts = {}
-        for record in records:
-            progress = record.get("progress") or {}
-            if (
-                record.get("kind") == "progress"
-                and progress.get("batchId") in batches
-                and "addBatch" in (progress.get("durationMs") or {})
-            ):
-                counts[progress["batchId"]] = state_row_counts(progress)
-        return counts
 
     def _rollback(self, r: Reconfiguration, reason: str) -> dict[str, Any]:
         """Return the checkpoint to the paused batch and resume the stream as it was; finish as rolled back."""
@@ -940,7 +577,7 @@ class Reconfigurer:
         paused_at, resumed_at = r.results["pause"]["paused_at"], r.results["resume"]["resumed_at"]
         normal = r.results["prepare"]["history"]["normal_backlog_events"]
         store = MetricsStore(self.stream.paths.metrics)
-        records, offset = store.read(store.tail_offset(4 << 20))
+        records, offset = store.tail(OBSERVED_TAIL_BYTES)
         deadline = time.monotonic() + self.observe_timeout_s
         while True:
             batches = committed_batches(records)

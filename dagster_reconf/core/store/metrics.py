@@ -136,6 +136,10 @@ class MetricsStore:
                 break  # a write in progress: nothing after it is readable yet
         return records, cursor
 
+    def tail(self, max_bytes: int) -> tuple[list[dict[str, Any]], int]:
+        """The records of the last ``max_bytes`` (whole lines), and the cursor after them (read on from there)."""
+        return self.read(self.tail_offset(max_bytes))
+
     def tail_offset(self, max_bytes: int) -> int:
         """A cursor at most ``max_bytes`` before the end, at a line start (to read only the recent past)."""
         segments = self._segments()

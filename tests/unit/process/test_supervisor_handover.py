@@ -16,7 +16,7 @@ from dagster_reconf.core.process.driver import main as driver_main
 from dagster_reconf.core.process.process_tree import wait_for_exit
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
-from dagster_reconf.core.reconfig.reconfigurer import Reconfiguration
+from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration
 from dagster_reconf.core.spec import StreamSpec
 
 SPEC = {"name": "s", "entrypoint": "dagster_reconf.workloads.streams:q5", "master": "local[1]", "state_partitions": 2}

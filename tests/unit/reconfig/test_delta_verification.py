@@ -1,7 +1,7 @@
 """The pause's check of a precopy: batches replayed into the copy changed its state as the live batches did; and
 when the copy is verified ahead of the pause instead of in it."""
 
-from dagster_reconf.core.reconfig.reconfigurer import replay_falls_behind, replay_keeps_pace
+from dagster_reconf.core.reconfig.precopy import replay_falls_behind, replay_keeps_pace
 from dagster_reconf.core.reconfig.verification import delta_problems
 
 

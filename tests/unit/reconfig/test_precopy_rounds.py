@@ -3,11 +3,10 @@ where it falls behind, none once close enough; the last one after the batch in f
 
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from dagster_reconf.core.reconfig import Reconfigurer
+from dagster_reconf.core.reconfig.precopy import await_batch_boundary
 from dagster_reconf.core.spark.state_migrator import next_precopy_round
 
 from .test_precopy_copy import make_checkpoint
@@ -30,24 +29,18 @@ def test_the_next_round(behind, last_delta, per_batch_s, copy_s, recopied, close
     assert next_precopy_round(behind, last_delta, per_batch_s, copy_s, recopied, close_enough) == step
 
 
-class _Stream:
-    def __init__(self, checkpoint):
-        self.paths = SimpleNamespace(checkpoint=checkpoint)
-
-
 def test_the_last_round_waits_for_the_batch_in_flight_to_commit(tmp_path):
     """A batch in flight after the copy's rounds would be replayed in the pause: the precopy waits for its commit
     (then catches it up while the stream runs), at most 1.5 batches, and not at all between batches."""
     make_checkpoint(tmp_path / "cp", last_offset=6, last_commit=5)  # batch 6 planned, not committed
-    reconfigurer = Reconfigurer(_Stream(tmp_path / "cp"), ledger=None)
     commit = threading.Timer(0.3, lambda: (tmp_path / "cp" / "commits" / "6").write_text("v1\n{}"))
     commit.start()
-    waited = reconfigurer._await_batch_boundary({"batch_s": 4.0})
+    waited = await_batch_boundary(tmp_path / "cp", batch_s=4.0)
     commit.join()
     assert 0.25 <= waited < 2.0
-    assert reconfigurer._await_batch_boundary({"batch_s": 4.0}) < 0.05  # between batches: no wait
+    assert await_batch_boundary(tmp_path / "cp", batch_s=4.0) < 0.05  # between batches: no wait
 
     make_checkpoint(tmp_path / "stuck", last_offset=6, last_commit=5)
     started = time.monotonic()
-    waited = Reconfigurer(_Stream(tmp_path / "stuck"), ledger=None)._await_batch_boundary({"batch_s": 0.4})
+    waited = await_batch_boundary(tmp_path / "stuck", batch_s=0.4)
     assert 1.0 <= waited < 3.0 and time.monotonic() - started < 3.0  # bounded: 1.5 batches, at least 1 s

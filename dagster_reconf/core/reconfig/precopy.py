@@ -1,0 +1,142 @@
+"""Precopy: a repartitioned copy of the state, prepared and caught up while the stream runs (VM live migration's
+iterative pre-copy, on a checkpoint), so the pause replays only the batches committed since.
+
+The copy pays only where a replayed batch is quicker than the stream's time per batch: then each catch-up round leaves
+fewer batches behind, and the copy is verified before the pause. Otherwise nothing is copied, or the copy is left
+unverified, and the pause runs the native migration or compares the whole state, and the record says why.
+
+``history`` below is the stream's recent pace, as :func:`~dagster_reconf.core.reconfig.observe.recent_backlog`
+returns it (``batch_s``: median batch duration, ``seconds_per_batch``: time between commits).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.reconfig.verification import verify_migration
+from dagster_reconf.core.spark.state_reader import StateSummary
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.storage import Location
+
+if TYPE_CHECKING:
+    from dagster_reconf.core.reconfig.handles import StreamHandle
+
+__all__ = [
+    "QUERY_START_ALLOWANCE_S",
+    "await_batch_boundary",
+    "prepare_precopy",
+    "replay_falls_behind",
+    "replay_keeps_pace",
+    "replay_pace",
+    "verify_copy",
+]
+
+QUERY_START_ALLOWANCE_S = 1.5  # what a replayed batch adds to a live one: its query's start
+BOUNDARY_POLL_S = 0.1  # a checkpoint listing per poll (object storage: a few requests), for at most 1.5 batches
+
+
+def replay_pace(history: dict[str, Any]) -> tuple[float | None, float]:
+    """What a replayed batch is expected to take, and the stream's seconds per batch (None, inf: unknown)."""
+    batch_s, per_batch_s = history.get("batch_s"), history.get("seconds_per_batch")
+    if batch_s is None or per_batch_s is None:
+        return None, float("inf")
+    return batch_s + QUERY_START_ALLOWANCE_S, per_batch_s
+
+
+def replay_keeps_pace(prepared: dict[str, Any], history: dict[str, Any]) -> bool:
+    """Whether a precopy's catch-up outruns the live stream: its last round left fewer batches behind than it
+    replayed; without a round, a live batch plus :data:`QUERY_START_ALLOWANCE_S` takes less than the stream's time
+    per batch.
+
+    Only then is its copy verified before the pause: the verification's full read of the state lets the stream run
+    ahead meanwhile, and rounds that cannot catch up would leave all of that to the pause.
+    """
+    rounds = prepared.get("rounds") or []
+    if rounds:
+        return prepared["batches_left"] < rounds[-1]
+    replay_s, per_batch_s = replay_pace(history)
+    return replay_s is not None and replay_s < per_batch_s
+
+
+def replay_falls_behind(history: dict[str, Any]) -> str | None:
+    """Why a precopy would only lengthen the pause (None: it may pay): a replayed batch takes at least as long as
+    the stream takes per batch, so no round can catch up and the pause would replay more batches than the native
+    migration costs. Unknown pace: None (the rounds will tell)."""
+    replay_s, per_batch_s = replay_pace(history)
+    if replay_s is None or replay_s < per_batch_s:
+        return None
+    return (
+        f"a replayed batch takes about {replay_s:.1f} s (a live batch of {history['batch_s']:.1f} s plus "
+        f"{QUERY_START_ALLOWANCE_S:g} s to start its query) and the stream commits one every {per_batch_s:.1f} s: "
+        "the copy could not catch up, so the native migration runs in the pause; precopy pays on longer triggers"
+    )
+
+
+def await_batch_boundary(checkpoint: Location, batch_s: float | None) -> float:
+    """Wait until the live stream has no batch in flight (at most 1.5 of its recent batches); the seconds waited.
+
+    A batch that commits after the copy's last round is replayed in the pause (a query start plus the batch); caught
+    up once more right after that commit, the copy leaves the pause nothing to replay.
+    """
+    started = time.monotonic()
+    deadline = started + max(1.0, 1.5 * (batch_s or 0.0))
+    while not checkpoint_facts(checkpoint).committed and time.monotonic() < deadline:
+        time.sleep(BOUNDARY_POLL_S)
+    return round(time.monotonic() - started, 3)
+
+
+def verify_copy(stream: StreamHandle, prepared: dict[str, Any], partitions: int) -> dict[str, Any]:
+    """The prepared copy against the live state at the batch it reached, while the stream runs (both committed:
+    their files no longer change); in the pause only the batches replayed since are checked.
+
+    Raises:
+        StreamStateError: they differ (the copy is not used; the migration runs the native way).
+    """
+    started = time.monotonic()
+    batch, generation = prepared["caught_up_to"], prepared["generation"]
+    live, copy = map(StateSummary.from_dict, stream.states([(generation - 1, batch), (generation, batch + 1)]))
+    verification = verify_migration(live, copy, partitions)
+    if not verification.ok:
+        raise StreamStateError(
+            f"the prepared copy differs from the live state at batch {batch}: "
+            + "; ".join(verification.problems or verification.gx.failures)
+        )
+    return {**verification.as_dict(), "live_batch": batch, "seconds": round(time.monotonic() - started, 3)}
+
+
+def prepare_precopy(stream: StreamHandle, partitions: int, history: dict[str, Any]) -> dict[str, Any]:
+    """Prepare the copy; where its catch-up outruns the stream, verify it now and catch it up completely.
+
+    Raises:
+        StreamStateError: a precopy cannot pay at this pace, or its copy differs (the pause runs the native way).
+    """
+    falls_behind = replay_falls_behind(history)
+    if falls_behind:  # nothing copied: the pause runs the native migration and the record says why
+        raise StreamStateError(falls_behind)
+    started = time.monotonic()
+    first = stream.precopy(partitions)
+    if not replay_keeps_pace(first, history):  # a verification now would leave the pause more to replay than it saves
+        return {**first, "verified": None}
+    verified = verify_copy(stream, first, partitions)
+    prepared = stream.precopy(partitions, close_enough=0)  # what committed while it was verified
+    if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
+        verified = verify_copy(stream, prepared, partitions)
+    rounds, waited_s = first["rounds"] + prepared["rounds"], 0.0
+    replay_s, per_batch_s = replay_pace(history)
+    if prepared["batches_left"] == 0 and replay_s is not None and replay_s < per_batch_s:
+        # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight.
+        waited_s = await_batch_boundary(stream.paths.checkpoint, history.get("batch_s"))
+        last = stream.precopy(partitions, close_enough=0)
+        replays = prepared["replays"] + last["replays"]  # the pause checks those after the verified batch
+        if last["from_batch"] != prepared["from_batch"]:
+            verified, replays = verify_copy(stream, last, partitions), last["replays"]
+        prepared, rounds = {**last, "replays": replays}, rounds + last["rounds"]
+    return {
+        **prepared,
+        "verified": verified,
+        "rounds": rounds,
+        "boundary_wait_s": waited_s,
+        "seconds": round(time.monotonic() - started, 3),
+    }

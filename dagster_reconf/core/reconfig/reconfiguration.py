@@ -1,0 +1,124 @@
+"""One reconfiguration as its journal in the audit ledger tells it: the plan, its actions, each step's result.
+
+The reconfigurer writes the journal step by step; :meth:`Reconfiguration.from_ledger` reads it back, so a re-run (in
+another process, after a crash) continues after the last step that ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dagster_reconf.core.errors import ReconfError
+from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.reconfig.plan import ExecutionPlan
+
+__all__ = ["Reconfiguration", "executors_to_add"]
+
+
+@dataclass
+class Reconfiguration:
+    """One reconfiguration, as its journal in the ledger tells it."""
+
+    id: str
+    stream: str
+    strategy: str
+    current: ExecutionPlan
+    target: ExecutionPlan
+    actions: list[dict[str, Any]]
+    trigger: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    outcome: str | None = None  # succeeded, rolled_back, refused, noop; None while in progress
+    rolling_back: bool = False
+
+    @property
+    def plan_hash(self) -> str:
+        return self.target.plan_hash
+
+    @property
+    def needs_migration(self) -> bool:
+        return any(a["effect"] == "state_migration" for a in self.actions)
+
+    @property
+    def settings_changes(self) -> dict[str, Any]:
+        return {a["knob"]: a["after"] for a in self.actions}
+
+    @property
+    def needs_new_context(self) -> bool:
+        return any(a["effect"] == "session_restart" for a in self.actions)
+
+    @property
+    def standby_changes(self) -> dict[str, Any]:
+        """What a standby driver starts with: every change but the state partitions (the checkpoint keeps the old ones
+        until the migration) and the code version (batches run the old code until the resume). So a batch the pause
+        interrupted is finished there with the new cores and source partitions."""
+        return {a["knob"]: a["after"] for a in self.actions if a["knob"] not in ("state_partitions", "code_version")}
+
+    @property
+    def keeps_interrupted_batch(self) -> bool:
+        """Whether a batch the pause interrupts can stay planned for the resumed query: no state migration (which
+        needs a committed boundary) and the same code (the batch was planned by the old one)."""
+        return not self.needs_migration and "code_version" not in self.settings_changes
+
+    @property
+    def handed_over(self) -> bool:
+        return "driver_pid" in (self.results.get("pause") or {}).get("handover", {})
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None
+
+    def started_payload(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "current": self.current.model_dump(),
+            "target": self.target.model_dump(),
+            "plan_hash": self.plan_hash,
+            "actions": self.actions,
+            "trigger": self.trigger,
+            "evidence": self.evidence,
+        }
+
+    @classmethod
+    def from_ledger(cls, ledger: AuditLedger, reconfiguration_id: str) -> "Reconfiguration":
+        """Rebuild a reconfiguration from its journal.
+
+        Raises:
+            ReconfError: no reconfiguration with that id is in the ledger.
+        """
+        records = ledger.records(reconfiguration_id=reconfiguration_id)
+        started = next((r for r in records if r.kind in ("reconfiguration.started", "reconfiguration.noop")), None)
+        if started is None:
+            raise ReconfError(f"no reconfiguration {reconfiguration_id!r} in {ledger}")
+        p = started.payload
+        reconfiguration = cls(
+            reconfiguration_id,
+            started.stream,
+            p["strategy"],
+            ExecutionPlan.model_validate(p["current"]),
+            ExecutionPlan.model_validate(p["target"]),
+            p["actions"],
+            p.get("trigger", {}),
+            p.get("evidence", {}),
+            outcome="noop" if started.kind == "reconfiguration.noop" else None,
+        )
+        for record in records:
+            if record.kind == "step.end":
+                reconfiguration.results[record.step] = record.payload["result"]
+                reconfiguration.timings[record.step] = record.payload["seconds"]
+            elif record.kind == "rollback.begin":
+                reconfiguration.rolling_back = True
+            elif record.kind == "reconfiguration.finished":
+                reconfiguration.outcome = record.payload["outcome"]
+        return reconfiguration
+
+
+def executors_to_add(r: Reconfiguration) -> int:
+    """Executors a cores change within the ceiling grows to (0: none to add ahead of the pause)."""
+    resources = r.target.resources
+    if not any(a["effect"] == "executor_resize" for a in r.actions) or not resources.executor_cores:
+        return 0
+    before, after = r.current.resources.max_cores or 0, resources.max_cores or 0
+    return after // resources.executor_cores if after > before else 0
