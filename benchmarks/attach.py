@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from dagster_reconf.core.scaling.policy import DS2Policy, PolicyConfig
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.spark.session import build_spark_session
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore

@@ -57,7 +57,8 @@ import numpy as np
 import pandas as pd
 
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
+from dagster_reconf.core.scaling.policies import POLICIES
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.spark.runtime import StreamRuntime
@@ -163,7 +164,7 @@ def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.
     """Whether the running configuration keeps up with RATE, judged from a full settled window on, and what it showed:
     ``"sustains"``, ``"overruns"`` (no backlog, but only with batches past the interval, back to back) or ``"behind"``.
 
-    It keeps up where its backlog is gone (``Observation.has_backlog``) with batches that fit the interval. A backlog
+    It keeps up where its backlog is gone (``Signal.has_backlog``) with batches that fit the interval. A backlog
     that the window shows shrinking is watched for up to the policy's catch-up time and counts only where it is
     really gone by then: near the limit a window's trend is noise (Q5 at 3 cores, one window each: shrinking 19/s on
     one run, growing 30/s on another). A backlog that shrinks more slowly (batches run flat out, over the interval) is
@@ -176,7 +177,7 @@ def sustains(runtime: StreamRuntime, store: MetricsStore, timeout_s: float = 90.
         time.sleep(1.0)
         records, offset = store.read(offset)
         window.update(records)
-        obs = decide(probe, window, time.time(), plan=False).observation
+        obs = decide(probe, window, time.time(), plan=False).signal
         if (
             obs.batches < POLICY.window_batches
             or not window.started_at
@@ -307,7 +308,7 @@ def run(
                 return traces.activities(lo, hi)
 
             decision = decide(policy, window, time.time(), activities)
-            obs = decision.observation
+            obs = decision.signal
             if obs.batches < POLICY.window_batches:
                 continue
             if pending is not None:

@@ -52,7 +52,7 @@ _EXPORTS = {
     "build_streams_sensor": "dagster_reconf.dagster.streams_sensor",
     "AssetKind": "dagster_reconf.dagster.translator",
     "ReconfTranslator": "dagster_reconf.dagster.translator",
-    "PolicyConfig": "dagster_reconf.core.scaling.policy",
+    "PolicyConfig": "dagster_reconf.core.scaling.policy_config",
     "build_stream_progress_sensor": "dagster_reconf.dagster.sensor_builder",
     "build_stream_control_job": "dagster_reconf.dagster.stream_jobs",
     "TraceAssets": "dagster_reconf.dagster.trace_assets",
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         ReconfigurationRefused,
         Reconfigurer,
     )
-    from dagster_reconf.core.scaling.policy import PolicyConfig
+    from dagster_reconf.core.scaling.policy_config import PolicyConfig
     from dagster_reconf.core.spec import StreamSpec
     from dagster_reconf.dagster.reconfiguration_assets import (
         build_reconfiguration_failure_sensor,

@@ -41,7 +41,8 @@ from dagster import (
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from dagster_reconf.core.scaling.policy import POLICIES, PolicyConfig
+from dagster_reconf.core.scaling.policies import POLICIES
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
 from dagster_reconf.dagster.reconfiguration_assets import build_stream_configuration
 from dagster_reconf.dagster.resources import StreamRuntimeResource
@@ -187,7 +188,7 @@ def build_scaling_assets(
                     streams.trace_store(stream), streams.event_log_dir(stream), query_ids=streams.query_ids(stream)
                 ),
             )
-            plan, reason, observation = decision.plan, decision.reason, decision.observation.as_dict()
+            plan, reason, observation = decision.plan, decision.reason, decision.signal.as_dict()
             step = decision.step
             recommend_only = decision.recommend_only or streams.attached(stream)  # attached: nothing to apply it to
         context.log.info(f"{stream}: {step.describe() + '; ' if step else ''}{reason}")

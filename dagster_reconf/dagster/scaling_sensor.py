@@ -38,7 +38,7 @@ from dagster import (
 
 from dagster_reconf.core.ledger.ledger import StreamLock
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
-from dagster_reconf.core.scaling.policy import POLICIES
+from dagster_reconf.core.scaling.policies import POLICIES
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ScalingPlanConfig
@@ -178,7 +178,7 @@ def build_scaling_sensor(
             asset_key=key,
             partition=stream,
             metadata={
-                **{k: round(v, 3) for k, v in decision.observation.as_dict().items()},
+                **{k: round(v, 3) for k, v in decision.signal.as_dict().items()},
                 "decision": decision.action,
                 "reason": decision.reason,
             },

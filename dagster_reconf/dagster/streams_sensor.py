@@ -44,7 +44,8 @@ from dagster import (
 )
 
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.policy import POLICIES, ScalingPolicy
+from dagster_reconf.core.scaling.policies import POLICIES
+from dagster_reconf.core.scaling.policy import ScalingPolicy
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.scaling_assets import STREAM_TAG, ScalingAssets
@@ -230,7 +231,7 @@ def _tick_stream(
     decision = decide(policy, window, time.time(), plan=False)
     events = []
     if any(r.get("kind") == "progress" for r in records) and stream_key is not None:
-        figures = {k: round(v, 3) for k, v in decision.observation.as_dict().items()}
+        figures = {k: round(v, 3) for k, v in decision.signal.as_dict().items()}
         events.append(
             AssetObservation(
                 asset_key=stream_key,

@@ -25,9 +25,10 @@ from dagster_reconf.core.progress.lifecycle import (
     Started,
     lifecycle_event,
 )
-from dagster_reconf.core.scaling.policy import Decision, Observation, ScalingPolicy, observe
+from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy
 from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
 from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.scaling.signal import Signal, observe
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import record_row
 from dagster_reconf.core.traces.store import TraceStore
@@ -238,5 +239,5 @@ def ingest_and_read(
     return read
 
 
-def _empty_observation() -> Observation:
-    return Observation(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+def _empty_observation() -> Signal:
+    return Signal(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

@@ -55,14 +55,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
-from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs
+
+if TYPE_CHECKING:
+    from dagster_reconf.core.scaling.profile import StreamProfile
 
 __all__ = [
     "Limits",

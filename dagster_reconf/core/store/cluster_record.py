@@ -11,8 +11,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagster_reconf.core.store.paths import default_home
-
 __all__ = ["ClusterInfo", "cluster_info", "cluster_record_file"]
 
 
@@ -28,12 +26,13 @@ class ClusterInfo:
 
 
 def cluster_record_file(home: Path) -> Path:
+    """Where the cluster of runtime home ``home`` is recorded."""
     return home / "cluster" / "cluster.json"
 
 
-def cluster_info(home: Path | None = None) -> ClusterInfo | None:
-    """The cluster recorded under ``home`` if its master process still runs."""
-    path = cluster_record_file(home or default_home())
+def cluster_info(home: Path) -> ClusterInfo | None:
+    """The cluster recorded under runtime home ``home`` if its master process still runs."""
+    path = cluster_record_file(home)
     if not path.exists():
         return None
     info = ClusterInfo(**json.loads(path.read_text()))

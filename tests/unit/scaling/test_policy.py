@@ -7,16 +7,12 @@ import pytest
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.progress.lifecycle import Paused, QueryTerminated, Restarted, Started
+from dagster_reconf.core.scaling.baselines import DhalionPolicy, DynamicAllocationPolicy
+from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.policy import (
-    DhalionPolicy,
-    DS2Policy,
-    DynamicAllocationPolicy,
-    Observation,
-    PolicyConfig,
-    observe,
-)
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
+from dagster_reconf.core.scaling.signal import Signal, observe
 from dagster_reconf.core.spec import StreamSpec
 
 from .test_model import profile
@@ -24,7 +20,7 @@ from .test_model import profile
 KNOBS = Knobs(cores=1, source_partitions=1, state_partitions=8, trigger_interval_s=1.0)
 
 
-def obs(**changes) -> Observation:
+def obs(**changes) -> Signal:
     base = dict(
         batches=8,
         config_age_s=120.0,
@@ -35,7 +31,7 @@ def obs(**changes) -> Observation:
         utilization=1.6,
         batch_ms=1600.0,
     )
-    return Observation(**{**base, **changes})
+    return Signal(**{**base, **changes})
 
 
 def test_guards_hold_with_a_reason():
