@@ -40,8 +40,9 @@ from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import Location
 from dagster_reconf.core.traces.attach import AttachSpec, attach
+from dagster_reconf.core.traces.codecs import decompressed
 from dagster_reconf.core.traces.critical_path import CPInvariantError, snapshot
-from dagster_reconf.core.traces.eventlog import decompressed, log_files
+from dagster_reconf.core.traces.eventlog import log_files
 from dagster_reconf.core.traces.store import TraceStore, application_logs
 
 from ._common import emit, median, parse_args

@@ -17,6 +17,7 @@ M = TypeVar("M", bound="pydantic.BaseModel")
 
 __all__ = [
     "ControlRequestError",
+    "EventLogError",
     "ReconfError",
     "ReconfigurationInterrupted",
     "ReconfigurationRefused",
@@ -35,6 +36,10 @@ class ReconfError(Exception):
 
 class SpecError(ReconfError, ValueError):
     """A stream spec, source option or setting is invalid."""
+
+
+class EventLogError(ReconfError, ValueError):
+    """The input is not a readable Spark event log."""
 
 
 class StreamNotFoundError(ReconfError, LookupError):

@@ -9,7 +9,8 @@ from dagster import MultiPartitionKey, build_schedule_context, instance_for_test
 
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.traces.eventlog import decompressed, log_files
+from dagster_reconf.core.traces.codecs import decompressed
+from dagster_reconf.core.traces.eventlog import log_files
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.streams import bundled_spec
 

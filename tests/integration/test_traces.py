@@ -7,7 +7,8 @@ from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.traces.activities import ACTIVITY_TYPES, TraceNormalizer
 from dagster_reconf.core.traces.critical_path import snapshot
-from dagster_reconf.core.traces.eventlog import TableReadResult, read_events
+from dagster_reconf.core.traces.event_table import TableReadResult
+from dagster_reconf.core.traces.eventlog import read_events
 from dagster_reconf.core.traces.store import normalize_log
 from dagster_reconf.core.traces.summaries import summarize
 from dagster_reconf.workloads.streams import bundled_spec

@@ -188,20 +188,20 @@ FULL_LOG = [
 
 def table_read(path, cursor=None):
     from dagster_reconf.core.traces.activities import EVENT_SCHEMA, USED_EVENTS
-    from dagster_reconf.core.traces.eventlog import read_event_table
+    from dagster_reconf.core.traces.event_table import read_event_table
 
     return read_event_table(path, cursor, schema=EVENT_SCHEMA, used=USED_EVENTS)
 
 
 @pytest.mark.parametrize("suffix,encode", [("", lambda d: d), (".zstd", zstd_frames)])
 def test_a_finished_file_is_read_whole_by_duckdb_as_arrow_reads_a_running_one(tmp_path, monkeypatch, suffix, encode):
-    from dagster_reconf.core.traces import eventlog
+    from dagster_reconf.core.traces import event_table
 
     finished, running = tmp_path / f"app-1{suffix}", tmp_path / f"app-2{suffix}.inprogress"
     for path in (finished, running):
         path.write_bytes(encode(lines(FULL_LOG)))
     arrow = table_read(running)
-    monkeypatch.setattr(eventlog, "decompressed", lambda path: pytest.fail(f"{path} was decompressed here"))
+    monkeypatch.setattr(event_table, "decompressed", lambda path: pytest.fail(f"{path} was decompressed here"))
     whole = table_read(finished)
     assert whole.table.to_pylist() == arrow.table.to_pylist() and whole.table.schema == arrow.table.schema
     assert whole.table.num_rows == 3 and whole.skipped == arrow.skipped == {

@@ -3,7 +3,8 @@ import json
 import pandas as pd
 
 from dagster_reconf.core.traces.activities import TraceNormalizer
-from dagster_reconf.core.traces.eventlog import ReadResult, TableReadResult
+from dagster_reconf.core.traces.event_table import TableReadResult
+from dagster_reconf.core.traces.eventlog import ReadResult
 from dagster_reconf.core.traces.store import TraceStore, application_logs, normalize_log
 
 JOB = {
@@ -156,13 +157,13 @@ def sorted_rows(frame):
 
 
 def test_parts_normalized_while_duckdb_reads_the_next_make_the_rows_of_a_whole_read(tmp_path, monkeypatch):
-    from dagster_reconf.core.traces import eventlog
+    from dagster_reconf.core.traces import event_table
 
     log = tmp_path / "app-1"  # finished: DuckDB reads it
     write(log, many_tasks())
     whole, _, _ = normalize_log(log)
     parts = []
-    monkeypatch.setattr(eventlog, "_DUCKDB_PART_ROWS", 3)
+    monkeypatch.setattr(event_table, "DUCKDB_PART_ROWS", 3)
     monkeypatch.setattr(
         TraceNormalizer,
         "add_table",
@@ -176,7 +177,7 @@ def test_parts_normalized_while_duckdb_reads_the_next_make_the_rows_of_a_whole_r
 def test_a_part_refused_after_others_were_normalized_starts_over_line_by_line(tmp_path, monkeypatch):
     import pyarrow as pa
 
-    from dagster_reconf.core.traces import eventlog
+    from dagster_reconf.core.traces import event_table
 
     log = tmp_path / "app-1"
     write(log, many_tasks())
@@ -184,8 +185,8 @@ def test_a_part_refused_after_others_were_normalized_starts_over_line_by_line(tm
     before = start.state()
     # DuckDB refuses a corrupt line in a small file before handing on anything; in a big one it can fail in a
     # later part: here the third part is refused.
-    monkeypatch.setattr(eventlog, "_DUCKDB_PART_ROWS", 3)
-    parts, part_table = [], eventlog._part_table
+    monkeypatch.setattr(event_table, "DUCKDB_PART_ROWS", 3)
+    parts, part_table = [], event_table._part_table
 
     def third_part_refused(batch, schema):
         parts.append(len(parts))
@@ -193,7 +194,7 @@ def test_a_part_refused_after_others_were_normalized_starts_over_line_by_line(tm
             raise pa.ArrowInvalid("refused in the third part")
         return part_table(batch, schema)
 
-    monkeypatch.setattr(eventlog, "_part_table", third_part_refused)
+    monkeypatch.setattr(event_table, "_part_table", third_part_refused)
     rows, normalizer, read = normalize_log(log, None, start)
     assert len(parts) == 3 and isinstance(read, ReadResult)
     assert normalizer is start  # the two parts went to a copy, dropped: the line-by-line read went on from ``start``
