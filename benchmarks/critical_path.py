@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 import zstandard
 
-from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS
 from dagster_reconf.core.traces.critical_path import build_graph, critical_participation
+from dagster_reconf.core.traces.event_schema import ACTIVITY_COLUMNS
 from dagster_reconf.core.traces.store import normalize_log
 
 from ._common import emit, median, parse_args

@@ -5,8 +5,9 @@ import pytest
 
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.traces.activities import ACTIVITY_TYPES, TraceNormalizer
+from dagster_reconf.core.traces.activities import TraceNormalizer
 from dagster_reconf.core.traces.critical_path import snapshot
+from dagster_reconf.core.traces.event_schema import ACTIVITY_TYPES
 from dagster_reconf.core.traces.event_table import TableReadResult
 from dagster_reconf.core.traces.eventlog import read_events
 from dagster_reconf.core.traces.store import normalize_log

@@ -50,7 +50,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 import orjson
 import pandas as pd
@@ -58,48 +57,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from dagster_reconf.core.traces.eventlog import gc_paused
-
-__all__ = ["ACTIVITY_COLUMNS", "ACTIVITY_TYPES", "EVENT_SCHEMA", "USED_EVENTS", "TraceNormalizer"]
-
-ACTIVITY_TYPES = (
-    "scheduling",
-    "deserialization",
-    "buffer",
-    "processing",
-    "serialization",
-    "data",
-    "control",
-    "waiting",
-    "unknown",
+from dagster_reconf.core.traces.event_schema import (
+    ACTIVITY_COLUMNS,
+    ACTIVITY_TYPES,
+    DRIVER,
+    STEP_ACTIVITIES,
+    TASK_END_SCHEMA,
+    USED_EVENTS,
 )
-ACTIVITY_COLUMNS = [
-    "app_id",
-    "query_id",
-    "batch_id",
-    "job_id",
-    "stage_id",
-    "stage_attempt",
-    "operator",
-    "task_id",
-    "attempt",
-    "status",
-    "speculative",
-    "worker",
-    "src_worker",
-    "dst_worker",
-    "activity",
-    "start_ms",
-    "end_ms",
-    "records_in",
-    "records_out",
-    "bytes_in",
-    "bytes_out",
-    "cpu_ms",
-]
-DRIVER = "driver"
+from dagster_reconf.core.traces.eventlog import gc_paused
+from dagster_reconf.core.traces.placement import place_slots, stage_depths
+
+__all__ = ["TraceNormalizer"]
+
 _STATUSES = ("success", "failed", "killed")
-STEP_ACTIVITIES = ("scheduling", "deserialization", "buffer", "processing", "serialization", "data")
 _DTYPES = {
     "batch_id": "int64",
     "job_id": "int64",
@@ -116,94 +87,9 @@ _DTYPES = {
     "cpu_ms": "float64",
     "speculative": "bool",
 }
-_I64 = pa.int64()
-TASK_END_SCHEMA = pa.schema(
-    [
-        ("Event", pa.string()),
-        ("Stage ID", _I64),
-        ("Stage Attempt ID", _I64),
-        ("Task End Reason", pa.struct([("Reason", pa.string())])),
-        (
-            "Task Info",
-            pa.struct(
-                [(n, _I64) for n in ("Task ID", "Attempt", "Launch Time", "Finish Time", "Getting Result Time")]
-                + [("Executor ID", pa.string()), ("Speculative", pa.bool_()), ("Killed", pa.bool_())]
-            ),
-        ),
-        (
-            "Task Metrics",
-            pa.struct(
-                [
-                    ("Executor Deserialize Time", _I64),
-                    ("Executor Run Time", _I64),
-                    ("Result Serialization Time", _I64),
-                    ("Executor CPU Time", _I64),
-                    ("Executor Deserialize CPU Time", _I64),
-                    (
-                        "Shuffle Read Metrics",
-                        pa.struct(
-                            [
-                                (n, _I64)
-                                for n in (
-                                    "Fetch Wait Time",
-                                    "Total Records Read",
-                                    "Remote Bytes Read",
-                                    "Local Bytes Read",
-                                )
-                            ]
-                        ),
-                    ),
-                    (
-                        "Shuffle Write Metrics",
-                        pa.struct(
-                            [
-                                (n, _I64)
-                                for n in ("Shuffle Bytes Written", "Shuffle Write Time", "Shuffle Records Written")
-                            ]
-                        ),
-                    ),
-                    ("Input Metrics", pa.struct([("Bytes Read", _I64), ("Records Read", _I64)])),
-                    ("Output Metrics", pa.struct([("Bytes Written", _I64), ("Records Written", _I64)])),
-                ]
-            ),
-        ),
-    ]
-)
-_STAGE_INFO = pa.struct(
-    [
-        ("Stage ID", _I64),
-        ("Parent IDs", pa.list_(_I64)),
-        ("RDD Info", pa.list_(pa.struct([("Scope", pa.string())]))),
-    ]
-)
-EVENT_SCHEMA = pa.schema(
-    list(TASK_END_SCHEMA)
-    + [
-        ("App ID", pa.string()),
-        ("Executor ID", pa.string()),
-        ("Executor Info", pa.struct([("Total Cores", _I64)])),
-        ("Job ID", _I64),
-        ("Stage Infos", pa.list_(_STAGE_INFO)),
-        ("Stage Info", _STAGE_INFO),
-        (
-            "Properties",
-            pa.struct([(k, pa.string()) for k in ("sql.streaming.queryId", "streaming.sql.batchId", "spark.job.id")]),
-        ),
-    ]
-)
-"""Every field the normalizer reads, of every used event type: one schema for Arrow to parse a whole log with."""
 _TASK_PARSE = pj.ParseOptions(explicit_schema=TASK_END_SCHEMA, unexpected_field_behavior="ignore")
 _TASK_READ = pj.ReadOptions(block_size=1 << 24)
 STATE_STAGES_KEPT = 500  # stages remembered across incremental reads (parents of new stages)
-USED_EVENTS = frozenset(
-    {
-        "SparkListenerApplicationStart",
-        "SparkListenerExecutorAdded",
-        "SparkListenerJobStart",
-        "SparkListenerStageSubmitted",
-        "SparkListenerTaskEnd",
-    }
-)
 
 
 def _scope_name(scope: str | None) -> str | None:
@@ -222,6 +108,11 @@ def _plan_label(scopes: tuple[str | None, ...]) -> str:
     plan_nodes = [n for n in names if not n.startswith("WholeStageCodegen")] or names or ["stage"]
     digest = hashlib.sha1("|".join(names).encode()).hexdigest()[:6]
     return f"{'+'.join(plan_nodes)}#{digest}"
+
+
+def _operator_name(job_ordinal: int, depth: int, label: str) -> str:
+    """``j<job ordinal>.d<depth below the job's final stage>:<plan nodes>#<hash>``: the same every batch."""
+    return f"j{job_ordinal}.d{depth}:{label}"
 
 
 @dataclass
@@ -288,13 +179,17 @@ class TraceNormalizer:
         props = event.get("Properties") or {}
         query_id = props.get("sql.streaming.queryId")
         batch_id = int(props.get("streaming.sql.batchId") or -1)
+        self._note_job(job_id, query_id, batch_id)
+        infos = {int(s["Stage ID"]): s for s in event.get("Stage Infos") or []}
+        for info in infos.values():
+            self._register_stage(info, job_id, infos)
+
+    def _note_job(self, job_id: int, query_id: str | None, batch_id: int) -> None:
+        """Remember a job's query and batch, and its ordinal among the batch's jobs (what names its stages)."""
         self._job_props[job_id] = (query_id, batch_id)
         key = (query_id, batch_id)
         self._job_ordinal[job_id] = self._batch_jobs.get(key, 0)
         self._batch_jobs[key] = self._job_ordinal[job_id] + 1
-        infos = {int(s["Stage ID"]): s for s in event.get("Stage Infos") or []}
-        for info in infos.values():
-            self._register_stage(info, job_id, infos)
 
     def _register_stage(self, info: dict[str, Any], job_id: int, job_stages: dict[int, dict[str, Any]]) -> None:
         stage_id = int(info["Stage ID"])
@@ -314,7 +209,8 @@ class TraceNormalizer:
         while target not in frontier and frontier:
             frontier = {int(p) for s in frontier for p in (job_stages.get(s, {}).get("Parent IDs") or [])}
             depth += 1
-        return f"j{self._job_ordinal.get(job_id, 0)}.d{depth}:{_plan_label(tuple(r.get('Scope') for r in info.get('RDD Info') or []))}"
+        label = _plan_label(tuple(r.get("Scope") for r in info.get("RDD Info") or []))
+        return _operator_name(self._job_ordinal.get(job_id, 0), depth, label)
 
     def _on_StageSubmitted(self, event: dict[str, Any]) -> None:
         info = event.get("Stage Info") or {}
@@ -386,10 +282,7 @@ class TraceNormalizer:
         queries = pc.struct_field(props, "sql.streaming.queryId").to_pylist()  # null where Properties is
         batches = [int(b or -1) for b in pc.struct_field(props, "streaming.sql.batchId").to_pylist()]
         for job_id, query_id, batch_id in zip(job_ids.tolist(), queries, batches, strict=True):
-            self._job_props[job_id] = (query_id, batch_id)
-            key = (query_id, batch_id)
-            self._job_ordinal[job_id] = self._batch_jobs.get(key, 0)
-            self._batch_jobs[key] = self._job_ordinal[job_id] + 1
+            self._note_job(job_id, query_id, batch_id)
 
         infos = jobs.column("Stage Infos").combine_chunks()
         flat = pc.list_flatten(infos)
@@ -403,7 +296,7 @@ class TraceNormalizer:
         labels = np.array(
             [_plan_label(tuple(k.split("\x1f")) if k else ()) for k in keys.dictionary.to_pylist()], dtype=object
         )
-        depth, unreached = _depths(
+        depth, unreached = stage_depths(
             job_of,
             stage_ids,
             pc.list_parent_indices(parents).to_numpy(),
@@ -421,7 +314,7 @@ class TraceNormalizer:
             if job in fallback:
                 continue
             query_id, batch_id = self._job_props[job_id]
-            name = f"j{self._job_ordinal[job_id]}.d{int(depth[row])}:{label_of[row]}"
+            name = _operator_name(self._job_ordinal[job_id], int(depth[row]), label_of[row])
             self.stages[int(stage_ids[row])] = _Stage(
                 int(stage_ids[row]), job_id, query_id, batch_id, name, [int(p) for p in parent_lists[row] or []]
             )
@@ -608,7 +501,7 @@ class TraceNormalizer:
                 free_at[e, : used[e]] = self._slots_free_at[name]
             now_used = used.copy()
             order = np.argsort(launch, kind="stable")
-            slots, early = _place_slots(order, codes.astype(np.int64), launch, finish, free_at, now_used, cores)
+            slots, early = place_slots(order, codes.astype(np.int64), launch, finish, free_at, now_used, cores)
             if early >= 0:
                 break
             capacity *= 2  # an executor of unknown cores ran more tasks at once than there was room for
@@ -674,64 +567,6 @@ class TraceNormalizer:
         if not self._frames:
             return _empty_table()
         return pa.concat_tables(self._frames).to_pandas().astype(_DTYPES)
-
-
-def _depths(
-    job_of: np.ndarray, stage_ids: np.ndarray, parent_row: np.ndarray, parent_ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each stage row's distance below its job's final (highest-numbered) stage along parent edges, and the rows
-    the final stage does not reach.
-
-    ``job_of``/``stage_ids``: per stage row; ``parent_row``/``parent_ids``: per parent edge, the stage row it
-    leaves and the parent stage's id. A parent outside the job leads nowhere (as a missing stage info does).
-    """
-    lo, span = int(stage_ids.min()), int(stage_ids.max() - stage_ids.min()) + 1
-    key = job_of * span + (stage_ids - lo)  # unique per (job, stage)
-    order = np.argsort(key, kind="stable")
-    final = np.zeros(len(key), dtype=bool)
-    final[order[np.r_[job_of[order][1:] != job_of[order][:-1], True]]] = True  # each job's highest stage id
-    in_range = (parent_ids >= lo) & (parent_ids - lo < span)
-    wanted = job_of[parent_row] * span + (parent_ids - lo)
-    at = np.minimum(np.searchsorted(key[order], wanted), len(order) - 1)
-    inside = in_range & (key[order][at] == wanted)
-    child, parent = parent_row[inside], order[at[inside]]
-    depth = np.where(final, 0.0, np.inf)
-    while True:  # breadth-first from each final stage: one level per pass
-        relaxed = depth.copy()
-        np.minimum.at(relaxed, parent, depth[child] + 1)
-        if np.array_equal(relaxed, depth):
-            break
-        depth = relaxed
-    unreached = np.flatnonzero(np.isinf(depth))
-    return np.where(np.isinf(depth), -1, depth).astype(np.int64), unreached
-
-
-@numba.njit(cache=True)
-def _place_slots(order, executor, launch, finish, free_at, used, cores):  # pragma: no cover - compiled
-    """The slot of each task (see ``_place_all``); ``early`` is -1 when ``free_at`` ran out of room."""
-    slots = np.empty(len(order), dtype=np.int64)
-    early = 0
-    for i in order:
-        e = executor[i]
-        placed = -1
-        for k in range(used[e]):
-            if free_at[e, k] <= launch[i]:
-                free_at[e, k] = finish[i]
-                placed = k
-                break
-        if placed < 0:
-            if cores[e] >= 0 and used[e] >= cores[e] and used[e] > 0:
-                placed = int(np.argmin(free_at[e, : used[e]]))
-                free_at[e, placed] = max(free_at[e, placed], finish[i])
-                early += 1
-            elif used[e] == free_at.shape[1]:
-                return slots, -1
-            else:
-                placed = used[e]
-                free_at[e, placed] = finish[i]
-                used[e] += 1
-        slots[i] = placed
-    return slots, early
 
 
 def _empty_table() -> pd.DataFrame:

@@ -36,7 +36,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from dagster_reconf.core.errors import ReconfError
-from dagster_reconf.core.traces.activities import DRIVER
+from dagster_reconf.core.traces.event_schema import DRIVER
 
 __all__ = ["ActivityGraph", "CPInvariantError", "Snapshot", "build_graph", "critical_participation", "snapshot"]
 

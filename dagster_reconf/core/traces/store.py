@@ -24,7 +24,8 @@ from filelock import FileLock
 
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.storage import Location, location_of
-from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS, TraceNormalizer
+from dagster_reconf.core.traces.activities import TraceNormalizer
+from dagster_reconf.core.traces.event_schema import ACTIVITY_COLUMNS, EVENT_SCHEMA, USED_EVENTS
 from dagster_reconf.core.traces.event_table import TableReadResult, read_event_table
 from dagster_reconf.core.traces.eventlog import EventLogError, LogCursor, ReadResult, read_events
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, ACTIVITY_TYPES
+from dagster_reconf.core.traces.event_schema import ACTIVITY_COLUMNS, ACTIVITY_TYPES
 from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
 
 __all__ = ["ValidationOutcome", "validate_activities", "validate_cp_sum"]

@@ -2,7 +2,8 @@
 
 import pytest
 
-from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS, TraceNormalizer
+from dagster_reconf.core.traces.activities import TraceNormalizer
+from dagster_reconf.core.traces.event_schema import ACTIVITY_COLUMNS
 
 from .test_store import JOB, task
 
@@ -148,7 +149,7 @@ def test_table_has_the_documented_schema():
 def test_jobs_read_as_a_table_name_their_stages_as_jobs_read_one_by_one():
     import pyarrow as pa
 
-    from dagster_reconf.core.traces.activities import EVENT_SCHEMA
+    from dagster_reconf.core.traces.event_schema import EVENT_SCHEMA
 
     diamond = job(0, [0, 1, 2, 3], parents={1: [0], 2: [0], 3: [1, 2]})  # two paths of different length to the final
     diamond["Stage Infos"][1]["RDD Info"] = [{"Scope": None}, {"Name": "no scope"}]

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dagster_reconf.core.traces.activities import ACTIVITY_COLUMNS
 from dagster_reconf.core.traces.critical_path import CPInvariantError, build_graph, critical_participation, snapshot
+from dagster_reconf.core.traces.event_schema import ACTIVITY_COLUMNS
 from dagster_reconf.core.traces.summaries import summarize, what_if_parallelism
 
 

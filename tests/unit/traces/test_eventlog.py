@@ -187,7 +187,7 @@ FULL_LOG = [
 
 
 def table_read(path, cursor=None):
-    from dagster_reconf.core.traces.activities import EVENT_SCHEMA, USED_EVENTS
+    from dagster_reconf.core.traces.event_schema import EVENT_SCHEMA, USED_EVENTS
     from dagster_reconf.core.traces.event_table import read_event_table
 
     return read_event_table(path, cursor, schema=EVENT_SCHEMA, used=USED_EVENTS)
