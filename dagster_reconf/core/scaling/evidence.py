@@ -25,8 +25,10 @@ from dagster_reconf.core.progress.lifecycle import (
     Started,
     lifecycle_event,
 )
+from dagster_reconf.core.scaling.cost_split import fit_task_costs
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy
-from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile, fit_task_costs, profile_stream
+from dagster_reconf.core.scaling.profile import ProfileError, StreamProfile
+from dagster_reconf.core.scaling.profiling import profile_stream
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.signal import Signal, observe
 from dagster_reconf.core.spec import StreamSpec

@@ -34,7 +34,7 @@ the fixed side). Then:
 * batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
   the interval, no core count helps; the interval grows until they do not. A stage's
   fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i / min(q_i, P)`` (see
-  ``profile.fit_task_costs``), which grows with the cores: the share is checked at the
+  ``cost_split.fit_task_costs``), which grows with the cores: the share is checked at the
   cores chosen, and the cores chosen again at a longer interval;
 * uncertainty: one configuration cannot tell waiting from queueing for a CPU where the
   profile's stages ran more tasks than CPUs, nor a Python stage's CPU per task from its CPU

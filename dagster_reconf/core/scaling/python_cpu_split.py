@@ -3,7 +3,7 @@
 A Python stage's CPU per batch is ``c * e + t * n`` (``e`` events, ``n`` tasks): ``t`` is a
 worker's set-up for a task (unpickling the reader or function, opening its Arrow streams),
 ``c`` its work per event. Every batch of one configuration has the same ``n`` and about the
-same ``e``, so batch totals cannot separate them (``profile.fit_task_costs`` needs a second
+same ``e``, so batch totals cannot separate them (``cost_split.fit_task_costs`` needs a second
 configuration). The timing can: set-up comes in a burst as a task starts (and tear-down
 as it ends), per-event CPU spreads over the task. The Python workers' CPU counter, sampled
 ten times a second (``python_workers.PythonCpuSampler``), is cut into bins; each bin's CPU

@@ -8,14 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dagster_reconf.core.scaling.cost_split import fit_task_costs
 from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, skewed_operators
-from dagster_reconf.core.scaling.profile import (
-    OPERATOR_COLUMNS,
-    StreamProfile,
-    fit_task_costs,
-    profile_stream,
-    still_warming,
-)
+from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile
+from dagster_reconf.core.scaling.profiling import profile_stream, still_warming
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dagster_reconf.core.scaling.profile import profile_stream
+from dagster_reconf.core.scaling.profiling import profile_stream
 from dagster_reconf.core.scaling.python_cpu_split import split_python_cpu
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 
