@@ -44,17 +44,9 @@ def _definition(query: QueryDefinition) -> StreamDefinition:
             max_events=options.max_events,
             update=ctx.purpose == "stream",
         )
-        source = SourceOptions(
-            seed=options.seed,
-            rate=options.rate,
-            rate_steps=options.rate_steps,
-            max_events=options.max_events,
-            event_time_rate=options.event_time_rate,
-            vocabulary=options.vocabulary,
-            words_per_sentence=options.words_per_sentence,
-            start_time=anchor.start_time,
-            start_index=anchor.start_index,
-        )
+        shared = set(SourceOptions.model_fields) & set(type(options).model_fields)  # seed, rate, vocabulary, ...
+        generated = {name: getattr(options, name) for name in shared}
+        source = SourceOptions(**generated, start_time=anchor.start_time, start_index=anchor.start_index)
         events = spark.readStream.format(query.source).options(**source.to_spark()).options(**ctx.source_options).load()
         events = RecordCost(options.cost.mode, options.cost.micros_per_record).apply(events)
         output = (ctx.work_dir / "output").resolve().as_uri()

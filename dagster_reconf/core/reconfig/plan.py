@@ -166,19 +166,8 @@ class ExecutionPlan(BaseModel):
         """The plan a stream's settings amount to."""
         return cls(
             stream=spec.name,
-            resources=Resources(
-                master=spec.master,
-                executor_cores=spec.executor_cores,
-                max_cores=spec.max_cores,
-                cores_ceiling=spec.cores_ceiling,
-                executor_memory=spec.executor_memory,
-            ),
-            partitioning=Partitioning(
-                state_partitions=spec.state_partitions,
-                source_partitions=spec.source_partitions,
-                trigger_interval_s=spec.trigger_interval_s,
-                max_per_trigger=spec.max_per_trigger,
-            ),
+            resources=Resources(**{name: getattr(spec, name) for name in Resources.model_fields}),
+            partitioning=Partitioning(**{name: getattr(spec, name) for name in Partitioning.model_fields}),
             logic=ExecutionLogic(code_version=spec.code_version),
         )
 

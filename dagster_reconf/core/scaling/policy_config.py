@@ -6,6 +6,7 @@ band, delayed scale-down, bounds per knob, the restart's own cost counted in the
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -73,15 +74,9 @@ class PolicyConfig(BaseModel):
         """The model's limits. A plan keeps its steady state halfway between the low edge and the target, a margin
         for the model's error: below the low edge the policy would scale it down again once the backlog is gone."""
         floor = (self.utilization_low + self.utilization_target) / 2
+        same_names = {f.name for f in dataclasses.fields(Limits)} & set(type(self).model_fields)
         return Limits(
             utilization=self.utilization_target,
             utilization_floor=floor,
-            max_coordination=self.max_coordination,
-            catch_up_s=self.catch_up_s,
-            min_cores=self.min_cores,
-            max_cores=self.max_cores,
-            min_state_partitions=self.min_state_partitions,
-            max_state_partitions=self.max_state_partitions,
-            max_trigger_interval_s=self.max_trigger_interval_s,
-            allow_state_migration=self.allow_state_migration,
+            **{name: getattr(self, name) for name in same_names},
         )
