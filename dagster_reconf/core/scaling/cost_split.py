@@ -56,9 +56,8 @@ def queueing(
     Where a batch's tasks hold as many records each (a source's partitions split evenly; a shuffle's by key may not,
     and a cost per task would tell them apart), they do the same work, so what sets them apart is how long each
     queued. The fastest per record queued least: per batch, its time per record over the stage's mean (``r``), over
-    the window its median, and ``(1 - r) * work`` of the mean was queueing. Measured on a Python scan with 8 ms of
-    sleep per event, 12 tasks on 2 CPUs: mean 11.3 ms per event, ``r`` 0.84, so 9.5 ms; the same stream at 6 tasks
-    took 9.4 ms. Likewise the slowest task's time beyond its records at the mean rate (its share of the stage's
+    the window its median, and ``(1 - r) * work`` of the mean was queueing.
+    Likewise the slowest task's time beyond its records at the mean rate (its share of the stage's
     overhead: 74-152 ms of 107-162 at 12 tasks, 24-82 at 6). Tasks that all compute (no waiting) share the CPUs
     alike, end together, and give neither: the CPU side of the roofline bounds them."""
     counted = per_task[per_task["records_in"] > 0]
@@ -81,8 +80,7 @@ def queueing(
 def state_commit_per_task(ops: pd.DataFrame, rows: pd.DataFrame, total_events: float) -> pd.Series:
     """Each stateful stage's state store commit per task (Spark's ``commitTimeMs``), moved out of its waiting per
     event; changes ``ops`` in place. A commit writes the partition's changes whatever their number, so charged per
-    event it would grow with a larger batch (measured: a self-join at 750 events a batch spent 620-680 ms of its
-    750 ms of join work committing). Spread over the stateful stages by their waiting, at most all of it."""
+    event it would grow with a larger batch. Spread over the stateful stages by their waiting, at most all of it."""
     per_task = pd.Series(0.0, index=ops.index)
     stateful = (ops["kind"] == "shuffle") & ops.index.to_series().str.contains(STATE_PLAN_NODES).to_numpy()
     if "state_commit_ms" not in rows or not stateful.any():
@@ -104,8 +102,7 @@ def split_python_cpu_per_task(
     apart (see :mod:`dagster_reconf.core.scaling.python_cpu_split`); returns the operators split. ``ops`` is indexed by operator, changed in place.
 
     Only operators that ran no more tasks at once than CPUs (``uncontended``): with more, the set-ups queue for
-    the CPUs and smear over the stage (measured: 12 tasks on 2 CPUs read as 16-27 ms per task where two
-    configurations' totals say 134), so their bursts no longer mark them."""
+    the CPUs and smear over the stage, so their bursts no longer mark them."""
     if "python_cpu_samples" not in rows:
         return []
     series = [s for s in rows["python_cpu_samples"] if isinstance(s, list) and s]
@@ -148,10 +145,7 @@ def charge_round_trips(
     (``skip``); ``ops`` is indexed by operator, changed in place.
 
     A floor, not a split: the user's code may pay more per task (its own set-up), which stays per event, and
-    :func:`fit_task_costs` still splits the whole from two configurations. Measured, replaying two runs of Q11 from
-    12 tasks on 2 CPUs (its source stage makes two round trips: a Python scan and a ``mapInArrow``; 62.5 ms each
-    here): planned to 6 tasks, 2.70 s predicted for 2.44 s measured with its CPU all per event (+11 %), 2.46 s with
-    this floor (+1 %); planned to 5, 4.14 s for 3.25 s (+27 %), 3.61 s with it (+11 %)."""
+    :func:`fit_task_costs` still splits the whole from two configurations."""
     if "python_task_cpu_ms" not in rows:
         return
     floor = pd.to_numeric(rows["python_task_cpu_ms"], errors="coerce").median()
@@ -176,9 +170,7 @@ def split_by_task_records(
 
     Batches of one configuration cannot tell a stage's cost per task from its cost per event (the same tasks, about
     the same events), but its tasks can where their records differ: a line through their time (and CPU) against their
-    records, by non-negative least squares, puts the fixed part at zero records (measured: Q11's session-window stage,
-    2 tasks of 50-470 records each, took 226-326 ms a task at 750 events a batch and 188-282 ms at 1,600, about 114 ms
-    of it committing state; charged per event, a plan from 2 s batches to 6.5 s ones over-predicted it by 200 ms).
+    records, by non-negative least squares, puts the fixed part at zero records.
     What is left after the state commit (``task_wait_ms`` so far) is waiting per task; the fixed CPU, CPU per task.
     Only stages that ran no more tasks at once than CPUs (the time of a task that queued for a CPU is not its own)
     and run no Python (their per-task costs have their own readings)."""
@@ -234,9 +226,7 @@ def split_by_batch_size(
 
     Batches of one configuration run the same tasks, so a stage's CPU per batch is ``y = c * e + t * n`` with ``n``
     fixed: where their events ``e`` differ (a backlog's catch-up batches at the cap beside steady ones), a least-squares
-    line through the batches separates ``c`` from ``t``, from one configuration and whatever the CPUs' contention
-    (measured: Q11's Python scan at 12 tasks on 2 CPUs used 1,020-1,450 ms of CPU per batch of 750 events and
-    1,100-1,450 ms per batch of 500: all of it per task, about 100 ms each, as a second configuration confirmed).
+    line through the batches separates ``c`` from ``t``, from one configuration and whatever the CPUs' contention.
     The CPU per batch is the stage's executor CPU plus its share of the Python workers' (``shares``)."""
     done = []
     for op in ops.index[runs_python(ops.index.to_series())]:
@@ -265,14 +255,11 @@ _DISTINCT_TASK_DENSITY = 1.5  # tasks per event must differ this much between tw
 def fit_task_costs(current: StreamProfile, earlier: StreamProfile) -> StreamProfile:
     """``current`` with each operator's CPU split into CPU per event and CPU per task, from two configurations.
 
-    Some CPU is paid per task whatever its data: a Python task's worker round trip
-    (measured: 80-90 ms per Python plan node per task, warm workers), task
+    Some CPU is paid per task whatever its data: a Python task's worker round trip, task
     deserialization, a state store's commit. One configuration cannot tell it from CPU
     per event (every batch has the same tasks and about the same events), so a profile
     charges it per event, and predicts it to grow with a larger batch and to shrink
-    when more tasks share it, where it really grows with the tasks (measured: a
-    self-join's Python scans used 0.33 s of CPU per batch at 2 tasks and 4.3 s at 24,
-    whether a batch had 1,700 or 6,900 events). Two configurations whose tasks per
+    when more tasks share it, where it really grows with the tasks. Two configurations whose tasks per
     event differ give two equations per operator, CPU per batch ``y = c * e + t * n``,
     solved for ``c`` (per event) and ``t`` (per task). The fit is anchored at
     ``current``: where a solution is negative, the cost stays all per event (``t < 0``)

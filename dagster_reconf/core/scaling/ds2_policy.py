@@ -32,9 +32,7 @@ def _clears_sooner(obs: Signal, at_pause: float, capacity: float, restart_s: flo
     Until the pause (``lead_s``: a warm standby's start) it goes on shrinking at the current
     cores, to ``at_pause``; the pause then stops the catch-up for ``restart_s`` (the restart and the warm-up
     after it) while the backlog grows, so more cores can clear it later than the cores in
-    place do. Measured on the demo: 4 cores clearing 13,461 events at 123/s (109 s); DS2
-    re-planned 5 cores (the model's 521 events/s), which a 55 s lead and 15 s of restart put
-    at 108 s. A first plan that cut its catch-up back to keep the steady state in band
+    place do. A first plan that cut its catch-up back to keep the steady state in band
     leaves just such a backlog, and a re-plan from the new cores' profile can tip the same
     cut-back test the other way. Gains under :data:`CATCH_UP_GAIN` are within the model's
     capacity error (up to 25 % in the convergence benchmark).
@@ -78,8 +76,7 @@ class DS2Policy(ScalingPolicy):
         calibrated. A catch-up plan DS2 made keeps its steady state above the floor, so it is
         never undone here, unless its cores buy nothing: where fixed costs grow with the tasks
         (Python workers' set-ups queued on a few CPUs), a stream on too many cores looks busy at
-        any count (measured: Q5 held 12 cores at 0.70 of the interval, where 4 sustain the rate;
-        Q11 held 12 at 0.65, where 3 do). The fewer cores need not be DS2's plan: past the count
+        any count. The fewer cores need not be DS2's plan: past the count
         where set-ups start to queue, cores only lengthen the batch, so a count between can run
         it faster than 12 while the plan, sized for the target utilization, runs it a little
         slower. Both sides of each comparison are the model's predictions, so its bias cancels.
@@ -127,9 +124,7 @@ class DS2Policy(ScalingPolicy):
         """Why a scale-down to ``target`` waits for the offered rate to hold (None: it holds).
 
         The recent rate spans three intervals; a load that fell inside them reads somewhere between
-        the two rates, and a scale-down planned there lands between the two plans (measured: 7 -> 5
-        cores planned at 268 events/s while the rate halved to 250, where the model needs 4; a
-        second step, or a stream held over-provisioned). A scale-down is never urgent: it goes
+        the two rates, and a scale-down planned there lands between the two plans. A scale-down is never urgent: it goes
         ahead only where the highest rate of the scale-down delay needs no more cores than the recent one.
         """
         at_peak = plan_micro_batches(profile, obs.peak_rate, at_pause, restart_s, limits).knobs
@@ -143,8 +138,7 @@ class DS2Policy(ScalingPolicy):
 
     def _may_be_over_provisioned(self, obs: Signal, current: Knobs) -> bool:
         """In band, settled, with cores to give back: ask the model (its plan needs traces). Above the target
-        utilization too: where each task adds a queued set-up, more cores lengthen the batch (measured: Q11 and Q5
-        held 12 cores at 0.72-0.79 of the interval, where 3 and 4 cores sustain the rate)."""
+        utilization too: where each task adds a queued set-up, more cores lengthen the batch."""
         cfg = self.config
         return obs.utilization <= cfg.utilization_high and settled(obs, current) and current.cores > cfg.min_cores
 

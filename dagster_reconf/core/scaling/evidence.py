@@ -193,9 +193,7 @@ def settled_batches(frame: pd.DataFrame, started_at: float, stabilization_s: flo
     within ``stabilization_s``, and those up to the last that ran more Python workers than any before, are left out.
 
     A new Python worker's first task imports PySpark and the task's code: seconds on busy CPUs. A new
-    SparkContext forks its workers over its first batches, not all in the first (measured: Q5 at 12 cores on 2
-    CPUs, a 2 s trigger, 10 s after the start: 6, 4, then 1 of 12 source tasks ran 2.3-2.7 s beyond the 0.7 s of
-    the others, then none), and a profile would read those stragglers as costs of every batch.
+    SparkContext forks its workers over its first batches, not all in the first, and a profile would read those stragglers as costs of every batch.
     """
     settled = frame[frame["timestamp"] >= pd.Timestamp(started_at + stabilization_s, unit="s", tz="UTC")]
     if "python_workers" in frame:

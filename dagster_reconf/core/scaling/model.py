@@ -347,8 +347,7 @@ def _state_limits(
     DS2 sizes each operator, and a stateful stage whose work is small keeps up with fewer partitions than there are
     cores. Kept, the configuration must sustain ``source_rate`` at the target utilization and reach ``target`` (rate
     plus catch-up) at full utilization, each as far as ``grown`` does, within :data:`STATE_CAPACITY_TOLERANCE`, and
-    its fixed costs must fit the interval. Capacity beyond that is not worth a migration in the pause (measured in
-    the closed loop: 12.2 s of downtime with state partitions 2 -> 5, 3.9-5.6 s keeping them)."""
+    its fixed costs must fit the interval. Capacity beyond that is not worth a migration in the pause."""
     kept = grown.model_copy(update={"state_partitions": state_partitions})
     with_more, with_kept = profile.capacity(grown), profile.capacity(kept)
     if not math.isfinite(with_more):

@@ -264,8 +264,7 @@ class StreamProfile:
         no later than its CPU over the CPUs *plus* its tasks' own time over the tasks (all
         work over the processors plus the critical path), and how close it comes depends on
         how the tasks' waits and CPU interleave, which a configuration measured without the
-        contention cannot tell (measured: a self-join's Python scans at 12 tasks on 2 CPUs
-        ran about halfway between the two).
+        contention cannot tell.
         """
         a, b, a2, b2 = self._lines(knobs, queued_set_ups=False)  # the sum counts the set-ups' queueing once
         q = self.parallelism(knobs)
@@ -279,8 +278,7 @@ class StreamProfile:
         """The shortest and longest a batch of ``events`` may take under ``knobs`` by what one configuration cannot tell:
         tasks that shared CPUs waiting or queueing (:meth:`queued_reading`), Python stages' CPU per event or per task
         (:meth:`per_task_reading`), tasks sharing CPUs overlapping their waits with others' CPU or not
-        (:meth:`contended_batch_ms_for`), their set-ups queueing before all waits or overlapping some (measured: a
-        self-join's scans at 10 tasks on 2 CPUs ran 19 % under the queued reading). :meth:`batch_ms_for` lies within."""
+        (:meth:`contended_batch_ms_for`), their set-ups queueing before all waits or overlapping some. :meth:`batch_ms_for` lies within."""
         per_task = self.per_task_reading()
         readings = (
             self,

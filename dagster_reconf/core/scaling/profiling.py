@@ -185,9 +185,7 @@ def still_warming(rows: pd.DataFrame) -> np.ndarray:
     as much (a larger batch may be slower for its size); the first that is not ends the run. Fewer than 4: none.
 
     The JVM compiles a new configuration's hot paths, and its driver's scheduling speeds up, over more batches than
-    the Python workers take to start (measured: Q11 at 12 cores on 2 CPUs, batches of 750 events took 1,893, 1,709,
-    1,564 ... 1,521 ms, and its coordination per batch fell from 618 to 462 ms; windows that ended later predicted the
-    next configuration from +30 % down to +10 %). Only the profile leaves them out: the policy's signal and its window
+    the Python workers take to start. Only the profile leaves them out: the policy's signal and its window
     count keep them, so the decision comes no later."""
     warming = np.zeros(len(rows), dtype=bool)
     if len(rows) < 4:  # too few to tell a trend from noise

@@ -7,8 +7,7 @@ throughput benchmark measures what it does cost).
 
 Each progress crosses from the JVM as Spark's own JSON, in one Py4J call: PySpark's
 bridge copies it field by field instead, every field a call back into the JVM run on
-the listener bus thread (measured: a word count at two batches a second, its
-``spark-listener-group-streams`` thread 30 % of a CPU that way).
+the listener bus thread.
 """
 
 from __future__ import annotations

@@ -2,23 +2,17 @@
 
 Every task of a stage that runs Python pays a worker round trip whatever its data: the
 worker reads and unpickles the task's function, opens its Arrow streams, reports its
-metrics; and a task costs more in a worker that imported more.
-Measured here (2 CPUs, Spark 4, warm workers): a ``mapInArrow`` that passes 64 rows through
-cost 20-30 ms of CPU per task in workers that had imported nothing else, 50-68 ms in
-workers that had run the bundled Nexmark source (pandas, pydantic, the generators); a
-Python data source scan 40-65 ms per task, whether a task read 8 events or 200. A stream's
+metrics; and a task costs more in a worker that imported more. A stream's
 batches of one configuration all run the same tasks, so their CPU cannot tell that from
 CPU per event (see ``scaling.profile``); this figure is the part of it PySpark itself costs,
 measured in workers that imported the stream's own module first, a floor the profile charges
-per task (measured: Q11's source stage, a Python scan and a ``mapInArrow``, spent about
-105 ms per task by two configurations' totals).
+per task.
 
 Only the Python workers under this driver can be measured: local mode (see
 :mod:`dagster_reconf.core.spark.python_worker_cpu`). The figure is kept in ``dagster-reconf/python-task-cpu.json`` under
 the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``) with the facts it depends on (host,
 CPUs, Python, PySpark) per set of modules, so drivers measure it once per machine and stream
-code, whatever their home, and never in a reconfiguration's pause (measured: 1.5-7 s at a
-fresh driver's start; kept per home instead, CI's streams measured it 47 times or more).
+code, whatever their home, and never in a reconfiguration's pause.
 """
 
 from __future__ import annotations

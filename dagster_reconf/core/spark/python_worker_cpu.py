@@ -4,8 +4,7 @@ Spark's task metrics count the executor JVM's CPU only. A stage that runs Python
 Python data source scan, ``mapInArrow``, a pandas UDF) spends most of its CPU in a
 ``pyspark.worker`` process, which the metrics call waiting. That CPU does not scale
 past the machine's CPUs, so a model that took it for waiting would predict linear
-speed-ups that the machine cannot give (measured: a self-join's two Python scans at
-11 tasks on 2 CPUs ran 40 % slower per event than at 1 task).
+speed-ups that the machine cannot give.
 
 In local mode those workers are this process's descendants: PySpark's worker daemon
 (``python -m pyspark.daemon pyspark.worker``) and the workers it forks. Their CPU time,
@@ -59,8 +58,7 @@ def stop_python_workers(root: psutil.Process | None = None) -> int:
     query stop interrupted keeps a JVM thread spinning on a full core until its Python worker
     ends (Spark 4.3's reader loops on a selector that an interrupted thread wakes at once): up
     to the rest of the worker's partition, or 2 s of polling plus ``spark.python.task.killTimeout``
-    before Spark kills the worker itself. Measured: 0.8-2.7 s of a core after the stop, on the
-    CPUs the new driver's first batch needs; none once the workers are killed.
+    before Spark kills the worker itself.
     """
     workers = python_workers(root)
     for process in workers:
@@ -112,9 +110,7 @@ class PythonCpuSampler:
     """Samples :func:`python_worker_cpu_s` every ``period_s`` on a daemon thread, as ``[epoch ms, CPU ms]`` pairs.
 
     The workers are listed once a second and only their times read at every sample: listing
-    them reads every process's ``/proc`` entry (measured with 25 workers among 100
-    processes: 4.4 ms of CPU a listing, 0.6 ms to read their times; sampling costs about
-    1 % of a CPU this way, 4.4 % listing at every sample).
+    them reads every process's ``/proc`` entry.
 
     The pairs wait in a bounded buffer (the newest ``max_samples``) until :meth:`drain` takes
     them. Nobody draining for ``idle_s`` (no batches: the query stopped, its runtime was

@@ -25,8 +25,7 @@ def warm_up_job(spark: SparkSession, tasks: int) -> None:
 
 def warm_up_state_query(spark: SparkSession, tasks: int, checkpoint: Location) -> None:
     """One batch of a count per key over the rate source into Spark's noop sink, with the session's state store:
-    it loads the store's native library and classes on the executors that run its tasks. Measured on the loopback
-    cluster: the next stateful query's batch on newly added executors took 2.1 s after it, 5.9 s without."""
+    it loads the store's native library and classes on the executors that run its tasks."""
     rows = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", 64 * tasks)
@@ -52,6 +51,6 @@ def warm_up_state_query(spark: SparkSession, tasks: int, checkpoint: Location) -
 def warm_up_file_write(spark: SparkSession, tasks: int, directory: Location) -> None:
     """A small write in the session's default file format (parquet unless set): Spark's file sinks, and most
     ``foreachBatch`` writers, go through the same file writer, whose classes and generated code otherwise load in the
-    first batch after a handover. Measured on Q5 into a parquet sink: that batch took 0.7 s longer without it."""
+    first batch after a handover."""
     frame = spark.range(0, 64 * tasks, numPartitions=tasks).selectExpr("id", "CAST(id AS STRING) AS text")
     frame.write.mode("overwrite").save(spark_uri(directory))

@@ -4,7 +4,7 @@ Spark's offline state repartition writes a batch N+1 into the checkpoint that re
 input and writes no output, so the file sink's own log (``<path>/_spark_metadata/``)
 never gets entry N+1. The sink compacts that log every ten batches and needs every
 entry since the last compaction: ten batches after a repartition the stream fails with
-``BATCH_METADATA_NOT_FOUND`` (measured with Spark 4.3). Before a query starts, every
+``BATCH_METADATA_NOT_FOUND``. Before a query starts, every
 committed checkpoint batch after the sink log's last entry is such a batch (the sink
 writes its entry before the checkpoint commits a batch), so it gets the entry Spark
 writes for a batch with no output files: ``v1`` and nothing else; where that batch is one
