@@ -37,7 +37,8 @@ import threading
 import traceback
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -53,10 +54,12 @@ from dagster_reconf.core.errors import (
 )
 
 __all__ = [
+    "OPERATIONS",
     "CodeCheckRequest",
     "ControlClient",
     "ControlServer",
     "ExecutorsRequest",
+    "Operation",
     "MigrateRequest",
     "PrecopyRequest",
     "RestartRequest",
@@ -68,6 +71,7 @@ __all__ = [
     "log_tail",
     "new_token",
     "read_token",
+    "routes",
 ]
 
 LOOPBACK = "127.0.0.1"
@@ -178,6 +182,38 @@ class ResumeRequest(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="Spec fields and their new values.")
 
 
+@dataclass(frozen=True)
+class Operation:
+    """One operation of a driver's control endpoint: ``METHOD /v1/<name>`` with its request body's model."""
+
+    name: str
+    method: str
+    request: type[BaseModel] | None
+
+
+# Every operation, declared once: the server's routes, the driver's handlers and the client all read this table.
+OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        Operation("status", "GET", None),
+        Operation("stop", "POST", StopRequest),
+        Operation("start", "POST", StartRequest),
+        Operation("restart", "POST", RestartRequest),
+        Operation("shutdown", "POST", StopRequest),
+        Operation("state", "POST", StateRequest),
+        Operation("states", "POST", StatesRequest),
+        Operation("code-check", "POST", CodeCheckRequest),
+        Operation("migrate", "POST", MigrateRequest),
+        Operation("precopy", "POST", PrecopyRequest),
+        Operation("executors", "POST", ExecutorsRequest),
+        Operation("rollback-replay", "POST", RollbackReplayRequest),
+        Operation("resume", "POST", ResumeRequest),
+        Operation("promote", "POST", StartRequest),
+        Operation("retire", "POST", StartRequest),
+    )
+}
+
+
 def new_token(path: Path) -> str:
     """Create a fresh random token file readable only by its owner (mode 0600)."""
     token = secrets.token_urlsafe(32)
@@ -197,6 +233,19 @@ def read_token(path: Path) -> str:
 
 
 Handler = Callable[[Any], dict[str, Any]]
+Routes = dict[tuple[str, str], tuple[type[BaseModel] | None, Handler]]
+
+
+def routes(handlers: Mapping[str, Handler]) -> Routes:
+    """The server's routes for a handler per operation of :data:`OPERATIONS` (by name).
+
+    Raises:
+        ValueError: an operation without a handler, or a handler for no operation.
+    """
+    missing, unknown = sorted(set(OPERATIONS) - set(handlers)), sorted(set(handlers) - set(OPERATIONS))
+    if missing or unknown:
+        raise ValueError(f"control handlers must match the operations: missing {missing}, unknown {unknown}")
+    return {(op.method, f"/v1/{name}"): (op.request, handlers[name]) for name, op in OPERATIONS.items()}
 
 
 class ControlServer:
@@ -204,7 +253,7 @@ class ControlServer:
 
     Args:
         token: the secret every request must present.
-        routes: ``{(method, path): (request model or None, handler)}``; handlers get the
+        routes: ``{(method, path): (request model or None, handler)}`` (see :func:`routes`); handlers get the
             validated body and return a JSON-able dict.
         host: the address to listen on (default 127.0.0.1).
     """
@@ -212,7 +261,7 @@ class ControlServer:
     def __init__(
         self,
         token: str,
-        routes: dict[tuple[str, str], tuple[type[BaseModel] | None, Handler]],
+        routes: Routes,
         port: int = 0,
         host: str = LOOPBACK,
     ) -> None:
@@ -360,49 +409,60 @@ class ControlClient:
                 message += f"; the driver's log ({self.log}) ends:\n{log_tail(self.log, 12, without_stack_frames=True)}"
             raise ControlRequestError(message, 503) from None
 
+    def call(
+        self, name: str, fields: Mapping[str, Any] | None = None, wait_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    ) -> dict[str, Any]:
+        """Operation ``name`` of :data:`OPERATIONS` with its request's ``fields``, validated here first (a field left
+        at its default is not sent: the driver applies the same default); waits at most ``wait_s`` for the answer.
+
+        Raises:
+            ControlRequestError: a bad field (400, before anything is sent), or the driver's refusal or absence.
+        """
+        op = OPERATIONS[name]
+        body = None
+        if op.request is not None:
+            try:
+                body = op.request.model_validate(fields or {}).model_dump(mode="json", exclude_defaults=True)
+            except ValidationError as exc:
+                raise ControlRequestError(format_validation_error(f"{name} request", exc, fields), 400) from None
+        return self.request(op.method, name, body, wait_s)
+
     def status(self) -> dict[str, Any]:
-        return self.request("GET", "status")
+        return self.call("status")
 
     def stop(self, timeout_s: float = 120.0, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
-        body: dict[str, Any] = {"timeout_s": timeout_s}
-        if not finish:
-            body["finish"] = False  # only then: a driver of an older release knows no such field
-        if keep_interrupted:
-            body["keep_interrupted"] = True
-        return self.request("POST", "stop", body, timeout_s + 30)
+        fields = {"timeout_s": timeout_s, "finish": finish, "keep_interrupted": keep_interrupted}
+        return self.call("stop", fields, timeout_s + 30)
 
     def start(self) -> dict[str, Any]:
-        return self.request("POST", "start", {})
+        return self.call("start")
 
     def restart(self, settings: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
-        return self.request("POST", "restart", {"settings": settings, "timeout_s": timeout_s}, timeout_s + 120)
+        return self.call("restart", {"settings": settings, "timeout_s": timeout_s}, timeout_s + 120)
 
     def shutdown(self, timeout_s: float = 120.0) -> dict[str, Any]:
-        return self.request("POST", "shutdown", {"timeout_s": timeout_s}, timeout_s + 30)
+        return self.call("shutdown", {"timeout_s": timeout_s}, timeout_s + 30)
 
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
-        return self.request("POST", "state", {"generation": generation, "batch_id": batch_id})
+        return self.call("state", {"generation": generation, "batch_id": batch_id})
 
     def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
-        body = {"reads": [{"generation": g, "batch_id": b} for g, b in reads]}
-        return self.request("POST", "states", body)["summaries"]
+        return self.call("states", {"reads": [{"generation": g, "batch_id": b} for g, b in reads]})["summaries"]
 
     def code_check(self, code_version: str) -> dict[str, Any]:
-        return self.request("POST", "code-check", {"code_version": code_version})
+        return self.call("code-check", {"code_version": code_version})
 
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
-        return self.request("POST", "migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
+        return self.call("migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
 
     def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
-        return self.request(
-            "POST", "precopy", {"state_partitions": state_partitions, "close_enough": close_enough}, 3600
-        )
+        return self.call("precopy", {"state_partitions": state_partitions, "close_enough": close_enough}, 3600)
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
-        return self.request("POST", "rollback-replay", {"generation": generation})
+        return self.call("rollback-replay", {"generation": generation})
 
     def add_executors(self, count: int) -> dict[str, Any]:
-        return self.request("POST", "executors", {"count": count}, 600)
+        return self.call("executors", {"count": count}, 600)
 
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
-        return self.request("POST", "resume", {"settings": settings})
+        return self.call("resume", {"settings": settings})

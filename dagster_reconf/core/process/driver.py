@@ -44,19 +44,14 @@ from typing import Any
 
 from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.process.control import (
-    CodeCheckRequest,
     ControlServer,
-    ExecutorsRequest,
-    MigrateRequest,
-    PrecopyRequest,
+    Handler,
     RestartRequest,
     ResumeRequest,
-    RollbackReplayRequest,
     StartRequest,
-    StateRequest,
-    StatesRequest,
     StopRequest,
     read_token,
+    routes,
 )
 from dagster_reconf.core.spark.python_worker_cpu import stop_python_workers
 from dagster_reconf.core.spark.runtime import StreamRuntime
@@ -173,36 +168,24 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         finally:
             shutdown.set()  # even when the stop fails (a failed query): the driver exits, the supervisor need not kill it
 
-    server = ControlServer(
-        read_token(paths.token),
-        {
-            ("GET", "/v1/status"): (None, lambda _: runtime.status()),
-            ("POST", "/v1/stop"): (StopRequest, stop),
-            ("POST", "/v1/start"): (StartRequest, start),
-            ("POST", "/v1/restart"): (RestartRequest, restart),
-            ("POST", "/v1/shutdown"): (StopRequest, shutdown_request),
-            ("POST", "/v1/state"): (StateRequest, lambda req: migrator.state_summary(req.generation, req.batch_id)),
-            ("POST", "/v1/states"): (
-                StatesRequest,
-                lambda req: {"summaries": migrator.state_summaries([(r.generation, r.batch_id) for r in req.reads])},
-            ),
-            ("POST", "/v1/code-check"): (CodeCheckRequest, lambda req: migrator.check_code_version(req.code_version)),
-            ("POST", "/v1/migrate"): (MigrateRequest, lambda req: migrator.migrate(req.state_partitions, req.strategy)),
-            ("POST", "/v1/precopy"): (
-                PrecopyRequest,
-                lambda req: migrator.precopy(req.state_partitions, req.close_enough),
-            ),
-            ("POST", "/v1/executors"): (ExecutorsRequest, lambda req: runtime.add_executors(req.count)),
-            ("POST", "/v1/rollback-replay"): (
-                RollbackReplayRequest,
-                lambda req: migrator.rollback_replay(req.generation),
-            ),
-            ("POST", "/v1/resume"): (ResumeRequest, resume),
-            ("POST", "/v1/promote"): (StartRequest, promote),
-            ("POST", "/v1/retire"): (StartRequest, retire),
-        },
-        host=spec.control_bind_address,
-    )
+    handlers: dict[str, Handler] = {
+        "status": lambda _: runtime.status(),
+        "stop": stop,
+        "start": start,
+        "restart": restart,
+        "shutdown": shutdown_request,
+        "state": lambda req: migrator.state_summary(req.generation, req.batch_id),
+        "states": lambda req: {"summaries": migrator.state_summaries([(r.generation, r.batch_id) for r in req.reads])},
+        "code-check": lambda req: migrator.check_code_version(req.code_version),
+        "migrate": lambda req: migrator.migrate(req.state_partitions, req.strategy),
+        "precopy": lambda req: migrator.precopy(req.state_partitions, req.close_enough),
+        "executors": lambda req: runtime.add_executors(req.count),
+        "rollback-replay": lambda req: migrator.rollback_replay(req.generation),
+        "resume": resume,
+        "promote": promote,
+        "retire": retire,
+    }
+    server = ControlServer(read_token(paths.token), routes(handlers), host=spec.control_bind_address)
     server.start()
     info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
     write_driver_info(record, info)

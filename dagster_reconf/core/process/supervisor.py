@@ -339,11 +339,11 @@ class StreamSupervisor:
         if current is not None:  # it is paused; it exits on its own, without writing driver.json again
             retired = current["pid"]
             try:
-                workers_stopped = _client_of(current, paths).request("POST", "retire", {}).get("python_workers_stopped")
+                workers_stopped = _client_of(current, paths).call("retire").get("python_workers_stopped")
             except ControlRequestError:  # hung or refused: it must not run beside the standby
                 self.stop(name, timeout_s)
         try:
-            info = _client_of(standby, paths).request("POST", "promote", {})
+            info = _client_of(standby, paths).call("promote")
         except ControlRequestError as exc:  # the old driver waits for a commit that will not come: it goes now
             if retired is not None:
                 ask_to_leave(retired)

@@ -5,7 +5,15 @@ import stat
 import pytest
 
 from dagster_reconf.core.errors import ControlRequestError, StreamStateError
-from dagster_reconf.core.process.control import ControlClient, ControlServer, RestartRequest, StopRequest, new_token
+from dagster_reconf.core.process.control import (
+    OPERATIONS,
+    ControlClient,
+    ControlServer,
+    RestartRequest,
+    StopRequest,
+    new_token,
+    routes,
+)
 
 TOKEN = "s3cret-token"
 
@@ -137,3 +145,19 @@ def test_an_unreachable_driver_error_carries_its_log_without_the_stack_frames(tm
         f"the driver's log ({log}) ends:\nstarted\njava.lang.OutOfMemoryError: Java heap space\n"
         "Traceback (most recent call last):"
     )
+
+
+def test_routes_need_a_handler_for_every_operation_and_no_other():
+    handlers = {name: (lambda _: {}) for name in OPERATIONS}
+    assert set(routes(handlers)) == {(op.method, f"/v1/{name}") for name, op in OPERATIONS.items()}
+    with pytest.raises(ValueError, match=r"missing \['stop'\], unknown \['stopp'\]"):
+        routes({**{n: h for n, h in handlers.items() if n != "stop"}, "stopp": lambda _: {}})
+
+
+def test_client_refuses_a_bad_request_before_sending_it(server):
+    client = ControlClient(server.port, TOKEN)
+    with pytest.raises(ControlRequestError, match=r"invalid stop request: timeout_s: .*got 0") as refused:
+        client.stop(timeout_s=0)
+    assert refused.value.status == 400
+    with pytest.raises(ControlRequestError, match="keep_interrupted=true needs finish=false"):
+        client.stop(keep_interrupted=True)
