@@ -56,13 +56,13 @@ from dagster_reconf.core.reconfig import (
 )
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.dagster.constants import RECONFIGURATION_TAG, STREAM_TAG
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
-__all__ = ["RECONFIGURATION_TAG", "build_reconfiguration_failure_sensor", "build_stream_configuration"]
+__all__ = ["build_reconfiguration_failure_sensor", "build_stream_configuration"]
 
-RECONFIGURATION_TAG = "dagster-reconf/reconfiguration"
 POOL = "dagster_reconf_reconfiguration"
 
 
@@ -343,7 +343,7 @@ def build_reconfiguration_failure_sensor(
     )
     def _sensor(context: RunFailureSensorContext, audit_ledger: AuditLedgerResource) -> None:
         run = context.dagster_run
-        stream = run.tags.get("dagster/partition") or run.tags.get("dagster-reconf/stream") or "unknown"
+        stream = run.tags.get("dagster/partition") or run.tags.get(STREAM_TAG) or "unknown"
         audit_ledger.ledger().append(
             stream=stream,
             kind="run.failed",

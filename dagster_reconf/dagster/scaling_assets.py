@@ -49,10 +49,8 @@ from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.run_config import PlanConfig, Strategy
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
-__all__ = ["PLAN_TAG", "STREAM_TAG", "ScalingAssets", "build_scaling_assets", "current_window"]
+__all__ = ["ScalingAssets", "build_scaling_assets", "current_window"]
 
-STREAM_TAG = "dagster-reconf/stream"
-PLAN_TAG = "dagster-reconf/plan"
 RECENT_METRICS_BYTES = 8 << 20  # about 45 minutes of 1-second batches
 
 

@@ -23,7 +23,6 @@ from typing import Any
 
 from dagster import (
     AssetObservation,
-    DagsterRunStatus,
     DefaultSensorStatus,
     MultiPartitionKey,
     RunRequest,
@@ -39,10 +38,11 @@ from dagster import (
 from dagster_reconf.core.ledger.ledger import StreamLock
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from dagster_reconf.core.scaling.policies import POLICIES
+from dagster_reconf.dagster.constants import IN_FLIGHT, PLAN_TAG, STREAM_TAG
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ScalingPlanConfig
-from dagster_reconf.dagster.scaling_assets import PLAN_TAG, RECENT_METRICS_BYTES, STREAM_TAG, ScalingAssets
+from dagster_reconf.dagster.scaling_assets import RECENT_METRICS_BYTES, ScalingAssets
 from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 from dagster_reconf.dagster.translator import AssetKind
 
@@ -50,7 +50,6 @@ __all__ = ["ScalingCursor", "build_scaling_sensor"]
 
 CURSOR_VERSION = 1
 MAX_EVENTS_PER_TICK = 1_000_000  # event-log events ingested per tick (about 7 s at most); the rest next tick
-IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
 @dataclass

@@ -46,16 +46,16 @@ from dagster import (
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.policies import POLICIES
 from dagster_reconf.core.scaling.policy import ScalingPolicy
+from dagster_reconf.dagster.constants import DIRECTION_TAG, IN_FLIGHT, STREAM_TAG
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
-from dagster_reconf.dagster.scaling_assets import STREAM_TAG, ScalingAssets
-from dagster_reconf.dagster.scaling_sensor import IN_FLIGHT, evidence_request, held_by
+from dagster_reconf.dagster.scaling_assets import ScalingAssets
+from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by
 from dagster_reconf.dagster.trace_assets import TraceAssets
 
 __all__ = ["StreamsCursor", "build_streams_sensor"]
 
 CURSOR_VERSION = 1
-DIRECTION_TAG = "dagster-reconf/direction"
 FIRST_READ_BYTES = 1 << 20  # a stream first seen: its newest records only (a window's batches are a few KB)
 
 

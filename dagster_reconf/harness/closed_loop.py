@@ -40,6 +40,7 @@ from dagster_reconf.core.reconfig import ExecutionPlan
 from dagster_reconf.core.scaling.scaling_plan import known_cores
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
+from dagster_reconf.dagster.constants import IN_FLIGHT
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 from dagster_reconf.harness.timeline import timeline_frame, timeline_plot_png
 
@@ -59,7 +60,6 @@ run_queue:
         applyLimitPerUniqueValue: true
       limit: 1
 """
-IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
 
 
 @dataclass

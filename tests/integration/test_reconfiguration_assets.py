@@ -18,7 +18,7 @@ from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
-from dagster_reconf.dagster.reconfiguration_assets import RECONFIGURATION_TAG
+from dagster_reconf.dagster.constants import RECONFIGURATION_TAG
 from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig
 from dagster_reconf.workloads.streams import bundled_spec
 
