@@ -18,9 +18,11 @@ or an unfinished reconfiguration holds its lock in the audit ledger.
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 from dagster import (
     AssetObservation,
     DefaultSensorStatus,
@@ -38,6 +40,8 @@ from dagster import (
 from dagster_reconf.core.ledger.ledger import StreamLock
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from dagster_reconf.core.scaling.policies import POLICIES
+from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy
+from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.dagster.constants import IN_FLIGHT, PLAN_TAG, STREAM_TAG
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
@@ -46,7 +50,7 @@ from dagster_reconf.dagster.scaling_assets import RECENT_METRICS_BYTES, ScalingA
 from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 from dagster_reconf.dagster.translator import AssetKind
 
-__all__ = ["ScalingCursor", "build_scaling_sensor"]
+__all__ = ["ScalingCursor", "ScalingTick", "StreamFacts", "build_scaling_sensor", "scaling_tick"]
 
 CURSOR_VERSION = 1
 MAX_EVENTS_PER_TICK = 1_000_000  # event-log events ingested per tick (about 7 s at most); the rest next tick
@@ -99,6 +103,61 @@ def held_by(lock: StreamLock) -> str:
     )
 
 
+@dataclass(frozen=True)
+class StreamFacts:
+    """What a tick knows of a stream besides its metrics: how it runs, and what holds it now."""
+
+    attached: bool  # observed from its event logs only: plans are recommended, never applied
+    running: bool  # a driver is recorded (an attached stream counts as running)
+    run_in_flight: str | None = None  # the id of a reconfiguration run queued or running for it
+    lock: StreamLock | None = None  # an unfinished reconfiguration's hold on it in the audit ledger
+
+
+@dataclass
+class ScalingTick:
+    """What one tick decided: the next cursor, the policy's decision (None where it was not asked), the plan to
+    request (None: no run), and why, in one line."""
+
+    cursor: ScalingCursor
+    reason: str
+    decision: Decision | None = None
+    plan: ScalingPlan | None = None
+
+
+def scaling_tick(
+    stream: str,
+    policy: ScalingPolicy,
+    cursor: ScalingCursor,
+    records: list[dict[str, Any]],
+    offset: int,
+    facts: StreamFacts,
+    activities: Callable[[], Callable[[float, float], pd.DataFrame] | None],
+    now: float,
+) -> ScalingTick:
+    """One tick of the scaling sensor, without Dagster: fold the new metrics ``records`` (read up to ``offset``) into
+    the cursor's window, and decide whether to request a plan run. ``activities`` ingests the stream's traces and
+    returns their reader; it is called only once nothing holds the stream."""
+    window = ConfigurationWindow.from_json(cursor.window).update(records)
+    nxt = ScalingCursor(offset=offset, window=window.to_json(), requested=cursor.requested)
+    if not facts.running:
+        return ScalingTick(nxt, "not running (no driver)")
+    if facts.run_in_flight is not None:
+        return ScalingTick(nxt, f"reconfiguration run {facts.run_in_flight} is in flight")
+    if facts.lock is not None:  # its run failed or was killed: a new plan would only be refused
+        return ScalingTick(nxt, held_by(facts.lock))
+    decision = decide(policy, window, now, activities())
+    plan = decision.plan
+    if facts.attached and plan is not None:
+        return ScalingTick(nxt, decision.reason + " (attached: recommended on ds2_plans, never applied here)", decision)
+    if not decision.requests_run or plan is None:
+        suffix = " (recommend-only: no run)" if decision.recommend_only and plan else ""
+        return ScalingTick(nxt, decision.reason + suffix, decision)
+    if plan.plan_hash == cursor.requested:
+        return ScalingTick(nxt, f"plan {plan.plan_hash} was already requested", decision)
+    nxt.requested = plan.plan_hash
+    return ScalingTick(nxt, f"requesting plan {plan.plan_hash}: {plan.reason}", decision, plan)
+
+
 def build_scaling_sensor(
     *,
     stream: str,
@@ -148,50 +207,42 @@ def build_scaling_sensor(
             else store.tail_offset(RECENT_METRICS_BYTES)
         )
         records, offset = store.read(offset)
-        window = ConfigurationWindow.from_json(cursor.window).update(records)
-        nxt = ScalingCursor(offset=offset, window=window.to_json(), requested=cursor.requested)
-
-        def skip(reason: str, events: list[AssetObservation] | None = None) -> SensorResult:
-            return SensorResult(
-                skip_reason=SkipReason(f"{stream}: {reason}"), asset_events=events or [], cursor=nxt.serialize()
-            )
-
-        if not attached and streams.supervisor().driver_info(stream) is None:
-            return skip("not running (no driver)")
-        busy = context.instance.get_runs(
+        running = attached or streams.supervisor().driver_info(stream) is not None
+        busy = running and context.instance.get_runs(
             RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1
         )
-        if busy:
-            return skip(f"reconfiguration run {busy[0].run_id} is in flight")
-        lock = audit_ledger.ledger().lock(stream)
-        if lock is not None:  # its run failed or was killed: a new plan would only be refused
-            return skip(held_by(lock))
-        activities = ingest_and_read(
-            streams.trace_store(stream),
-            streams.event_log_dir(stream),
-            max_events=MAX_EVENTS_PER_TICK,
-            query_ids=streams.query_ids(stream),
+        facts = StreamFacts(
+            attached=attached,
+            running=running,
+            run_in_flight=busy[0].run_id if busy else None,
+            lock=audit_ledger.ledger().lock(stream) if running and not busy else None,
         )
-        decision = decide(policy, window, time.time(), activities)
-        observation = AssetObservation(
-            asset_key=key,
-            partition=stream,
-            metadata={
-                **{k: round(v, 3) for k, v in decision.signal.as_dict().items()},
-                "decision": decision.action,
-                "reason": decision.reason,
-            },
+        tick = scaling_tick(
+            stream,
+            policy,
+            cursor,
+            records,
+            offset,
+            facts,
+            lambda: ingest_and_read(
+                streams.trace_store(stream),
+                streams.event_log_dir(stream),
+                max_events=MAX_EVENTS_PER_TICK,
+                query_ids=streams.query_ids(stream),
+            ),
+            time.time(),
         )
-        plan = decision.plan
-        if attached and plan is not None:
-            return skip(decision.reason + " (attached: recommended on ds2_plans, never applied here)", [observation])
-        if not decision.requests_run or plan is None:
-            suffix = " (recommend-only: no run)" if decision.recommend_only and plan else ""
-            return skip(decision.reason + suffix, [observation])
-        if plan.plan_hash == cursor.requested:
-            return skip(f"plan {plan.plan_hash} was already requested", [observation])
-        nxt.requested = plan.plan_hash
-        context.log.info(f"{stream}: requesting plan {plan.plan_hash}: {plan.reason}")
+        events = []
+        if tick.decision is not None:
+            figures = {k: round(v, 3) for k, v in tick.decision.signal.as_dict().items()}
+            metadata = {**figures, "decision": tick.decision.action, "reason": tick.decision.reason}
+            events.append(AssetObservation(asset_key=key, partition=stream, metadata=metadata))
+        if tick.plan is None:
+            return SensorResult(
+                skip_reason=SkipReason(f"{stream}: {tick.reason}"), asset_events=events, cursor=tick.cursor.serialize()
+            )
+        plan = tick.plan
+        context.log.info(f"{stream}: {tick.reason}")
         return SensorResult(
             run_requests=[
                 *evidence_request(traces, stream, plan.plan_hash, {PLAN_TAG: plan.plan_hash}),
@@ -209,8 +260,8 @@ def build_scaling_sensor(
                     tags={STREAM_TAG: stream, PLAN_TAG: plan.plan_hash},
                 ),
             ],
-            asset_events=[observation],
-            cursor=nxt.serialize(),
+            asset_events=events,
+            cursor=tick.cursor.serialize(),
         )
 
     return _sensor
