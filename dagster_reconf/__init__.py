@@ -53,7 +53,7 @@ _EXPORTS = {
     "AssetKind": "dagster_reconf.dagster.translator",
     "ReconfTranslator": "dagster_reconf.dagster.translator",
     "PolicyConfig": "dagster_reconf.core.scaling.policy_config",
-    "build_stream_progress_sensor": "dagster_reconf.dagster.sensor_builder",
+    "build_stream_progress_sensor": "dagster_reconf.dagster.progress_sensor",
     "build_stream_control_job": "dagster_reconf.dagster.stream_jobs",
     "TraceAssets": "dagster_reconf.dagster.trace_assets",
     "build_trace_assets": "dagster_reconf.dagster.trace_assets",
@@ -86,7 +86,7 @@ if TYPE_CHECKING:
     from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
     from dagster_reconf.dagster.scaling_assets import ScalingAssets, build_scaling_assets
     from dagster_reconf.dagster.scaling_sensor import build_scaling_sensor
-    from dagster_reconf.dagster.sensor_builder import build_stream_progress_sensor
+    from dagster_reconf.dagster.progress_sensor import build_stream_progress_sensor
     from dagster_reconf.dagster.stream_jobs import build_stream_control_job
     from dagster_reconf.dagster.streams_sensor import build_streams_sensor
     from dagster_reconf.dagster.trace_assets import TraceAssets, build_trace_assets
