@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     )
     from dagster_reconf.core.scaling.policy_config import PolicyConfig
     from dagster_reconf.core.spec import StreamSpec
+    from dagster_reconf.dagster.progress_sensor import build_stream_progress_sensor
     from dagster_reconf.dagster.reconfiguration_assets import (
         build_reconfiguration_failure_sensor,
         build_stream_configuration,
@@ -86,7 +87,6 @@ if TYPE_CHECKING:
     from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
     from dagster_reconf.dagster.scaling_assets import ScalingAssets, build_scaling_assets
     from dagster_reconf.dagster.scaling_sensor import build_scaling_sensor
-    from dagster_reconf.dagster.progress_sensor import build_stream_progress_sensor
     from dagster_reconf.dagster.stream_jobs import build_stream_control_job
     from dagster_reconf.dagster.streams_sensor import build_streams_sensor
     from dagster_reconf.dagster.trace_assets import TraceAssets, build_trace_assets
