@@ -18,46 +18,50 @@ from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.version import __version__
 
-# Public name -> the module that defines it. Loaded on first use (PEP 562): Spark's Python
-# workers import dagster_reconf.workloads.sources for the bundled sources, and must not pay
-# for Dagster (~2 s per worker process, much of a restarted stream's first batch).
-_EXPORTS = {
+# Public names by use, each name -> the module that defines it. Loaded on first use (PEP 562): Spark's Python
+# workers import dagster_reconf.workloads.sources for the bundled sources, and must not pay for Dagster.
+_STREAM_API = {  # writing a managed stream
+    "StreamContext": "dagster_reconf.core.definition",
+    "StreamDefinition": "dagster_reconf.core.definition",
+    "StreamOutput": "dagster_reconf.core.definition",
+    "StreamSpec": "dagster_reconf.core.spec",
+    "stream_definition": "dagster_reconf.core.definition",
+}
+_ENGINE = {  # running, planning and reconfiguring streams without Dagster
+    "AuditLedger": "dagster_reconf.core.ledger",
+    "ExecutionPlan": "dagster_reconf.core.reconfig",
+    "PolicyConfig": "dagster_reconf.core.scaling.policy_config",
     "ReconfError": "dagster_reconf.core.errors",
+    "ReconfigurationInterrupted": "dagster_reconf.core.errors",
+    "ReconfigurationRefused": "dagster_reconf.core.errors",
+    "Reconfigurer": "dagster_reconf.core.reconfig",
     "SpecError": "dagster_reconf.core.errors",
     "StreamNotFoundError": "dagster_reconf.core.errors",
     "StreamStartError": "dagster_reconf.core.errors",
     "StreamStateError": "dagster_reconf.core.errors",
-    "AuditLedger": "dagster_reconf.core.ledger",
-    "ExecutionPlan": "dagster_reconf.core.reconfig",
-    "ReconfigurationInterrupted": "dagster_reconf.core.reconfig",
-    "ReconfigurationRefused": "dagster_reconf.core.reconfig",
-    "Reconfigurer": "dagster_reconf.core.reconfig",
-    "StreamSpec": "dagster_reconf.core.spec",
-    "StreamContext": "dagster_reconf.core.definition",
-    "StreamDefinition": "dagster_reconf.core.definition",
-    "StreamOutput": "dagster_reconf.core.definition",
-    "stream_definition": "dagster_reconf.core.definition",
     "StreamSupervisor": "dagster_reconf.core.process.supervisor",
-    "build_reconfiguration_failure_sensor": "dagster_reconf.dagster.reconfiguration_assets",
-    "build_stream_configuration": "dagster_reconf.dagster.reconfiguration_assets",
+}
+_DAGSTER = {  # the Dagster building blocks
+    "AssetKind": "dagster_reconf.dagster.translator",
     "AuditLedgerResource": "dagster_reconf.dagster.resources",
-    "StreamRuntimeResource": "dagster_reconf.dagster.resources",
     "ExecutionPlanConfig": "dagster_reconf.dagster.run_config",
+    "ReconfTranslator": "dagster_reconf.dagster.translator",
     "ReconfigureConfig": "dagster_reconf.dagster.run_config",
+    "ScalingAssets": "dagster_reconf.dagster.scaling_assets",
     "ScalingPlanConfig": "dagster_reconf.dagster.run_config",
     "Strategy": "dagster_reconf.dagster.run_config",
-    "ScalingAssets": "dagster_reconf.dagster.scaling_assets",
+    "StreamRuntimeResource": "dagster_reconf.dagster.resources",
+    "TraceAssets": "dagster_reconf.dagster.trace_assets",
+    "build_reconfiguration_failure_sensor": "dagster_reconf.dagster.reconfiguration_assets",
     "build_scaling_assets": "dagster_reconf.dagster.scaling_assets",
     "build_scaling_sensor": "dagster_reconf.dagster.scaling_sensor",
-    "build_streams_sensor": "dagster_reconf.dagster.streams_sensor",
-    "AssetKind": "dagster_reconf.dagster.translator",
-    "ReconfTranslator": "dagster_reconf.dagster.translator",
-    "PolicyConfig": "dagster_reconf.core.scaling.policy_config",
-    "build_stream_progress_sensor": "dagster_reconf.dagster.progress_sensor",
+    "build_stream_configuration": "dagster_reconf.dagster.reconfiguration_assets",
     "build_stream_control_job": "dagster_reconf.dagster.stream_jobs",
-    "TraceAssets": "dagster_reconf.dagster.trace_assets",
+    "build_stream_progress_sensor": "dagster_reconf.dagster.progress_sensor",
+    "build_streams_sensor": "dagster_reconf.dagster.streams_sensor",
     "build_trace_assets": "dagster_reconf.dagster.trace_assets",
 }
+_EXPORTS = {**_STREAM_API, **_ENGINE, **_DAGSTER}
 
 if TYPE_CHECKING:
     from dagster_reconf.core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
@@ -106,33 +110,37 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AssetKind",
-    "AuditLedger",
-    "AuditLedgerResource",
-    "ExecutionPlan",
-    "ExecutionPlanConfig",
-    "PolicyConfig",
-    "ReconfError",
-    "ReconfTranslator",
-    "ReconfigurationInterrupted",
-    "ReconfigurationRefused",
-    "ReconfigureConfig",
-    "Reconfigurer",
-    "ScalingAssets",
-    "ScalingPlanConfig",
-    "SpecError",
-    "Strategy",
+    "__version__",
+    # writing a managed stream
     "StreamContext",
     "StreamDefinition",
-    "StreamNotFoundError",
     "StreamOutput",
-    "StreamRuntimeResource",
     "StreamSpec",
+    "stream_definition",
+    # running, planning and reconfiguring streams without Dagster
+    "AuditLedger",
+    "ExecutionPlan",
+    "PolicyConfig",
+    "ReconfError",
+    "ReconfigurationInterrupted",
+    "ReconfigurationRefused",
+    "Reconfigurer",
+    "SpecError",
+    "StreamNotFoundError",
     "StreamStartError",
     "StreamStateError",
     "StreamSupervisor",
+    # the Dagster building blocks
+    "AssetKind",
+    "AuditLedgerResource",
+    "ExecutionPlanConfig",
+    "ReconfTranslator",
+    "ReconfigureConfig",
+    "ScalingAssets",
+    "ScalingPlanConfig",
+    "Strategy",
+    "StreamRuntimeResource",
     "TraceAssets",
-    "__version__",
     "build_reconfiguration_failure_sensor",
     "build_scaling_assets",
     "build_scaling_sensor",
@@ -141,5 +149,4 @@ __all__ = [
     "build_stream_progress_sensor",
     "build_streams_sensor",
     "build_trace_assets",
-    "stream_definition",
 ]

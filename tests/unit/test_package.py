@@ -10,8 +10,12 @@ def test_version():
     assert dagster_reconf.__version__ == "0.1.0"
 
 
-def test_public_surface_is_sorted_and_importable():
-    assert dagster_reconf.__all__ == sorted(dagster_reconf.__all__)
+def test_public_surface_is_grouped_sorted_and_importable():
+    groups = (dagster_reconf._STREAM_API, dagster_reconf._ENGINE, dagster_reconf._DAGSTER)
+    for group in groups:
+        assert list(group) == sorted(group), "each group of the public names is ASCII-sorted"
+    assert dagster_reconf.__all__ == ["__version__", *[name for group in groups for name in group]]
+    assert len(set(dagster_reconf.__all__)) == len(dagster_reconf.__all__)
     for name in dagster_reconf.__all__:
         assert hasattr(dagster_reconf, name)
 
