@@ -37,6 +37,7 @@ from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.process.process_tree import terminate_process_tree
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import ExecutionPlan
+from dagster_reconf.core.reconfig.reconfiguration import ReconfigurationRecord
 from dagster_reconf.core.scaling.scaling_plan import known_cores
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
@@ -162,52 +163,40 @@ def sustains(observation: dict[str, Any]) -> bool:
 
 
 def reconfigurations(ledger: AuditLedger, spec: StreamSpec, since: float) -> list[dict[str, Any]]:
-    """Finished (and refused) reconfigurations of ``spec``'s stream since ``since``, with their figures."""
+    """Finished (and refused) reconfigurations of ``spec``'s stream since ``since``, as the report's rows."""
     rows = []
-    for record in ledger.records(stream=spec.name, kinds=["reconfiguration.finished", "reconfiguration.refused"]):
-        if record.recorded_at < since:
+    for r in ReconfigurationRecord.read(ledger, spec.name, since):
+        if r.outcome == "refused":
+            rows.append({"id": None, "outcome": "refused", "detail": "; ".join(r.problems)[:200]})
             continue
-        p = record.payload
-        if record.kind == "reconfiguration.refused":
-            rows.append({"id": None, "outcome": "refused", "detail": "; ".join(p.get("problems", []))[:200]})
-            continue
-        steps = {
-            r.step: r.recorded_at
-            for r in ledger.records(reconfiguration_id=record.reconfiguration_id, kinds=["step.end"])
-        }
-        observed = p.get("observation") or {}
-        verification = p.get("verification") or {}
-        (cores_before, state_before), (cores_after, state_after) = (
-            _knobs(p.get("current"), spec),
-            _knobs(p.get("target"), spec),
-        )
+        (cores_before, state_before), (cores_after, state_after) = _knobs(r.current, spec), _knobs(r.target, spec)
         rows.append(
             {
-                "id": record.reconfiguration_id,
-                "outcome": p.get("outcome"),
-                "plan_hash": p.get("plan_hash"),
+                "id": r.id,
+                "outcome": r.outcome,
+                "plan_hash": r.plan_hash,
                 "cores": f"{cores_before} -> {cores_after}",
                 "state_partitions": f"{state_before} -> {state_after}",
-                "actions": [a.get("knob", str(a)) if isinstance(a, dict) else str(a) for a in p.get("actions", [])],
-                "downtime_s": observed.get("downtime_s"),
-                "catch_up_s": observed.get("catch_up_s"),
-                "max_event_latency_s": observed.get("max_event_latency_s"),
-                "verified": verification.get("ok", "no state moved" if "skipped" in verification else None),
-                "paused_at": steps.get("pause"),
-                "resumed_at": steps.get("resume"),
-                "run_id": (p.get("trigger") or {}).get("run_id"),
-                "step_seconds": p.get("timings") or {},
-                "handed_over": "driver_pid" in (((p.get("steps") or {}).get("pause") or {}).get("handover") or {}),
+                "actions": r.actions,
+                "downtime_s": r.downtime_s,
+                "catch_up_s": r.catch_up_s,
+                "max_event_latency_s": r.max_event_latency_s,
+                "verified": r.verified,
+                "paused_at": r.paused_at,
+                "resumed_at": r.resumed_at,
+                "run_id": r.run_id,
+                "step_seconds": r.step_seconds,
+                "handed_over": r.handed_over,
             }
         )
     return rows
 
 
-def _knobs(plan: dict[str, Any] | None, spec: StreamSpec) -> tuple[Any, Any]:
+def _knobs(plan: ExecutionPlan | None, spec: StreamSpec) -> tuple[Any, Any]:
     """Cores and state partitions of a recorded execution plan ("?" where the record has none)."""
-    if not plan:
+    if plan is None:
         return "?", "?"
-    applied = ExecutionPlan.parse(plan).apply_to(spec)
+    applied = plan.apply_to(spec)
     return known_cores(applied) or applied.master, applied.state_partitions
 
 

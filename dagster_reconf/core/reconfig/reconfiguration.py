@@ -7,13 +7,14 @@ another process, after a crash) continues after the last step that ended.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dagster_reconf.core.errors import ReconfError
 from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.ledger.ledger import AuditRecord
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
 
-__all__ = ["Reconfiguration", "executors_to_add"]
+__all__ = ["Reconfiguration", "ReconfigurationRecord", "executors_to_add"]
 
 
 @dataclass
@@ -122,3 +123,75 @@ def executors_to_add(r: Reconfiguration) -> int:
         return 0
     before, after = r.current.resources.max_cores or 0, resources.max_cores or 0
     return after // resources.executor_cores if after > before else 0
+
+
+@dataclass(frozen=True)
+class ReconfigurationRecord:
+    """A reconfiguration's final record in the ledger, read once: a finished one (its outcome, plans and figures) or
+    one refused before it began (its problems). What reports and harnesses read, instead of the payload's keys."""
+
+    id: str | None
+    stream: str
+    outcome: str  # succeeded, rolled_back, refused, noop
+    recorded_at: float
+    plan_hash: str | None = None
+    current: ExecutionPlan | None = None
+    target: ExecutionPlan | None = None
+    actions: list[str] = field(default_factory=list)  # the knobs it changed
+    problems: list[str] = field(default_factory=list)  # why it was refused
+    downtime_s: float | None = None
+    catch_up_s: float | None = None
+    max_event_latency_s: float | None = None
+    verified: bool | str | None = None  # True, False, or "no state moved"
+    paused_at: float | None = None  # when its pause step ended (s since epoch)
+    resumed_at: float | None = None
+    run_id: str | None = None  # the Dagster run that carried it out, where one did
+    step_seconds: dict[str, float] = field(default_factory=dict)
+    handed_over: bool = False  # the stream moved to a warm standby driver
+
+    KINDS: ClassVar[tuple[str, str]] = ("reconfiguration.finished", "reconfiguration.refused")
+
+    @classmethod
+    def from_record(cls, record: AuditRecord, step_ends: dict[str, float] | None = None) -> ReconfigurationRecord:
+        """From a ``reconfiguration.finished`` or ``reconfiguration.refused`` ledger record (``step_ends``: when each
+        of its steps ended, from its ``step.end`` records)."""
+        p = record.payload
+        if record.kind == "reconfiguration.refused":
+            return cls(None, record.stream, "refused", record.recorded_at, problems=list(p.get("problems", [])))
+        observed, verification = p.get("observation") or {}, p.get("verification") or {}
+        pause = (p.get("steps") or {}).get("pause") or {}
+        return cls(
+            id=record.reconfiguration_id,
+            stream=record.stream,
+            outcome=str(p.get("outcome")),
+            recorded_at=record.recorded_at,
+            plan_hash=p.get("plan_hash"),
+            current=ExecutionPlan.model_validate(p["current"]) if p.get("current") else None,
+            target=ExecutionPlan.model_validate(p["target"]) if p.get("target") else None,
+            actions=[a.get("knob", str(a)) if isinstance(a, dict) else str(a) for a in p.get("actions", [])],
+            downtime_s=observed.get("downtime_s"),
+            catch_up_s=observed.get("catch_up_s"),
+            max_event_latency_s=observed.get("max_event_latency_s"),
+            verified=verification.get("ok", "no state moved" if "skipped" in verification else None),
+            paused_at=(step_ends or {}).get("pause"),
+            resumed_at=(step_ends or {}).get("resume"),
+            run_id=(p.get("trigger") or {}).get("run_id"),
+            step_seconds=p.get("timings") or {},
+            handed_over="driver_pid" in (pause.get("handover") or {}),
+        )
+
+    @classmethod
+    def read(cls, ledger: AuditLedger, stream: str, since: float = 0.0) -> list[ReconfigurationRecord]:
+        """The finished and refused reconfigurations of ``stream`` recorded since ``since``, oldest first."""
+        found = []
+        for record in ledger.records(stream=stream, kinds=list(cls.KINDS)):
+            if record.recorded_at < since:
+                continue
+            ends = None
+            if record.reconfiguration_id is not None:
+                ends = {
+                    r.step: r.recorded_at
+                    for r in ledger.records(reconfiguration_id=record.reconfiguration_id, kinds=["step.end"])
+                }
+            found.append(cls.from_record(record, ends))
+        return found

@@ -1,0 +1,42 @@
+"""A reconfiguration's final ledger record, read once into a typed record (what the closed loop reports)."""
+
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.reconfig import ExecutionPlan
+from dagster_reconf.core.reconfig.reconfiguration import ReconfigurationRecord
+from dagster_reconf.core.spec import StreamSpec
+
+
+def test_finished_and_refused_reconfigurations_read_as_typed_records(tmp_path):
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    spec = StreamSpec(name="orders", entrypoint="my_pkg.streams:orders", master="local[1]", state_partitions=2)
+    current = ExecutionPlan.of(spec)
+    target = ExecutionPlan.of(spec.model_copy(update={"master": "local[4]", "state_partitions": 4}))
+    ledger.append(stream="orders", kind="reconfiguration.refused", payload={"problems": ["stream is stopped"]})
+    for step in ("pause", "resume"):
+        ledger.append(stream="orders", kind="step.end", step=step, reconfiguration_id="rc-1", payload={"seconds": 1.0})
+    ledger.append(
+        stream="orders",
+        kind="reconfiguration.finished",
+        reconfiguration_id="rc-1",
+        payload={
+            "outcome": "succeeded",
+            "plan_hash": target.plan_hash,
+            "current": current.model_dump(),
+            "target": target.model_dump(),
+            "actions": [{"knob": "state_partitions", "before": 2, "after": 4}, {"knob": "master"}],
+            "observation": {"downtime_s": 3.5, "catch_up_s": 7.0, "max_event_latency_s": 9.0},
+            "verification": {"ok": True},
+            "trigger": {"run_id": "run-9"},
+            "timings": {"pause": 1.0},
+            "steps": {"pause": {"handover": {"driver_pid": 42}}},
+        },
+    )
+    refused, finished = ReconfigurationRecord.read(ledger, "orders")
+    assert (refused.outcome, refused.problems, refused.id) == ("refused", ["stream is stopped"], None)
+    assert finished.id == "rc-1" and finished.outcome == "succeeded" and finished.run_id == "run-9"
+    assert (finished.current, finished.target) == (current, target)
+    assert finished.actions == ["state_partitions", "master"] and finished.handed_over and finished.verified is True
+    assert (finished.downtime_s, finished.catch_up_s, finished.max_event_latency_s) == (3.5, 7.0, 9.0)
+    assert finished.paused_at is not None and finished.resumed_at >= finished.paused_at
+    assert ReconfigurationRecord.read(ledger, "orders", since=finished.recorded_at + 1) == []
+    ledger.dispose()
