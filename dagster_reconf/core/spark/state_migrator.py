@@ -39,17 +39,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.errors import SpecError, StreamStateError
-from dagster_reconf.core.progress.state_rows import state_row_counts
+from dagster_reconf.core.spark.batch_replay import BATCH_TIMEOUT_S, next_precopy_round, replay_batches
 from dagster_reconf.core.spark.session import native_repartition_available
 from dagster_reconf.core.spark.state_reader import schema_problems, state_schemas, state_summaries
 from dagster_reconf.core.spark.termination import await_termination
 from dagster_reconf.core.spec import STRATEGIES, RestartScope, Strategy, StreamSpec, context_scope
 from dagster_reconf.core.store.checkpoint import (
     checkpoint_facts,
-    committed_batches,
     copy_checkpoint_as_of,
     copy_offset_entry,
     copy_source_logs,
@@ -64,84 +63,12 @@ from dagster_reconf.core.store.storage import Location, remove_tree, spark_uri
 if TYPE_CHECKING:
     from dagster_reconf.core.spark.runtime import StreamRuntime
 
-__all__ = ["StreamMigrator", "next_precopy_round", "replay_batches"]
+__all__ = ["StreamMigrator"]
 
 PRECOPY_MANIFEST = "precopy.json"  # in the prepared generation: what it was copied from and how far it got
 PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
 PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
 PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is the cheaper one
-BATCH_TIMEOUT_S = 600.0
-
-
-def replay_batches(
-    runtime: StreamRuntime,
-    old: Location,
-    new: Location,
-    batch_ids: list[int],
-    spec: StreamSpec,
-    purpose: str = "replay",
-    shift: int = 0,
-) -> list[dict[str, Any]]:
-    """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint ``new``.
-
-    Each batch's offset entry is copied (with ``spec``'s state partitions) and a once-trigger
-    query, output discarded, runs exactly that planned batch. Returns, per batch run, its id in
-    ``new``, the seconds from the query's start to its end, the batch's own share of them
-    (Spark's ``triggerExecution``), and its state operators' row counts (Spark's progress).
-
-    Raises:
-        StreamStateError: a batch failed or did not commit.
-    """
-    copy_source_logs(old, new)
-    runs = []
-    for source_batch in batch_ids:
-        batch_id = source_batch + shift  # a precopy's batches run one id later than the live ones
-        if batch_id in committed_batches(new):
-            continue  # an earlier attempt got this far
-        copy_offset_entry(old, new, source_batch, spec.state_partitions, as_batch=batch_id)
-        started = time.monotonic()
-        query = runtime.start_query(spec, checkpoint=new, purpose=purpose, once=True)
-        try:
-            if not await_termination(query, BATCH_TIMEOUT_S):
-                raise StreamStateError(
-                    f"{purpose} of batch {batch_id} into {new} did not finish in {BATCH_TIMEOUT_S:g} s"
-                )
-            if query.exception() is not None:
-                raise StreamStateError(
-                    f"{purpose} of batch {batch_id} into {new} failed: {str(query.exception()).strip().splitlines()[0]}"
-                )
-        finally:
-            query.stop()
-        if batch_id not in committed_batches(new):
-            raise StreamStateError(f"{purpose} of batch {batch_id} into {new} ran but did not commit")
-        progress = dict(query.lastProgress or {})
-        runs.append(
-            {
-                "batch_id": batch_id,
-                "seconds": round(time.monotonic() - started, 3),
-                "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
-                "state": state_row_counts(progress),
-            }
-        )
-    return runs
-
-
-def next_precopy_round(
-    behind: int, last_delta: int | None, per_batch_s: float, copy_s: float, recopied: bool, close_enough: int
-) -> Literal["replay", "recopy", "stop"]:
-    """What a precopy does next, with its copy ``behind`` batches behind the live stream.
-
-    Its last round replayed ``last_delta`` batches (None: no round on this copy yet) at
-    ``per_batch_s`` each. Close enough: stop. A round that ended further behind than it began
-    means the replay is slower than the stream: a fresh copy where it costs less than
-    replaying the delta (once), otherwise stop (more rounds only lose). As far behind as it
-    began (the stream committed as many batches as the round replayed) is no loss: another round.
-    """
-    if behind <= close_enough:
-        return "stop"
-    if last_delta is not None and behind > last_delta:
-        return "stop" if recopied or behind * per_batch_s <= copy_s else "recopy"
-    return "replay"
 
 
 def _read_manifest(copy: Location) -> dict[str, Any] | None:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from dagster_reconf.core.reconfig.precopy import await_batch_boundary
-from dagster_reconf.core.spark.state_migrator import next_precopy_round
+from dagster_reconf.core.spark.batch_replay import next_precopy_round
 
 from .test_precopy_copy import make_checkpoint
 
