@@ -21,7 +21,7 @@ import pandas as pd
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.workloads.options import PACING_OPTIONS, GeneratedOptions, SourceOptions
-from dagster_reconf.workloads.queries import QueryDefinition
+from dagster_reconf.workloads.queries import QueryDefinition, query_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,7 +137,6 @@ def check_stream_output(
         watermark: the watermark the output is final by (default: the last recorded batch's).
     """
     from dagster_reconf.workloads.sink import read_sink
-    from dagster_reconf.workloads.streams import query_of
 
     paths = StreamPaths(Path(home).resolve(), spec.name)
     query = query_of(spec)

@@ -43,7 +43,11 @@ from dagster_reconf.core.errors import SpecError
 if TYPE_CHECKING:  # pyspark is imported where a query is built, so the catalogue loads without it
     from pyspark.sql import DataFrame
 
-__all__ = ["QUERIES", "QueryDefinition", "RecordCost", "get_query"]
+    from dagster_reconf.core.spec import StreamSpec
+
+__all__ = ["ENTRYPOINT", "QUERIES", "QueryDefinition", "RecordCost", "get_query", "query_of"]
+
+ENTRYPOINT = "dagster_reconf.workloads.streams:{}"  # where the bundled stream definitions are, by query name
 
 CostMode = Literal["none", "cpu", "sleep"]
 
@@ -305,3 +309,11 @@ def get_query(name: str) -> QueryDefinition:
         return QUERIES[name]
     except KeyError:
         raise SpecError(f"unknown query {name!r}; bundled queries: {', '.join(QUERIES)}") from None
+
+
+def query_of(spec: StreamSpec) -> QueryDefinition:
+    """The bundled query a spec's entrypoint names."""
+    name = spec.entrypoint.rpartition(":")[2]
+    if not spec.entrypoint.startswith(ENTRYPOINT.format("")) or name not in QUERIES:
+        raise ValueError(f"stream {spec.name!r} runs {spec.entrypoint}, not a bundled query")
+    return QUERIES[name]

@@ -22,11 +22,10 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.workloads.options import DATA_OPTIONS, GeneratedOptions, SourceOptions
 from dagster_reconf.workloads.oracle import check_stream_output
 from dagster_reconf.workloads.pacing import pacing_anchor
-from dagster_reconf.workloads.queries import QUERIES, QueryDefinition, RecordCost
+from dagster_reconf.workloads.queries import ENTRYPOINT, QUERIES, QueryDefinition, RecordCost, query_of
 
 __all__ = ["BUNDLED", "bundled_spec", "q1", "q2", "q3", "q5", "q8", "q11", "query_of", "wordcount"]
 
-ENTRYPOINT = "dagster_reconf.workloads.streams:{}"
 KNOB_OPTIONS = {"source_partitions": "partitions", "max_per_trigger": "max_events_per_trigger"}
 
 
@@ -72,14 +71,6 @@ def _definition(query: QueryDefinition) -> StreamDefinition:
 
 BUNDLED: dict[str, StreamDefinition] = {name: _definition(query) for name, query in QUERIES.items()}
 q1, q2, q3, q5, q8, q11, wordcount = (BUNDLED[n] for n in ("q1", "q2", "q3", "q5", "q8", "q11", "wordcount"))
-
-
-def query_of(spec: StreamSpec) -> QueryDefinition:
-    """The bundled query a spec's entrypoint names."""
-    name = spec.entrypoint.rpartition(":")[2]
-    if not spec.entrypoint.startswith(ENTRYPOINT.format("")) or name not in QUERIES:
-        raise ValueError(f"stream {spec.name!r} runs {spec.entrypoint}, not a bundled query")
-    return QUERIES[name]
 
 
 def bundled_spec(name: str, query: str, *, source_partitions: int | None = 2, **fields: Any) -> StreamSpec:
