@@ -38,7 +38,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from dagster_reconf.core.definition import StreamContext, StreamOutput
+from dagster_reconf.core.definition import StreamContext
 from dagster_reconf.core.errors import SpecError, StreamStartError, StreamStateError
 from dagster_reconf.core.progress.lifecycle import (
     ExecutorsResized,
@@ -60,6 +60,7 @@ from dagster_reconf.core.spark.executors import completed_tasks, executor_ids, r
 from dagster_reconf.core.spark.listener import ProgressRecorder
 from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms
 from dagster_reconf.core.spark.python_worker_cpu import PythonCpuSampler
+from dagster_reconf.core.spark.query_builder import build_writer, start_writer, stream_context
 from dagster_reconf.core.spark.session import build_spark_session
 from dagster_reconf.core.spark.termination import await_termination, first_line
 from dagster_reconf.core.spark.warm_up import warm_up_file_write, warm_up_job, warm_up_state_query
@@ -68,7 +69,7 @@ from dagster_reconf.core.store.checkpoint import checkpoint_facts, drop_planned_
 from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_file_sink_log
 from dagster_reconf.core.store.metrics import MetricsStore, status_figures
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.store.storage import Location, remove_tree, spark_uri
+from dagster_reconf.core.store.storage import Location, remove_tree
 
 __all__ = ["StopReport", "StreamRuntime"]
 
@@ -97,17 +98,6 @@ class StopReport:
     attempts: int
     finished_batch: int | None = None
     dropped_batch: int | None = None
-
-
-def _missing_connector_hint(message: str) -> str:
-    """The fix for a source or sink whose connector is not on the classpath (Kafka's above all: pyspark lacks it)."""
-    if "KAFKA_DATA_SOURCE_NOT_ENABLED" in message or "Failed to find data source: kafka" in message:
-        return (
-            "; put Spark's Kafka connector on the driver's classpath through the spec's spark_conf: "
-            "spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version> (or spark.jars "
-            "naming its jar files)"
-        )
-    return ""
 
 
 class StreamRuntime:
@@ -230,25 +220,7 @@ class StreamRuntime:
 
     def context(self, spec: StreamSpec | None = None, purpose: str = "stream") -> StreamContext:
         """What the stream definition gets: the knobs, the source options they map to, the workload's options."""
-        spec = spec or self.spec
-        mapping = {**self.definition.knob_options, **spec.knob_options}
-        source_options = {
-            option: str(getattr(spec, knob)) for knob, option in mapping.items() if getattr(spec, knob) is not None
-        }
-        work_dir = self.paths.work
-        work_dir.mkdir(parents=True, exist_ok=True)
-        return StreamContext(
-            name=spec.name,
-            code_version=spec.code_version,
-            options=self.definition.parse_options(spec.options),
-            state_partitions=spec.state_partitions,
-            source_partitions=spec.source_partitions,
-            max_per_trigger=spec.max_per_trigger,
-            trigger_interval_s=spec.trigger_interval_s,
-            source_options=source_options,
-            work_dir=work_dir,
-            purpose=purpose,
-        )
+        return stream_context(self.definition, spec or self.spec, self.paths.work, purpose)
 
     def writer(self, spec: StreamSpec | None = None, purpose: str = "stream") -> DataStreamWriter:
         """The user's query for ``spec``, as the definition returns it (checkpoint, name and trigger not set yet).
@@ -258,24 +230,7 @@ class StreamRuntime:
         """
         spec = spec or self.spec
         self._use_state_partitions(spec)
-        try:
-            result = self.definition(self.spark, self.context(spec, purpose))
-        except (SpecError, StreamStartError):
-            raise
-        except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise StreamStartError(
-                f"stream definition {self.definition.name} raised {type(exc).__name__}: {first}"
-                f"{_missing_connector_hint(first)}"
-            ) from exc
-        if isinstance(result, StreamOutput):
-            result = result.writer()
-        if not isinstance(result, DataStreamWriter):
-            raise StreamStartError(
-                f"stream definition {self.definition.name} returned {type(result).__name__}; it must return a "
-                "DataStreamWriter (df.writeStream...., without .start()) or a StreamOutput(frame, format=..., ...)"
-            )
-        return result
+        return build_writer(self.definition, self.spark, self.context(spec, purpose))
 
     def _use_state_partitions(self, spec: StreamSpec) -> None:
         """A new checkpoint takes its state partitions from the session (an existing one keeps its own)."""
@@ -305,23 +260,9 @@ class StreamRuntime:
             writer, self._built = self._built[1], None
         else:
             writer = self.writer(spec, purpose)
-        name = spec.name if purpose == "stream" else f"{spec.name}__{purpose}"
-        writer = writer.queryName(name).option("checkpointLocation", spark_uri(checkpoint or self.paths.checkpoint))
-        if purpose != "stream":
-            writer = writer.format("noop")
-        if once:
-            writer = writer.trigger(once=True)
-        elif spec.trigger_interval_s > 0:
-            writer = writer.trigger(processingTime=f"{round(spec.trigger_interval_s * 1000)} milliseconds")
-        else:
-            writer = writer.trigger(processingTime="0 seconds")
-        try:
-            return writer.start()
-        except Exception as exc:
-            raise StreamStartError(
-                f"stream {spec.name!r} ({self.definition.name}) could not start: "
-                f"{type(exc).__name__}: {first_line(exc)}"
-            ) from exc
+        return start_writer(
+            writer, spec, checkpoint or self.paths.checkpoint, purpose=purpose, once=once, what=self.definition.name
+        )
 
     # -- query lifecycle ---------------------------------------------------------------------
 
