@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import (
     AddDynamicPartitionsRequest,
-    AssetKey,
     AssetObservation,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
@@ -53,7 +53,7 @@ from dagster_reconf.dagster.scaling_assets import ScalingAssets
 from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by
 from dagster_reconf.dagster.trace_assets import TraceAssets
 
-__all__ = ["StreamsCursor", "build_streams_sensor"]
+__all__ = ["StreamDirection", "StreamRead", "StreamsCursor", "build_streams_sensor", "stream_tick"]
 
 CURSOR_VERSION = 1
 FIRST_READ_BYTES = 1 << 20  # a stream first seen: its newest records only (a window's batches are a few KB)
@@ -159,15 +159,14 @@ def build_streams_sensor(
                 reasons.append(f"{stream}: not in the runtime home {streams.home_path}")
                 continue
             state = next_cursor.streams.setdefault(stream, {})
-            reason, request, observation = _tick_stream(
-                streams, stream, row, state, policy=policy, keep=keep, stream_key=traces.stream.key if traces else None
-            )
-            events.extend(observation)
-            if request is None:
+            tick = stream_tick(policy, state, _read_stream(streams, stream, row, state), keep=keep, now=time.time())
+            if tick.figures is not None and traces is not None:
+                events.append(AssetObservation(asset_key=traces.stream.key, partition=stream, metadata=tick.figures))
+            reason, direction = tick.reason, tick.direction
+            if direction is None:
                 reasons.append(f"{stream}: {reason}")
                 continue
-            direction, epoch = request
-            run_key = f"{stream}|{epoch}|{direction}"
+            run_key = f"{stream}|{tick.epoch}|{direction}"
             if stream in busy:
                 reasons.append(f"{stream}: {reason}; a run of {scaling.job.name} for it is in flight")
             elif (lock := ledger.lock(stream)) is not None:
@@ -198,55 +197,78 @@ def build_streams_sensor(
     return _sensor
 
 
-def _tick_stream(
-    streams: StreamRuntimeResource,
-    stream: str,
-    row: dict[str, Any],
-    state: dict[str, Any],
-    *,
-    policy: ScalingPolicy,
-    keep: int,
-    stream_key: AssetKey | None,
-) -> tuple[str, tuple[str, str] | None, list[AssetObservation]]:
-    """Read one stream's new records and ask the policy for a direction: (reason, (direction, epoch) or None, events)."""
+@dataclass(frozen=True)
+class StreamRead:
+    """What a tick read of one running (or attached) stream: its new metrics records, the offset after them, whether
+    the read started over (first seen, or the store was cut below the cursor), and how to ask its driver for its spec
+    (called only where the metrics no longer reach its start)."""
+
+    attached: bool
+    records: list[dict[str, Any]]
+    offset: int
+    started_over: bool = False
+    status_spec: Callable[[], dict[str, Any] | None] = lambda: None
+
+
+@dataclass(frozen=True)
+class StreamDirection:
+    """Which way one stream points this tick: ``direction`` (scale_up, scale_down) with the configuration's ``epoch``,
+    or None with the ``reason``; ``figures`` are its lag and throughput to observe (None: no new batch)."""
+
+    reason: str
+    direction: str | None = None
+    epoch: str = ""
+    figures: dict[str, Any] | None = None
+
+
+def stream_tick(
+    policy: ScalingPolicy, state: dict[str, Any], read: StreamRead | None, *, keep: int, now: float
+) -> StreamDirection:
+    """One stream's part of a tick, without Dagster: fold ``read`` into the configuration window kept in ``state``
+    (this stream's cursor entry, updated in place) and ask the policy for a direction, no traces read. ``read`` None:
+    the stream has no driver (its window is dropped: a restarted driver starts a new configuration anyway)."""
+    if read is None:
+        state.pop("window", None)
+        return StreamDirection("not running (no driver)")
+    if read.started_over:
+        state.pop("window", None)
+    state["offset"] = read.offset
+    window = ConfigurationWindow.from_json(state.get("window")).update(read.records, keep=keep)
+    if window.spec is None and not read.attached:  # started longer ago than the first read reaches
+        window = ConfigurationWindow(spec=read.status_spec(), epoch="before-recent-metrics").update([], keep=keep)
+    window.previous = None  # only the run's DS2 fit reads it: the cursor stays small with many streams
+    state["window"] = window.to_json()
+    decision = decide(policy, window, now, plan=False)
+    figures = None
+    if any(r.get("kind") == "progress" for r in read.records):
+        signal = {k: round(v, 3) for k, v in decision.signal.as_dict().items()}
+        figures = {
+            "lag_events": signal.pop("backlog"),
+            "throughput_events_per_s": signal.pop("processed_rate"),
+            "offered_events_per_s": signal.pop("source_rate"),
+            **signal,
+            "last_batch_id": int(window.rows[-1]["batch_id"]) if window.rows else -1,
+            "decision": decision.action,
+            "reason": decision.reason,
+        }
+    if decision.action not in ("scale_up", "scale_down"):
+        return StreamDirection(decision.reason, figures=figures)
+    return StreamDirection(decision.reason, decision.action, window.epoch, figures)
+
+
+def _read_stream(
+    streams: StreamRuntimeResource, stream: str, row: dict[str, Any], state: dict[str, Any]
+) -> StreamRead | None:
+    """Read one stream's new metrics records from the cursor in ``state`` (None: it has no driver)."""
     attached = row["driver"] == "attached"
     if not attached and row["driver"] != "running":
-        state.pop("window", None)  # a restarted driver starts a new configuration anyway
-        return "not running (no driver)", None, []
+        return None
     if attached:
         streams.refresh(stream)  # only what is new in its event logs
     store = streams.metrics(stream)
     offset = state.get("offset")
-    if offset is None or offset > store.size():
+    started_over = offset is None or offset > store.size()
+    if started_over:
         offset = store.tail_offset(FIRST_READ_BYTES)
-        state.pop("window", None)
-    records, state["offset"] = store.read(offset)
-    window = ConfigurationWindow.from_json(state.get("window")).update(records, keep=keep)
-    if window.spec is None and not attached:  # started longer ago than the first read reaches
-        window = ConfigurationWindow(spec=streams.status(stream).get("spec"), epoch="before-recent-metrics").update(
-            [], keep=keep
-        )
-    window.previous = None  # only the run's DS2 fit reads it: the cursor stays small with many streams
-    state["window"] = window.to_json()
-    decision = decide(policy, window, time.time(), plan=False)
-    events = []
-    if any(r.get("kind") == "progress" for r in records) and stream_key is not None:
-        figures = {k: round(v, 3) for k, v in decision.signal.as_dict().items()}
-        events.append(
-            AssetObservation(
-                asset_key=stream_key,
-                partition=stream,
-                metadata={
-                    "lag_events": figures.pop("backlog"),
-                    "throughput_events_per_s": figures.pop("processed_rate"),
-                    "offered_events_per_s": figures.pop("source_rate"),
-                    **figures,
-                    "last_batch_id": int(window.rows[-1]["batch_id"]) if window.rows else -1,
-                    "decision": decision.action,
-                    "reason": decision.reason,
-                },
-            )
-        )
-    if decision.action not in ("scale_up", "scale_down"):
-        return decision.reason, None, events
-    return decision.reason, (decision.action, window.epoch), events
+    records, offset = store.read(offset)
+    return StreamRead(attached, records, offset, started_over, lambda: streams.status(stream).get("spec"))

@@ -1,0 +1,39 @@
+"""One stream's part of the streams sensor's tick, as a plain function: a direction or a reason, without Dagster."""
+
+from dagster_reconf.core.scaling.ds2_policy import DS2Policy
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
+from dagster_reconf.dagster.streams_sensor import StreamRead, stream_tick
+
+from .test_scaling_tick import BEHIND, SPEC
+
+POLICY = DS2Policy(PolicyConfig(stabilization_s=0))
+
+
+def test_a_stream_without_a_driver_drops_its_window():
+    state = {"offset": 10, "window": {"spec": SPEC}}
+    assert stream_tick(POLICY, state, None, keep=20, now=100.0).reason == "not running (no driver)"
+    assert "window" not in state and state["offset"] == 10
+
+
+def test_a_stream_behind_points_up_and_reports_its_lag():
+    state: dict = {}
+    tick = stream_tick(POLICY, state, StreamRead(False, BEHIND, 4096), keep=20, now=100.0)
+    assert tick.direction == "scale_up" and tick.epoch.startswith("started@")
+    assert tick.figures["lag_events"] > 0 and tick.figures["decision"] == "scale_up"
+    assert state["offset"] == 4096 and state["window"]["spec"]["name"] == "s"
+    quiet = stream_tick(POLICY, state, StreamRead(False, [], 4096), keep=20, now=101.0)
+    assert quiet.figures is None, "no new batch: nothing new to observe"
+
+
+def test_the_drivers_spec_is_asked_only_where_the_metrics_do_not_reach_the_start():
+    asked = []
+
+    def status_spec():
+        asked.append(True)
+        return SPEC
+
+    progress_only = BEHIND[1:]  # started longer ago than the first read reaches
+    tick = stream_tick(POLICY, {}, StreamRead(False, progress_only, 10, True, status_spec), keep=20, now=100.0)
+    assert asked == [True] and tick.reason
+    stream_tick(POLICY, {}, StreamRead(False, BEHIND, 10, True, status_spec), keep=20, now=100.0)
+    assert asked == [True], "the start record says the spec: the driver is not asked"
