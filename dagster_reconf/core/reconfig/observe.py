@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.store.metrics import record_row
 
 __all__ = [
@@ -143,17 +144,17 @@ def observe_change(batches: pd.DataFrame, *, paused_at: float, resumed_at: float
     )
 
 
-def recent_backlog(records: list[dict[str, Any]], trigger_interval_s: float) -> dict[str, Any]:
+def recent_backlog(records: list[dict[str, Any]], trigger_interval_s: float) -> RecentPace:
     """The backlog of the batches before a pause (what "caught up" means afterwards) and their pace: median batch
     duration (``batch_s``) and time between commits (``seconds_per_batch``), from the metrics store's recent
     ``records``."""
     recent = committed_batches(records[-4 * RECENT_BATCHES :]).tail(RECENT_BATCHES)
     rate = offered_rate(recent)
     committed = recent["committed_at"].astype(float)
-    return {
-        "normal_backlog_events": normal_backlog(recent, rate, trigger_interval_s),
-        "batches": len(recent),
-        "offered_events_per_s": rate,
-        "batch_s": float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
-        "seconds_per_batch": float(committed.diff().median()) if len(recent) > 1 else None,
-    }
+    return RecentPace(
+        normal_backlog_events=normal_backlog(recent, rate, trigger_interval_s),
+        batches=len(recent),
+        offered_events_per_s=rate,
+        batch_s=float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
+        seconds_per_batch=float(committed.diff().median()) if len(recent) > 1 else None,
+    )

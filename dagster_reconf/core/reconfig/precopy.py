@@ -5,8 +5,7 @@ The copy pays only where a replayed batch is quicker than the stream's time per 
 fewer batches behind, and the copy is verified before the pause. Otherwise nothing is copied, or the copy is left
 unverified, and the pause runs the native migration or compares the whole state, and the record says why.
 
-``history`` below is the stream's recent pace, as :func:`~dagster_reconf.core.reconfig.observe.recent_backlog`
-returns it (``batch_s``: median batch duration, ``seconds_per_batch``: time between commits).
+``history`` below is the stream's recent pace (:class:`~dagster_reconf.core.reconfig.step_results.RecentPace`).
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.reconfig.verification import verify_migration
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
@@ -37,15 +37,15 @@ QUERY_START_ALLOWANCE_S = 1.5  # what a replayed batch adds to a live one: its q
 BOUNDARY_POLL_S = 0.1  # a checkpoint listing per poll (object storage: a few requests), for at most 1.5 batches
 
 
-def replay_pace(history: dict[str, Any]) -> tuple[float | None, float]:
+def replay_pace(history: RecentPace) -> tuple[float | None, float]:
     """What a replayed batch is expected to take, and the stream's seconds per batch (None, inf: unknown)."""
-    batch_s, per_batch_s = history.get("batch_s"), history.get("seconds_per_batch")
+    batch_s, per_batch_s = history.batch_s, history.seconds_per_batch
     if batch_s is None or per_batch_s is None:
         return None, float("inf")
     return batch_s + QUERY_START_ALLOWANCE_S, per_batch_s
 
 
-def replay_keeps_pace(prepared: dict[str, Any], history: dict[str, Any]) -> bool:
+def replay_keeps_pace(prepared: dict[str, Any], history: RecentPace) -> bool:
     """Whether a precopy's catch-up outruns the live stream: its last round left fewer batches behind than it
     replayed; without a round, a live batch plus :data:`QUERY_START_ALLOWANCE_S` takes less than the stream's time
     per batch.
@@ -60,7 +60,7 @@ def replay_keeps_pace(prepared: dict[str, Any], history: dict[str, Any]) -> bool
     return replay_s is not None and replay_s < per_batch_s
 
 
-def replay_falls_behind(history: dict[str, Any]) -> str | None:
+def replay_falls_behind(history: RecentPace) -> str | None:
     """Why a precopy would only lengthen the pause (None: it may pay): a replayed batch takes at least as long as
     the stream takes per batch, so no round can catch up and the pause would replay more batches than the native
     migration costs. Unknown pace: None (the rounds will tell)."""
@@ -68,7 +68,7 @@ def replay_falls_behind(history: dict[str, Any]) -> str | None:
     if replay_s is None or replay_s < per_batch_s:
         return None
     return (
-        f"a replayed batch takes about {replay_s:.1f} s (a live batch of {history['batch_s']:.1f} s plus "
+        f"a replayed batch takes about {replay_s:.1f} s (a live batch of {history.batch_s:.1f} s plus "
         f"{QUERY_START_ALLOWANCE_S:g} s to start its query) and the stream commits one every {per_batch_s:.1f} s: "
         "the copy could not catch up, so the native migration runs in the pause; precopy pays on longer triggers"
     )
@@ -106,7 +106,7 @@ def verify_copy(stream: StreamHandle, prepared: dict[str, Any], partitions: int)
     return {**verification.as_dict(), "live_batch": batch, "seconds": round(time.monotonic() - started, 3)}
 
 
-def prepare_precopy(stream: StreamHandle, partitions: int, history: dict[str, Any]) -> dict[str, Any]:
+def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) -> dict[str, Any]:
     """Prepare the copy; where its catch-up outruns the stream, verify it now and catch it up completely.
 
     Raises:
@@ -127,7 +127,7 @@ def prepare_precopy(stream: StreamHandle, partitions: int, history: dict[str, An
     replay_s, per_batch_s = replay_pace(history)
     if prepared["batches_left"] == 0 and replay_s is not None and replay_s < per_batch_s:
         # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight.
-        waited_s = await_batch_boundary(stream.paths.checkpoint, history.get("batch_s"))
+        waited_s = await_batch_boundary(stream.paths.checkpoint, history.batch_s)
         last = stream.precopy(partitions, close_enough=0)
         replays = prepared["replays"] + last["replays"]  # the pause checks those after the verified batch
         if last["from_batch"] != prepared["from_batch"]:

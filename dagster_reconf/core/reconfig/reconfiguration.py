@@ -13,6 +13,7 @@ from dagster_reconf.core.errors import ReconfError
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.ledger.ledger import AuditRecord
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
+from dagster_reconf.core.reconfig.step_results import PauseResult, PrepareResult
 
 __all__ = ["Reconfiguration", "ReconfigurationRecord", "executors_to_add"]
 
@@ -64,8 +65,23 @@ class Reconfiguration:
         return not self.needs_migration and "code_version" not in self.settings_changes
 
     @property
+    def prepared(self) -> PrepareResult:
+        """The prepare step's result (it must have ended)."""
+        return PrepareResult.from_record(self.results["prepare"])
+
+    @property
+    def paused(self) -> PauseResult:
+        """The pause step's result (it must have ended)."""
+        return PauseResult.from_record(self.results["pause"])
+
+    @property
+    def resumed_at(self) -> float:
+        """When the resume step ended (s since epoch; it must have ended)."""
+        return float(self.results["resume"]["resumed_at"])
+
+    @property
     def handed_over(self) -> bool:
-        return "driver_pid" in (self.results.get("pause") or {}).get("handover", {})
+        return "pause" in self.results and self.paused.handed_over
 
     @property
     def finished(self) -> bool:

@@ -69,6 +69,7 @@ from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
 from dagster_reconf.core.reconfig.preflight import preflight
 from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration, executors_to_add
+from dagster_reconf.core.reconfig.step_results import PrepareResult
 from dagster_reconf.core.reconfig.verification import delta_problems, verify_migration, warm_up_verification
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.spec import STRATEGIES
@@ -365,49 +366,47 @@ class Reconfigurer:
     def _prepare(self, r: Reconfiguration) -> dict[str, Any]:
         records, _ = MetricsStore(self.stream.paths.metrics).tail(HISTORY_TAIL_BYTES)
         history = recent_backlog(records, self.stream.spec().trigger_interval_s)
-        result: dict[str, Any] = {"target_settings": r.target.settings(), "history": history}
+        baseline = executors = precopy = None
+        standby: dict[str, Any] = {}
         if r.needs_migration:
             self.stream.ensure_driver()  # a driver that died after preflight comes back paused
-            result["baseline"] = self.stream.state()  # the state's size, and the state readers loaded
+            baseline = self.stream.state()  # the state's size, and the state readers loaded
             warm_up_verification()  # GX's cold start would otherwise fall inside the pause
         grow = executors_to_add(r)
         if grow:  # Trisk's warm executors: the new configuration's JVMs start while the stream runs, not in the pause
             try:
-                result["executors"] = self.stream.add_executors(grow)
+                executors = self.stream.add_executors(grow)
             except ReconfError as exc:  # nothing is paused yet: the stream runs on as it was
                 raise ReconfigurationRefused(
                     r.stream, [f"the executors of this cores change did not come: {exc}"]
                 ) from exc
         if r.needs_new_context and self.handover and self.stream.supports_handover:
             try:
-                result["standby"] = self.stream.prepare_standby(r.standby_changes)
+                standby = self.stream.prepare_standby(r.standby_changes)
             except ReconfError as exc:  # the old driver restarts its SparkContext instead, as without a standby
-                result["standby"] = {"failed": str(exc)}
-        if (
-            r.needs_migration and r.strategy == "precopy"
-        ):  # last: its catch-up rounds end as close to the pause as can be
+                standby = {"failed": str(exc)}
+        if r.needs_migration and r.strategy == "precopy":  # last: its rounds end as close to the pause as can be
             try:
-                result["precopy"] = prepare_precopy(self.stream, r.target.partitioning.state_partition_count, history)
+                precopy = prepare_precopy(self.stream, r.target.partitioning.state_partition_count, history)
             except ReconfError as exc:  # the migration runs the native way in the pause instead, and says so
-                result["precopy"] = {"failed": str(exc)}
-        return result
+                precopy = {"failed": str(exc)}
+        prepared = PrepareResult(history, r.target.settings(), baseline, executors, standby, precopy)
+        return prepared.to_record()
 
     def _pause(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_driver()
         paused_at = time.time()
-        standby = r.results["prepare"].get("standby") or {}
+        standby_pid = r.prepared.standby_pid
         # Where no state moves and the code stays, a batch the stop interrupts stays planned: the resume runs it first,
         # at the old cap, with the new settings (a re-planned one would be a whole catch-up batch of the new cap, and
         # the downtime ends at its commit). Otherwise the standby, or this driver, finishes it first.
         keep = r.keeps_interrupted_batch
-        report = self.stream.pause(
-            self.pause_timeout_s, finish="pid" not in standby and not keep, keep_interrupted=keep
-        )
+        report = self.stream.pause(self.pause_timeout_s, finish=standby_pid is None and not keep, keep_interrupted=keep)
         self._record_lead(r)
         handover = None
-        if "pid" in standby:
+        if standby_pid is not None:
             try:
-                handover = self.stream.hand_over(int(standby["pid"]), self.pause_timeout_s)
+                handover = self.stream.hand_over(standby_pid, self.pause_timeout_s)
             except ReconfError as exc:  # the standby died: carry on in a driver of the old settings
                 handover = {"failed": str(exc)}
                 self.stream.clean_up_drivers()
@@ -456,21 +455,21 @@ class Reconfigurer:
             return {"skipped": "no state migration in this plan"}
         self.stream.ensure_driver()
         partitions = r.target.partitioning.state_partition_count
-        paused = r.results["pause"]
+        paused = r.paused
         fell_back = None
         if r.strategy == "precopy":
-            prepared = r.results["prepare"].get("precopy") or {"failed": "not prepared"}
+            prepared = r.prepared.precopy or {"failed": "not prepared"}
             try:
                 if "failed" in prepared:
                     raise StreamStateError(prepared["failed"])
                 return self.stream.migrate(partitions, "precopy")
             except ReconfError as exc:  # not prepared, too far behind, no usable copy: the native way, the copy removed
                 fell_back = str(exc)
-                self.stream.rollback_replay(paused["generation"])
+                self.stream.rollback_replay(paused.generation)
         if r.strategy in ("native", "precopy"):  # a precopy that could not be prepared or finished falls back to native
             snapshot = CheckpointSnapshot(self._snapshot_dir(r))
             checkpoint = self.stream.paths.checkpoint
-            if snapshot.exists and snapshot.manifest()["batch_id"] == paused["batch_id"]:
+            if snapshot.exists and snapshot.manifest()["batch_id"] == paused.batch_id:
                 facts = checkpoint_facts(checkpoint)
                 if facts.state_partitions == partitions and facts.committed:
                     return {
@@ -478,11 +477,11 @@ class Reconfigurer:
                         "skipped": True,
                         "reason": "migrated before an interruption",
                         "batch_id": facts.last_committed_batch,
-                        "generation": paused["generation"],
+                        "generation": paused.generation,
                     }
                 restored = snapshot.restore()  # an interrupted attempt: back to the paused batch, then again
             else:
-                snapshot.take(checkpoint, paused["batch_id"])
+                snapshot.take(checkpoint, paused.batch_id)
                 restored = None
             result = self.stream.migrate(partitions, "native")
             if fell_back is not None:
@@ -496,21 +495,21 @@ class Reconfigurer:
         if not r.needs_migration:
             return {"skipped": "no state migration in this plan"}
         self.stream.ensure_driver()
-        paused, migrated = r.results["pause"], r.results["migrate"]
+        paused, migrated = r.paused, r.results["migrate"]
         delta = self._verify_delta(r, migrated)
         if delta is not None:
             return delta
-        baseline = r.results["prepare"].get("baseline")
-        old_checkpoint = spark_uri(self.stream.paths.checkpoint_of(paused["generation"]))
-        if baseline and baseline["batch_id"] == paused["batch_id"] and baseline["checkpoint"] == old_checkpoint:
+        baseline = r.prepared.baseline
+        old_checkpoint = spark_uri(self.stream.paths.checkpoint_of(paused.generation))
+        if baseline and baseline["batch_id"] == paused.batch_id and baseline["checkpoint"] == old_checkpoint:
             before = StateSummary.from_dict(baseline)  # nothing ran between prepare and pause: no need to read it again
             after = StateSummary.from_dict(self.stream.state())
         else:  # both in one Spark job: the pause pays a job's fixed costs once
             before, after = map(
-                StateSummary.from_dict, self.stream.states([(paused["generation"], paused["batch_id"]), (None, None)])
+                StateSummary.from_dict, self.stream.states([(paused.generation, paused.batch_id), (None, None)])
             )
         verification = verify_migration(before, after, r.target.partitioning.state_partition_count)
-        result = {**verification.as_dict(), "before_batch": paused["batch_id"], "after_batch": migrated.get("batch_id")}
+        result = {**verification.as_dict(), "before_batch": paused.batch_id, "after_batch": migrated.get("batch_id")}
         if not verification.ok:
             result["rolled_back"] = self._rollback(
                 r, "verification failed: " + "; ".join(verification.problems or verification.gx.failures)
@@ -520,7 +519,7 @@ class Reconfigurer:
     def _verify_delta(self, r: Reconfiguration, migrated: dict[str, Any]) -> dict[str, Any] | None:
         """A precopy verified before the pause: only the batches replayed in the pause are checked, against the live
         ones' row counts (:func:`~dagster_reconf.core.reconfig.verification.delta_problems`). None where that cannot tell: the whole state then."""
-        prepared = r.results["prepare"].get("precopy") or {}
+        prepared = r.prepared.precopy or {}
         verified = prepared.get("verified")
         if r.strategy != "precopy" or "replays" not in migrated or not verified:
             return None
@@ -540,7 +539,7 @@ class Reconfigurer:
             "delta_batches": len(replays),
             "copy_verified_at": verified["live_batch"],
             "stores": verified["stores"],
-            "before_batch": r.results["pause"]["batch_id"],
+            "before_batch": r.paused.batch_id,
             "after_batch": migrated.get("batch_id"),
         }
         if problems:
@@ -552,14 +551,14 @@ class Reconfigurer:
         self.ledger.append(stream=r.stream, kind="rollback.begin", reconfiguration_id=r.id, payload={"reason": reason})
         r.rolling_back = True
         self.stream.ensure_driver()
-        paused = r.results.get("pause")
+        paused = r.paused if "pause" in r.results else None
         undone: dict[str, Any] = {}
         if paused is not None:
             snapshot = CheckpointSnapshot(self._snapshot_dir(r))
             if r.strategy in ("native", "precopy") and snapshot.exists:  # a native migration (a precopy's fallback)
                 undone = snapshot.restore()
             if r.strategy in ("replay", "precopy"):  # back to the paused generation; the newer one is removed
-                undone.update(self.stream.rollback_replay(paused["generation"]))
+                undone.update(self.stream.rollback_replay(paused.generation))
         # Idempotent: a stream never paused keeps running. A standby that took over has the new settings
         # (all but the state partitions and code version): it goes back to the old ones.
         before = {a["knob"]: a["before"] for a in r.actions if a["knob"] in r.standby_changes}
@@ -574,8 +573,8 @@ class Reconfigurer:
 
     def _observe(self, r: Reconfiguration) -> dict[str, Any]:
         started = self.stream.ensure_running()  # a driver that died after the resume is started again
-        paused_at, resumed_at = r.results["pause"]["paused_at"], r.results["resume"]["resumed_at"]
-        normal = r.results["prepare"]["history"]["normal_backlog_events"]
+        paused_at, resumed_at = r.paused.paused_at, r.resumed_at
+        normal = r.prepared.history.normal_backlog_events
         store = MetricsStore(self.stream.paths.metrics)
         records, offset = store.tail(OBSERVED_TAIL_BYTES)
         deadline = time.monotonic() + self.observe_timeout_s
@@ -595,7 +594,7 @@ class Reconfigurer:
         migrated = r.results["migrate"]
         details = {
             "batches": {
-                "paused_at": r.results["pause"].get("batch_id"),
+                "paused_at": r.paused.batch_id,
                 "migration": migrated.get("batch_id"),
                 "generation": self.stream.paths.generation,
             },

@@ -2,6 +2,7 @@
 when the copy is verified ahead of the pause instead of in it."""
 
 from dagster_reconf.core.reconfig.precopy import replay_falls_behind, replay_keeps_pace
+from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.reconfig.verification import delta_problems
 
 
@@ -31,17 +32,21 @@ def test_an_unknown_live_batch_says_it_cannot_tell():
 
 
 def test_a_precopy_is_verified_ahead_only_where_its_replay_outruns_the_stream():
-    one_second = {"batch_s": 0.8, "seconds_per_batch": 1.0}
-    five_seconds = {"batch_s": 0.8, "seconds_per_batch": 5.0}
+    one_second = RecentPace(0.0, batch_s=0.8, seconds_per_batch=1.0)
+    five_seconds = RecentPace(0.0, batch_s=0.8, seconds_per_batch=5.0)
     assert replay_keeps_pace({"rounds": [4], "batches_left": 2}, one_second)  # the round shrank the delta
     assert not replay_keeps_pace({"rounds": [3], "batches_left": 6}, five_seconds)  # it grew: measured beats guessed
     assert not replay_keeps_pace({"rounds": [], "batches_left": 2}, one_second)  # a query start alone outlasts a batch
     assert replay_keeps_pace({"rounds": [], "batches_left": 1}, five_seconds)
-    assert not replay_keeps_pace({"rounds": [], "batches_left": 1}, {"batch_s": None, "seconds_per_batch": None})
+    assert not replay_keeps_pace(
+        {"rounds": [], "batches_left": 1}, RecentPace(0.0, batch_s=None, seconds_per_batch=None)
+    )
 
 
 def test_a_precopy_is_not_even_copied_where_no_replay_can_keep_up():
-    reason = replay_falls_behind({"batch_s": 0.8, "seconds_per_batch": 1.0})
+    reason = replay_falls_behind(RecentPace(0.0, batch_s=0.8, seconds_per_batch=1.0))
     assert "about 2.3 s" in reason and "one every 1.0 s" in reason and "native migration runs in the pause" in reason
-    assert replay_falls_behind({"batch_s": 0.8, "seconds_per_batch": 5.0}) is None
-    assert replay_falls_behind({"batch_s": None, "seconds_per_batch": None}) is None  # unknown: the rounds will tell
+    assert replay_falls_behind(RecentPace(0.0, batch_s=0.8, seconds_per_batch=5.0)) is None
+    assert (
+        replay_falls_behind(RecentPace(0.0, batch_s=None, seconds_per_batch=None)) is None
+    )  # unknown: the rounds will tell

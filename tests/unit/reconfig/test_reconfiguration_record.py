@@ -40,3 +40,20 @@ def test_finished_and_refused_reconfigurations_read_as_typed_records(tmp_path):
     assert finished.paused_at is not None and finished.resumed_at >= finished.paused_at
     assert ReconfigurationRecord.read(ledger, "orders", since=finished.recorded_at + 1) == []
     ledger.dispose()
+
+
+def test_step_results_read_back_what_was_journaled():
+    from dagster_reconf.core.reconfig.step_results import PauseResult, PrepareResult, RecentPace
+
+    pace = RecentPace(120.0, batches=20, offered_events_per_s=400.0, batch_s=0.8, seconds_per_batch=1.0)
+    prepared = PrepareResult(history=pace, baseline={"batch_id": 7}, standby={"pid": 4242})
+    journaled = prepared.to_record()
+    assert "precopy" not in journaled and journaled["history"]["batch_s"] == 0.8
+    assert PrepareResult.from_record(journaled) == prepared and prepared.standby_pid == 4242
+    assert (
+        PrepareResult.from_record({"history": pace.to_record(), "standby": {"failed": "no room"}}).standby_pid is None
+    )
+    paused = PauseResult.from_record(
+        {"paused_at": 1.5, "generation": 2, "batch_id": 7, "attempts": 1, "handover": {"driver_pid": 9}}
+    )
+    assert paused == PauseResult(1.5, 2, 7, {"driver_pid": 9}) and paused.handed_over
