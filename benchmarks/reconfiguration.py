@@ -5,7 +5,8 @@
 For each state size (10k, 100k and 1M keys; ``--quick``: 10k and 100k) a word count
 stream (``local[2]``, RocksDB state, 4 state partitions) first loads a history that
 fills its state (``HISTORY_WORDS_PER_KEY`` words per key, drawn uniformly from a
-vocabulary of that many words: replay's cost depends on this, native's does not), then runs at a steady rate it sustains. On that running
+vocabulary of that many words: replay's cost depends on this, native's does not), then runs at a steady rate it
+sustains. On that running
 stream, in the same run, two reconfigurations through the full journaled steps
 (preflight ... record, :mod:`dagster_reconf.core.reconfig`):
 

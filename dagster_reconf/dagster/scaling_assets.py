@@ -3,7 +3,8 @@
 * ``ds2_plans`` (partitioned by stream): the policy's decision for the stream's current
   configuration, from its recent batches (metrics store) and their traces. A run
   requested by the scaling sensor carries the sensor's plan in its config
-  (``plan``, typed: :class:`~dagster_reconf.dagster.run_config.PlanConfig`) and records exactly that plan; materialized by hand or on a schedule,
+  (``plan``, typed: :class:`~dagster_reconf.dagster.run_config.PlanConfig`) and records exactly that plan; materialized
+  by hand or on a schedule,
   the asset decides afresh. Metadata: the plan table, the scaling report and a plot of
   capacity against the target rate. Downstream of ``trace_snapshots`` and
   ``cp_summaries`` (every window of the same stream), so the lineage shows where the

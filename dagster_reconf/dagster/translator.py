@@ -9,7 +9,8 @@ translator keeps the plain names (``trace_snapshots``, ``ds2_plans``, ...).
 
     team_a = ReconfTranslator(prefix="team_a")
     traces = build_trace_assets(start="2026-11-01", translator=team_a)  # team_a/trace_snapshots, team_a/stream, ...
-    scaling = build_scaling_assets(translator=team_a)                   # team_a/ds2_plans, team_a_reconfigure_stream_job
+    scaling = build_scaling_assets(translator=team_a)                   # team_a/ds2_plans,
+    team_a_reconfigure_stream_job
 
 One override point for one asset, as with ``DagsterSlingTranslator.get_asset_spec``:
 

@@ -115,7 +115,8 @@ def test_rate_steps_change_what_a_running_stream_is_offered(spark, tmp_path):
 
 def test_python_workers_import_pyspark_compiled_from_this_interpreter(spark):
     # Spark puts the uncompiled pyspark.zip first on its workers' path (1.1 s to import a data source's runner against
-    # 0.34 s compiled, paid at every query start); the session's worker shim drops it (core/spark/worker_interpreter.py).
+    # 0.34 s compiled, paid at every query start); the session's worker shim drops it
+    # (core/spark/worker_interpreter.py).
     import pyspark
 
     seen = spark.range(4).repartition(2).rdd.map(lambda _: __import__("pyspark").__file__).distinct().collect()
@@ -123,7 +124,8 @@ def test_python_workers_import_pyspark_compiled_from_this_interpreter(spark):
 
 
 def test_pysparks_cpu_per_python_task_is_measured_once_per_machine_and_stream_code(spark, tmp_path):
-    # A trivial mapInArrow's CPU per task in workers that imported the stream's module (see core/spark/python_task_overhead.py).
+    # A trivial mapInArrow's CPU per task in workers that imported the stream's module (see
+    # core/spark/python_task_overhead.py).
     kept = tmp_path / "python-task-cpu.json"
     measured = kept_python_task_cpu_ms(spark, ["dagster_reconf.workloads.streams"], kept)
     assert measured is not None and 1.0 < measured < 1_000.0

@@ -1,7 +1,8 @@
 """Crash safety of reconfigurations of a stream in its own driver process.
 
 The process running the reconfiguration (the ``reconf`` CLI) is killed right after each
-step in turn (``native`` and ``precopy`` migrations, alternately), and separately the stream's driver is killed after each step; each time a
+step in turn (``native`` and ``precopy`` migrations, alternately), and separately the stream's driver is killed after
+each step; each time a
 re-run of the same plan finishes the job. At the end the stream's output equals the
 oracle over every event it consumed: nothing lost, nothing duplicated.
 """

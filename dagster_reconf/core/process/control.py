@@ -18,7 +18,8 @@ Endpoints (all under ``/v1``): ``GET status``, ``POST stop`` (stop the query at 
 batch boundary, driver stays up), ``POST start``, ``POST restart`` (new settings),
 ``POST shutdown`` (stop the query and the driver), and for reconfigurations of a
 stopped query (:mod:`dagster_reconf.core.spark.state_migrator`): ``POST state`` (state
-rows and checksums), ``POST states`` (several such reads in one Spark job), ``POST code-check`` (state schema compatibility of a code
+rows and checksums), ``POST states`` (several such reads in one Spark job), ``POST code-check`` (state schema
+compatibility of a code
 version), ``POST migrate`` (state partitions), ``POST precopy`` (a repartitioned copy prepared while
 the query runs), ``POST executors`` (more executors, ahead of a cores change), ``POST rollback-replay`` and
 ``POST resume`` (start with new settings); for a handover to a warm standby driver

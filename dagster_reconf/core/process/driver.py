@@ -166,7 +166,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         try:
             return asdict(runtime.stop_at_batch_boundary(req.timeout_s))
         finally:
-            shutdown.set()  # even when the stop fails (a failed query): the driver exits, the supervisor need not kill it
+            # even when the stop fails (a failed query): the driver exits, the supervisor need not kill it
+            shutdown.set()
 
     handlers: dict[str, Handler] = {
         "status": lambda _: runtime.status(),

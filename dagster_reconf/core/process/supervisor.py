@@ -288,7 +288,8 @@ class StreamSupervisor:
     def start_standby(
         self, name: str, changes: dict[str, Any], timeout_s: float = DEFAULT_START_TIMEOUT_S
     ) -> dict[str, Any]:
-        """Start a warm standby driver with the stream's spec plus ``changes`` (the new settings, a new SparkContext among them).
+        """Start a warm standby driver with the stream's spec plus ``changes`` (the new settings, a new SparkContext
+        among them).
 
         It starts its SparkContext, warms its Python workers and analyses the query while the
         stream keeps running in its driver, then waits to be promoted (:meth:`hand_over`).

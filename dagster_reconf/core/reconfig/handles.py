@@ -79,7 +79,8 @@ class StreamHandle(ABC):
     @abstractmethod
     def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
         """Prepare a repartitioned copy of the running stream's checkpoint (the ``precopy`` strategy); its rounds stop
-        ``close_enough`` batches behind the stream (default :data:`~dagster_reconf.core.spark.state_migrator.PRECOPY_CLOSE_ENOUGH`)."""
+        ``close_enough`` batches behind the stream (default
+        :data:`~dagster_reconf.core.spark.state_migrator.PRECOPY_CLOSE_ENOUGH`)."""
 
     @abstractmethod
     def add_executors(self, count: int) -> dict[str, Any]:

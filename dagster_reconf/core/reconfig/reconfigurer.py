@@ -99,7 +99,8 @@ class Reconfigurer:
     """Runs reconfigurations of one stream (see module docstring).
 
     Args:
-        stream: how to reach the stream (:class:`~dagster_reconf.core.reconfig.handles.DriverStream` or :class:`~dagster_reconf.core.reconfig.handles.LocalStream`).
+        stream: how to reach the stream (:class:`~dagster_reconf.core.reconfig.handles.DriverStream` or
+        :class:`~dagster_reconf.core.reconfig.handles.LocalStream`).
         ledger: the audit ledger (journal, lock, final record).
         strategy: how state moves: ``native`` (Spark's offline repartition), ``replay``, or ``precopy``
             (a repartitioned copy prepared while the stream runs; the pause replays only the batches since).
@@ -518,7 +519,8 @@ class Reconfigurer:
 
     def _verify_delta(self, r: Reconfiguration, migrated: dict[str, Any]) -> dict[str, Any] | None:
         """A precopy verified before the pause: only the batches replayed in the pause are checked, against the live
-        ones' row counts (:func:`~dagster_reconf.core.reconfig.verification.delta_problems`). None where that cannot tell: the whole state then."""
+        ones' row counts (:func:`~dagster_reconf.core.reconfig.verification.delta_problems`). None where that cannot
+        tell: the whole state then."""
         prepared = r.prepared.precopy or {}
         verified = prepared.get("verified")
         if r.strategy != "precopy" or "replays" not in migrated or not verified:

@@ -99,7 +99,8 @@ def split_python_cpu_per_task(
     ops: pd.DataFrame, timeline: pd.DataFrame, rows: pd.DataFrame, batches: pd.DataFrame, uncontended: pd.Series
 ) -> list[str]:
     """Move each Python operator's CPU per task out of its CPU per event where the workers' sampled CPU tells them
-    apart (see :mod:`dagster_reconf.core.scaling.python_cpu_split`); returns the operators split. ``ops`` is indexed by operator, changed in place.
+    apart (see :mod:`dagster_reconf.core.scaling.python_cpu_split`); returns the operators split. ``ops`` is indexed by
+    operator, changed in place.
 
     Only operators that ran no more tasks at once than CPUs (``uncontended``): with more, the set-ups queue for
     the CPUs and smear over the stage, so their bursts no longer mark them."""
@@ -128,7 +129,8 @@ def split_python_cpu_per_task(
 
 
 def _charge_per_task(ops: pd.DataFrame, op: str, per_task_ms: float, tasks: float, batch_events: float) -> None:
-    """Move ``per_task_ms`` of CPU for each of ``op``'s ``tasks`` out of its CPU per event (batches of ``batch_events``),
+    """Move ``per_task_ms`` of CPU for each of ``op``'s ``tasks`` out of its CPU per event (batches of
+    ``batch_events``),
     at most all of its CPU per batch; ``ops`` is indexed by operator, changed in place."""
     n = max(tasks, 1.0)
     per_task = min(per_task_ms, float(ops.at[op, "cpu_ms_per_event"]) * batch_events / n)

@@ -193,7 +193,8 @@ def settled_batches(frame: pd.DataFrame, started_at: float, stabilization_s: flo
     within ``stabilization_s``, and those up to the last that ran more Python workers than any before, are left out.
 
     A new Python worker's first task imports PySpark and the task's code: seconds on busy CPUs. A new
-    SparkContext forks its workers over its first batches, not all in the first, and a profile would read those stragglers as costs of every batch.
+    SparkContext forks its workers over its first batches, not all in the first, and a profile would read those
+    stragglers as costs of every batch.
     """
     settled = frame[frame["timestamp"] >= pd.Timestamp(started_at + stabilization_s, unit="s", tz="UTC")]
     if "python_workers" in frame:

@@ -275,10 +275,12 @@ class StreamProfile:
         return self._base_ms + float((a2 * events + b2 + np.where(shared, a * events + b, 0.0)).sum())
 
     def batch_ms_band(self, events: float, knobs: Knobs) -> tuple[float, float]:
-        """The shortest and longest a batch of ``events`` may take under ``knobs`` by what one configuration cannot tell:
+        """The shortest and longest a batch of ``events`` may take under ``knobs`` by what one configuration cannot
+        tell:
         tasks that shared CPUs waiting or queueing (:meth:`queued_reading`), Python stages' CPU per event or per task
         (:meth:`per_task_reading`), tasks sharing CPUs overlapping their waits with others' CPU or not
-        (:meth:`contended_batch_ms_for`), their set-ups queueing before all waits or overlapping some. :meth:`batch_ms_for` lies within."""
+        (:meth:`contended_batch_ms_for`), their set-ups queueing before all waits or overlapping some.
+        :meth:`batch_ms_for` lies within."""
         per_task = self.per_task_reading()
         readings = (
             self,
@@ -318,7 +320,8 @@ class StreamProfile:
 PYTHON_PLAN_NODES = r"Python|InPandas|InArrow"  # MapInArrow, BatchEvalPython, FlatMapGroupsInPandas, ...
 STATE_PLAN_NODES = r"StateStore|SymmetricHashJoin|Deduplicate|GroupsWithState|TransformWithState"  # keep state
 SCAN_PLAN_NODES = r"Scan"  # MicroBatchScan, Scan json, Scan parquet, KafkaScan...: the stage reads the source
-# Spark's file source ("Scan json", "Scan parquet", ...) splits a batch's files by bytes per core: its tasks follow the cores.
+# Spark's file source ("Scan json", "Scan parquet", ...) splits a batch's files by bytes per core: its tasks follow the
+# cores.
 FILE_SCAN_PLAN_NODES = r"(?<![A-Za-z])Scan [A-Za-z]"
 
 

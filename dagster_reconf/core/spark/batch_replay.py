@@ -33,7 +33,8 @@ def replay_batches(
     purpose: str = "replay",
     shift: int = 0,
 ) -> list[dict[str, Any]]:
-    """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint ``new``.
+    """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint
+    ``new``.
 
     Each batch's offset entry is copied (with ``spec``'s state partitions) and a once-trigger
     query, output discarded, runs exactly that planned batch. Returns, per batch run, its id in

@@ -61,9 +61,11 @@ class ProgressRecorder(StreamingQueryListener):
     ``python_cpu_s`` (a counter: the Python workers' CPU seconds so far, see
     :mod:`dagster_reconf.core.spark.python_worker_cpu`; None where it cannot be measured); ``cpu_samples``, if given, is
     drained likewise into ``python_cpu_samples`` (that counter's ``[epoch ms, CPU ms]``
-    samples since the last batch, see :class:`~dagster_reconf.core.spark.python_worker_cpu.PythonCpuSampler`), and ``worker_count``, if given,
+    samples since the last batch, see :class:`~dagster_reconf.core.spark.python_worker_cpu.PythonCpuSampler`), and
+    ``worker_count``, if given,
     into ``python_workers`` (how many Python workers there are after the batch). ``python_task_cpu_ms``, if given,
-    is recorded with every batch as is (PySpark's own CPU per Python task here, see :mod:`dagster_reconf.core.spark.python_task_overhead`). ``source_probe``, if given,
+    is recorded with every batch as is (PySpark's own CPU per Python task here, see
+    :mod:`dagster_reconf.core.spark.python_task_overhead`). ``source_probe``, if given,
     measures what the progress does not say about each source (a file source's unread
     files, see :class:`~dagster_reconf.core.progress.source_kinds.FileBacklogProbe`), recorded as ``sources``.
     """

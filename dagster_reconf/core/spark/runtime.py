@@ -176,7 +176,8 @@ class StreamRuntime:
         return self._spark
 
     def _python_task_cpu_ms(self) -> float | None:
-        """PySpark's own CPU per Python task on this machine (see :mod:`dagster_reconf.core.spark.python_task_overhead`), kept in the user's cache;
+        """PySpark's own CPU per Python task on this machine (see
+        :mod:`dagster_reconf.core.spark.python_task_overhead`), kept in the user's cache;
         None where it cannot be measured: a profile without it is only less sure of its Python stages."""
         try:
             return kept_python_task_cpu_ms(self._spark, [self.definition.name.split(":")[0]])
@@ -336,7 +337,8 @@ class StreamRuntime:
             time.sleep(0.1)
 
     def warm_up(self) -> dict[str, Any]:
-        """Pay a new driver's start-up before the stream needs it (a standby driver, see :mod:`dagster_reconf.core.process.driver`).
+        """Pay a new driver's start-up before the stream needs it (a standby driver, see
+        :mod:`dagster_reconf.core.process.driver`).
 
         Starts the SparkContext, runs a small Python job on every task slot (Spark keeps those
         workers for the stream's Python tasks), opens a state store (a stateful stream) and

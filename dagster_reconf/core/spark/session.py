@@ -96,7 +96,8 @@ def _use_this_interpreter(master: str) -> None:
     Must run before the SparkContext starts: PySpark takes the workers' executable from the
     ``PYSPARK_PYTHON`` environment variable (not ``spark.pyspark.python``), and without it
     Python data-source workers start the system Python, which cannot import this package.
-    On a local master, through :func:`~dagster_reconf.core.spark.worker_interpreter.worker_python` (PySpark imported compiled).
+    On a local master, through :func:`~dagster_reconf.core.spark.worker_interpreter.worker_python` (PySpark imported
+    compiled).
     """
     os.environ["PYSPARK_PYTHON"] = worker_python() if master.startswith("local") else sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)

@@ -26,7 +26,8 @@ Three ways to change a stateful stream's state partitions:
   committed meanwhile, a bounded number of rounds, like iterative pre-copy in VM live
   migration. After the pause, :meth:`StreamMigrator.migrate` replays only the batches
   since the last round (output discarded: the live stream wrote it), so the pause does
-  not repartition the state (verification still reads it). The copy's batch ids are the live ones plus one (its repartition
+  not repartition the state (verification still reads it). The copy's batch ids are the live ones plus one (its
+  repartition
   batch); the stream goes on from there, after its last committed batch, as after a
   ``native`` migration.
 """

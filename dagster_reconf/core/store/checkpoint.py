@@ -142,7 +142,8 @@ def copy_offset_entry(
 def drop_planned_batch(checkpoint: Location, batch_id: int) -> None:
     """Remove the offset-log entry of planned, uncommitted batch ``batch_id``: the next start plans it again.
 
-    Only for a batch no sink has seen (:mod:`dagster_reconf.core.spark.batch_jobs`): its offsets are then free to change.
+    Only for a batch no sink has seen (:mod:`dagster_reconf.core.spark.batch_jobs`): its offsets are then free to
+    change.
 
     Raises:
         StreamStateError: ``batch_id`` is not the checkpoint's last planned batch, or it is committed.

@@ -321,7 +321,8 @@ def _lines(data: bytes, base: int) -> Iterable[tuple[int, bytes]]:
 def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Flatten one ``StreamingQueryProgress`` into the figures the control plane uses.
 
-    Events and backlog come from each source's adapter (:mod:`dagster_reconf.core.progress.source_kinds`), so they are in
+    Events and backlog come from each source's adapter (:mod:`dagster_reconf.core.progress.source_kinds`), so they are
+    in
     events whatever the source's offsets are: ``events`` is how many source events the
     batch consumed (Spark's ``num_input_rows`` counts a source once per scan, so a
     self-join reports twice its events), ``backlog_events`` how many waited behind it when

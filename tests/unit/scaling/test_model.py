@@ -283,7 +283,8 @@ def test_tasks_that_share_cpus_end_by_brents_bound():
     two, eight = (p.knobs.model_copy(update={"cores": c, "source_partitions": c}) for c in (2, 8))
     # no more tasks than CPUs: nothing shares a CPU, the roofline is exact
     assert p.contended_batch_ms_for(1000, two) == pytest.approx(p.batch_ms_for(1000, two))
-    # 8 scan tasks on 2 CPUs: at most the CPU over the CPUs plus the tasks' time over the tasks (the roofline: the longer)
+    # 8 scan tasks on 2 CPUs: at most the CPU over the CPUs plus the tasks' time over the tasks (the roofline: the
+    # longer)
     scan_cpu, scan_tasks = 0.4 * 1000 / 2, 1.0 * 1000 / 8
     assert p.batch_ms_for(1000, eight) == pytest.approx(100 + max(scan_cpu, scan_tasks) + 0.5 * 1000 / 2)
     assert p.contended_batch_ms_for(1000, eight) == pytest.approx(100 + scan_cpu + scan_tasks + 0.5 * 1000 / 2)
@@ -609,7 +610,8 @@ def test_the_least_queued_tasks_of_a_cpu_saturated_stage_tell_its_queueing_from_
     assert p.stage_fixed_ms(knobs)[0] == pytest.approx(slowest)
     brent = p.contended_batch_ms_for(600, knobs) - p.coordination_ms  # the tasks' side plus the CPU side, queueing once
     assert brent == pytest.approx(mean * 50 + slowest + 1.0 * 600 / 2)
-    # the band keeps the tasks' time read as waiting at its long end, and all of their excess as queueing at its short one
+    # the band keeps the tasks' time read as waiting at its long end, and all of their excess as queueing at its short
+    # one
     waiting = p.waiting_reading()
     assert waiting.operators.iloc[0]["wait_ms_per_event"] == pytest.approx(mean - 1.0)
     assert waiting.operators.iloc[0]["overhead_ms"] == pytest.approx(slowest)

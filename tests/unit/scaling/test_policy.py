@@ -178,7 +178,8 @@ def test_cores_that_buy_nothing_are_given_back_even_in_band():
         DS2Policy().decide("s", twelve.knobs, dataclasses.replace(steady, utilization=0.95), twelve).action
         == "scale_up"
     )
-    # With 150 ms set-ups the plan's 2 cores would run hotter (67 %) than the 12 (61 %), but 3 run it at 54 % (6 at 39 %):
+    # With 150 ms set-ups the plan's 2 cores would run hotter (67 %) than the 12 (61 %), but 3 run it at 54 % (6 at 39
+    # %):
     # past them each core only adds a queued set-up, so the 12 buy nothing either, and down they go to DS2's plan.
     cheap = profile(
         cores=12,
