@@ -318,8 +318,8 @@ def run(
                 result.errors.append(error)
                 result.band_errors.append(outside)
                 print(
-                    f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: {shown} "
-                    f"(error {error:.0%}, outside the band {outside:.0%})",
+                    f"    {query}/{scenario}/{policy_name}: at {knobs.cores} cores, {knobs.trigger_interval_s:g} s: "
+                    f"{shown} (error {error:.0%}, outside the band {outside:.0%})",
                     flush=True,
                 )
                 pending = None
@@ -329,7 +329,8 @@ def run(
             if decision.action == "hold" and keeps_up and final_load and cores <= right_sized_bound(minimum.cores):
                 result.converged = True
                 print(
-                    f"    {query}/{scenario}/{policy_name}: holds at {decision.step.describe()}: {decision.reason[:160]}",
+                    f"    {query}/{scenario}/{policy_name}: holds at {decision.step.describe()}: "
+                    f"{decision.reason[:160]}",
                     flush=True,
                 )
                 break
@@ -337,7 +338,8 @@ def run(
                 said_oversized = True
                 print(
                     f"    {query}/{scenario}/{policy_name}: holds on {cores} cores, more than "
-                    f"{right_sized_bound(minimum.cores)} ({RIGHT_SIZE_SLACK:g}x the minimum {minimum.cores}): {decision.reason[:140]}",
+                    f"{right_sized_bound(minimum.cores)} ({RIGHT_SIZE_SLACK:g}x the minimum {minimum.cores}): "
+                    f"{decision.reason[:140]}",
                     flush=True,
                 )
             if not decision.requests_run:
@@ -391,7 +393,8 @@ def _case(text: str) -> tuple[str, str]:
     query, _, scenario = text.strip().partition("/")
     if query not in QUERIES or scenario not in SCENARIOS:
         raise SystemExit(
-            f"--cases: {text!r} is not QUERY/SCENARIO with QUERY in {sorted(QUERIES)} and SCENARIO in {sorted(SCENARIOS)}"
+            f"--cases: {text!r} is not QUERY/SCENARIO with QUERY in {sorted(QUERIES)} "
+            f"and SCENARIO in {sorted(SCENARIOS)}"
         )
     return query, scenario
 

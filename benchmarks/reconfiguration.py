@@ -117,7 +117,8 @@ def _precopy_figures(results: dict[str, Any]) -> dict[str, Any]:
 def run_size(
     keys: int, home: Path, steps: list[tuple[str, int]], trigger_s: float = TRIGGER_S
 ) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
-    """Load a stream with ``keys`` state keys; ``steps`` (native 4 -> 8, precopy 8 -> 6, replay 6 -> 4); oracle check."""
+    """Load a stream with ``keys`` state keys; ``steps`` (native 4 -> 8, precopy 8 -> 6, replay 6 -> 4); oracle
+    check."""
     history = math.ceil(keys * HISTORY_WORDS_PER_KEY / WORDS_PER_SENTENCE)
     # The replay rebuilds state from every batch: the offset log must keep them all (Spark keeps 100 by default).
     spec = bundled_spec(

@@ -67,7 +67,8 @@ POOL = "dagster_reconf_reconfiguration"
 
 
 def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPlanConfig | None) -> ExecutionPlan | None:
-    """The plan to apply: the one given in run config, else the DS2 decision as an execution plan (None: nothing to apply)."""
+    """The plan to apply: the one given in run config, else the DS2 decision as an execution plan (None: nothing to
+    apply)."""
     if given is not None:
         return given.to_plan(spec.name)
     if not ds2_plans.get("plan"):
@@ -108,7 +109,8 @@ def _run_step(
         ) from None
     except ReconfigurationInterrupted as exc:
         raise Failure(
-            description=f"{exc} In Dagster: re-execute this run from failure; the journal in the ledger says what is done.",
+            description=f"{exc} In Dagster: re-execute this run from failure; "
+            "the journal in the ledger says what is done.",
             metadata={"reconfiguration_id": reconfiguration.id},
         ) from exc
     if reconfiguration.outcome == "rolled_back" and step == "verify":
@@ -307,8 +309,8 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
         "step_seconds": MetadataValue.json(reconfiguration.timings),
         "ledger_head": ledger.head(),
         "audit": MetadataValue.md(
-            f"Ledger `{ledger.engine.url.render_as_string(hide_password=True)}`, reconfiguration `{reconfiguration.id}`: "
-            f"`reconf audit show {reconfiguration.id}`; check the chain with "
+            f"Ledger `{ledger.engine.url.render_as_string(hide_password=True)}`, "
+            f"reconfiguration `{reconfiguration.id}`: `reconf audit show {reconfiguration.id}`; check the chain with "
             f"`reconf audit verify --expect-head {ledger.head()}`"
         ),
     }

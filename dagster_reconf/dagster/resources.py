@@ -108,7 +108,8 @@ class AuditLedgerResource(ConfigurableResource):
     url: str = Field(
         default="",
         description="SQLAlchemy URL of the ledger database: sqlite:///path/ledger.db or "
-        "postgresql://user:password@host:port/database. Empty (default): the SQLite file ledger.db in the runtime home.",
+        "postgresql://user:password@host:port/database. "
+        "Empty (default): the SQLite file ledger.db in the runtime home.",
     )
     home: str = Field(
         default="",

@@ -44,7 +44,8 @@ class KnobsConfig(Config):
 
 
 class ScalingPlanConfig(Config):
-    """A scaling plan decided elsewhere (the scaling sensor, a person): knobs ``current`` -> ``target`` and the evidence."""
+    """A scaling plan decided elsewhere (the scaling sensor, a person): knobs ``current`` -> ``target`` and the
+    evidence."""
 
     stream: str = Field(description="The stream the plan is for (must be the run's partition).")
     policy: str = Field(description="The policy that made it: ds2, dhalion or dynalloc.")

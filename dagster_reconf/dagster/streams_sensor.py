@@ -114,8 +114,9 @@ def build_streams_sensor(
         jobs=jobs,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
-        description=f"Every stream: registers it, records its lag and throughput, and requests {scaling.job.name} when the "
-        f"{policy.name} policy's guards say it left its band (the run plans from its traces).",
+        description="Every stream: registers it, records its lag and throughput, and requests "
+        f"{scaling.job.name} when the {policy.name} policy's guards say it left its band "
+        "(the run plans from its traces).",
     )
     def _sensor(
         context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource

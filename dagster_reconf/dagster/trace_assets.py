@@ -167,8 +167,8 @@ def build_trace_assets(
         partitions_def=stream_partitions,
         group_name=stream_spec.group_name,
         kinds={"spark"},
-        description="A Spark Structured Streaming query, run by Spark (not materialized by Dagster). The streams sensor "
-        "records its lag (backlog events), throughput and utilization as observations.",
+        description="A Spark Structured Streaming query, run by Spark (not materialized by Dagster). "
+        "The streams sensor records its lag (backlog events), throughput and utilization as observations.",
     )
     snapshots_key, summaries_key = (
         translator.asset_key(AssetKind.TRACE_SNAPSHOTS),
@@ -281,8 +281,8 @@ def build_trace_assets(
                 "cp_sum": float(result.cp_sum),
                 "traced_seconds": round((hi - lo) / 1000.0, 3),
                 "log10_paths": float(result.log_paths / 2.302585092994046),
-                "top_worker": f"{top_worker['worker']} (CP {top_worker['cp']:.2f}, time {top_worker['time_share']:.2f})",
-                "top_operator": f"{top_operator['operator']} (CP {top_operator['cp']:.2f}, time {top_operator['time_share']:.2f})",
+                "top_worker": _cp_line(top_worker, "worker"),
+                "top_operator": _cp_line(top_operator, "operator"),
             },
         )
         outcome = validate_cp_sum(summaries["by_activity_type"])
@@ -327,3 +327,8 @@ def build_trace_assets(
         ]
 
     return TraceAssets(stream_asset, trace_snapshots, cp_summaries, job, latest_windows, partitions)
+
+
+def _cp_line(top: dict[str, Any], key: str) -> str:
+    """``<name> (CP <share>, time <share>)`` of a summary's top row."""
+    return f"{top[key]} (CP {top['cp']:.2f}, time {top['time_share']:.2f})"

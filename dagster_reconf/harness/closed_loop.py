@@ -135,7 +135,8 @@ def start_sensor(workspace: Path, sensor: str, env: dict[str, str]) -> None:
     )
     if done.returncode != 0:
         raise RuntimeError(
-            f"`dagster sensor start {sensor}` failed (exit {done.returncode}): {done.stderr[-2000:] or done.stdout[-2000:]}"
+            f"`dagster sensor start {sensor}` failed (exit {done.returncode}): "
+            f"{done.stderr[-2000:] or done.stdout[-2000:]}"
         )
 
 
@@ -320,7 +321,8 @@ def _watch(
     console: Console,
     translator: ReconfTranslator | None,
 ) -> None:
-    """Print what happens until the sensor holds ``SETTLED_TICKS`` times in a row after the last change, or time is up."""
+    """Print what happens until the sensor holds ``SETTLED_TICKS`` times in a row after the last change, or time is
+    up."""
     store = MetricsStore(supervisor.paths(spec.name).metrics)
     last_line, settled, seen_tick = "", 0, 0.0
     while time.time() - started < timeout_s:

@@ -140,7 +140,8 @@ def parse_rate_steps(text: str | None) -> list[tuple[float, float]]:
 
 
 def offered_since(elapsed: float, rate: float, steps: str | None) -> float:
-    """Events offered ``elapsed`` seconds after pacing began at ``rate``, changed by ``steps`` (:func:`parse_rate_steps`)."""
+    """Events offered ``elapsed`` seconds after pacing began at ``rate``, changed by ``steps``
+    (:func:`parse_rate_steps`)."""
     total, since, current = 0.0, 0.0, rate
     for at, new_rate in parse_rate_steps(steps):
         if elapsed <= at:

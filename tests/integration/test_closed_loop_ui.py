@@ -64,7 +64,8 @@ def webserver_fixture(loop):
     if not CHROMIUM.exists():
         if os.environ.get("RECONF_REQUIRE_BROWSER") == "1":
             pytest.fail(
-                "Chromium is required (RECONF_REQUIRE_BROWSER=1) but /usr/bin/chromium is missing: apt-get install chromium"
+                "Chromium is required (RECONF_REQUIRE_BROWSER=1) but /usr/bin/chromium is missing: "
+                "apt-get install chromium"
             )
         pytest.skip("Chromium not installed (apt-get install chromium); `make test` installs it")
     home, report = loop

@@ -24,7 +24,8 @@ def test_import_does_not_load_pyspark():
     code = "import sys, dagster_reconf; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False", (
-        "importing dagster_reconf loaded pyspark; run `python -X importtime -c 'import dagster_reconf'` to find the import"
+        "importing dagster_reconf loaded pyspark; "
+        "run `python -X importtime -c 'import dagster_reconf'` to find the import"
     )
 
 
@@ -33,7 +34,8 @@ def test_spark_workers_do_not_load_dagster():
     code = "import sys, dagster_reconf.workloads.sources; print('dagster' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False False", (
-        "the source module loaded Dagster or pandas; see `python -X importtime -c 'import dagster_reconf.workloads.sources'`"
+        "the source module loaded Dagster or pandas; "
+        "see `python -X importtime -c 'import dagster_reconf.workloads.sources'`"
     )
 
 

@@ -127,7 +127,8 @@ class StateRequest(BaseModel):
 
 
 class StatesRequest(BaseModel):
-    """Body of ``POST /v1/states``: several state reads, answered from one Spark job (a verification's before and after)."""
+    """Body of ``POST /v1/states``: several state reads, answered from one Spark job (a verification's before and
+    after)."""
 
     model_config = ConfigDict(extra="forbid")
     reads: list[StateRequest] = Field(..., min_length=1, max_length=16)

@@ -246,7 +246,8 @@ class StreamSupervisor:
     def _spawn(
         self, paths: StreamPaths, spec: StreamSpec, record: Path, flags: list[str], ready: str, timeout_s: float
     ) -> dict[str, Any]:
-        """Start a driver process in its own session and wait until its ``record`` says ``ready``; on failure, kill it."""
+        """Start a driver process in its own session and wait until its ``record`` says ``ready``; on failure, kill
+        it."""
         remove_dead_drivers_temp(paths)  # a killed driver's, before a new one adds its own
         with open(paths.driver_log, "ab") as log:
             proc = subprocess.Popen(

@@ -120,7 +120,8 @@ def offered_rate(batches: pd.DataFrame) -> float | None:
 
 
 def normal_backlog(before: pd.DataFrame, rate: float | None, trigger_interval_s: float) -> float:
-    """The backlog a healthy batch ends with: the median of the batches before the pause, at least a trigger's events."""
+    """The backlog a healthy batch ends with: the median of the batches before the pause, at least a trigger's
+    events."""
     floor = (rate or 0.0) * max(trigger_interval_s, 1.0)
     backlog = before["backlog_events"].dropna()
     return float(max(floor, 1.5 * backlog.median())) if len(backlog) else floor

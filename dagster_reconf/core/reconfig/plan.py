@@ -77,7 +77,8 @@ class Partitioning(BaseModel):
 
     state_partitions: int | dict[str, int] = Field(
         ...,
-        description="State partitions of every stateful operator, or per operator id (one count for all: Spark's rule).",
+        description="State partitions of every stateful operator, or per operator id "
+        "(one count for all: Spark's rule).",
     )
     source_partitions: int | None = Field(
         None,

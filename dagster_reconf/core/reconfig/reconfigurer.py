@@ -177,9 +177,9 @@ class Reconfigurer:
             self._refuse_early(
                 stream,
                 [
-                    f"stream {stream!r} is attached: dagster-reconf reads it from its event logs at {self.stream.paths.event_log} "
-                    "and recommends plans (ds2_plans), but does not run it, so it cannot apply one; change the settings "
-                    "where the job is deployed"
+                    f"stream {stream!r} is attached: dagster-reconf reads it from its event logs at "
+                    f"{self.stream.paths.event_log} and recommends plans (ds2_plans), but does not run it, "
+                    "so it cannot apply one; change the settings where the job is deployed"
                 ],
                 trigger,
             )
@@ -196,8 +196,9 @@ class Reconfigurer:
                 self._refuse_early(
                     stream,
                     [
-                        f"stream {stream!r} is being reconfigured by {lock.reconfiguration_id} (plan {lock.plan_hash}, since "
-                        f"{since}, by {lock.holder}); re-run that plan to finish it, or abort it with "
+                        f"stream {stream!r} is being reconfigured by {lock.reconfiguration_id} "
+                        f"(plan {lock.plan_hash}, since {since}, by {lock.holder}); re-run that plan to finish it, "
+                        "or abort it with "
                         f"`reconf reconfigure abort {stream}`"
                     ],
                     trigger,
@@ -256,8 +257,8 @@ class Reconfigurer:
             raise ReconfigurationRefused(
                 self.stream.name,
                 [
-                    f"reconfiguration {reconfiguration.id} already resumed the stream with plan {reconfiguration.plan_hash}; "
-                    "re-run that plan to finish it, then reconfigure back if needed"
+                    f"reconfiguration {reconfiguration.id} already resumed the stream with plan "
+                    f"{reconfiguration.plan_hash}; re-run that plan to finish it, then reconfigure back if needed"
                 ],
             )
         self._rollback(reconfiguration, f"aborted by {self.holder}")

@@ -208,7 +208,8 @@ class DS2Policy(ScalingPolicy):
                 obs,
             )
         reason = (
-            f"DS2: {obs.source_rate:,.0f} events/s offered (+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
+            f"DS2: {obs.source_rate:,.0f} events/s offered "
+            f"(+{planned.target_rate - obs.source_rate:,.0f}/s to catch up) "
             f"needs {target.cores} cores; capacity {planned.predicted['capacity_now']:,.0f} -> "
             f"{planned.predicted['capacity_planned']:,.0f} events/s"
         )

@@ -205,7 +205,8 @@ def plan_micro_batches(
         elif _state_limits(profile, knobs_with(cores, interval), current.state_partitions, limits, source_rate, target):
             state_partitions = knobs_with(cores, interval).state_partitions
             notes.append(
-                f"state partitions {current.state_partitions} -> {state_partitions} so {cores} cores can share the state"
+                f"state partitions {current.state_partitions} -> {state_partitions} "
+                f"so {cores} cores can share the state"
             )
         else:
             kept = knobs_with(cores, interval).model_copy(update={"state_partitions": state_partitions})
@@ -319,7 +320,8 @@ def _cores_and_interval(
             notes.append(
                 f"fixed costs {profile.fixed_ms_for(knobs[cores]):.0f} ms per batch: at "
                 f"{current.trigger_interval_s:g} s no core count sustains the rate with them under "
-                f"{limits.max_coordination:.0%} of the interval; trigger interval {current.trigger_interval_s:g} s -> {interval:g} s"
+                f"{limits.max_coordination:.0%} of the interval; "
+                f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s"
             )
         return cores, interval
     cores = limits.max_cores
@@ -364,7 +366,8 @@ def _state_limits(
 
 
 def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
-    """``interval``, or the shortest longer one (in half seconds) in which ``fixed_ms`` takes at most ``max_coordination``."""
+    """``interval``, or the shortest longer one (in half seconds) in which ``fixed_ms`` takes at most
+    ``max_coordination``."""
     if interval <= 0 or fixed_ms <= limits.max_coordination * limits.utilization * interval * 1000.0:
         return interval
     wanted = fixed_ms / (limits.max_coordination * limits.utilization * 1000.0)

@@ -132,7 +132,8 @@ class ScalingPolicy(ABC):
             )
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
             signal = (
-                f"in band (utilization {obs.utilization:.2f}), but perhaps over-provisioned: the model-checked scale-down waits"
+                f"in band (utilization {obs.utilization:.2f}), but perhaps over-provisioned: "
+                "the model-checked scale-down waits"
                 if model_check
                 else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits"
             )

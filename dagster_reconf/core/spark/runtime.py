@@ -273,7 +273,8 @@ class StreamRuntime:
 
     @property
     def stateful(self) -> bool:
-        """Whether the stream keeps state, from its checkpoint's state metadata (unknown before the first batch: False)."""
+        """Whether the stream keeps state, from its checkpoint's state metadata (unknown before the first batch:
+        False)."""
         return checkpoint_facts(self.paths.checkpoint).stateful
 
     def start(self) -> StreamingQuery:
@@ -600,7 +601,8 @@ class StreamRuntime:
                 raise StreamStateError(
                     f"{resized.after} of {count} executors of stream {spec.name!r} registered within {wait_s:.0f} s: "
                     f"master {spec.master} placed no more. Each needs {spec.executor_cores} free core(s) and "
-                    f"{memory or DEFAULT_EXECUTOR_MEMORY} of free memory on one worker; give the workers more, or lower executor_memory"
+                    f"{memory or DEFAULT_EXECUTOR_MEMORY} of free memory on one worker; give the workers more, "
+                    "or lower executor_memory"
                     + (
                         f" (the {resized.after - live} that came stay until the stream restarts)"
                         if resized.after > live

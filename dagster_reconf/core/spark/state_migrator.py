@@ -98,7 +98,8 @@ class StreamMigrator:
             raise StreamStateError(f"stream {self.runtime.spec.name!r} is running: pause it before {what}")
 
     def state_summary(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
-        """Rows and checksums of every state store (see :mod:`dagster_reconf.core.spark.state_reader`) of a checkpoint generation."""
+        """Rows and checksums of every state store (see :mod:`dagster_reconf.core.spark.state_reader`) of a checkpoint
+        generation."""
         return self.state_summaries([(generation, batch_id)])[0]
 
     def state_summaries(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
@@ -202,8 +203,8 @@ class StreamMigrator:
                 }
             if not facts.committed:
                 raise StreamStateError(
-                    f"checkpoint {self.paths.checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
-                    "pause the stream (which finishes the batch) before migrating"
+                    f"checkpoint {self.paths.checkpoint} has batch {facts.last_offset_batch} planned but not "
+                    "committed; pause the stream (which finishes the batch) before migrating"
                 )
             started = time.monotonic()
             migrate = {"native": self._native, "replay": self._replay, "precopy": self._finish_precopy}[strategy]

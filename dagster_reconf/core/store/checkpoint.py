@@ -266,7 +266,8 @@ def tree_bytes(root: Location) -> int:
 
 
 def free_bytes(path: Location) -> int | None:
-    """Free bytes on the file system holding ``path`` (or its nearest existing parent); None where unknowable (remote stores)."""
+    """Free bytes on the file system holding ``path`` (or its nearest existing parent); None where unknowable (remote
+    stores)."""
     if not is_local(path):
         return None
     probe = Path(str(path.path)) if not isinstance(path, Path) else path

@@ -170,7 +170,8 @@ class MetricsStore:
                 path.unlink(missing_ok=True)
 
     def progress(self, cursor: int = 0) -> list[dict[str, Any]]:
-        """Progress records (Spark's progress event under ``progress``, and what the driver measured) after ``cursor``."""
+        """Progress records (Spark's progress event under ``progress``, and what the driver measured) after
+        ``cursor``."""
         return [r for r in self.read(cursor)[0] if r.get("kind") == "progress"]
 
     def last_progress(self) -> dict[str, Any] | None:

@@ -28,7 +28,8 @@ def default_home() -> Path:
 
 @dataclass(frozen=True)
 class StreamPaths:
-    """The files of one stream under ``home``; its checkpoints and event logs under its spec's ``storage`` URL if set."""
+    """The files of one stream under ``home``; its checkpoints and event logs under its spec's ``storage`` URL if
+    set."""
 
     home: Path
     name: str
@@ -185,7 +186,8 @@ class StreamPaths:
 
     @property
     def event_log(self) -> Location:
-        """Where the stream's drivers write Spark event logs (an attached stream's: where its application writes them)."""
+        """Where the stream's drivers write Spark event logs (an attached stream's: where its application writes
+        them)."""
         if self.attached.is_file():
             return location_of(json.loads(self.attached.read_text())["event_logs"])
         return self.data_root_for(self.storage) / "eventlog"

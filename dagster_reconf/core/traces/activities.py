@@ -331,7 +331,8 @@ class TraceNormalizer:
             self._add_tasks(table)
 
     def _add_tasks(self, table: pa.Table, rows: np.ndarray | None = None) -> None:
-        """Activities and messages of a batch of task ends (``rows`` of ``table``), vectorized (see module docstring)."""
+        """Activities and messages of a batch of task ends (``rows`` of ``table``), vectorized (see module
+        docstring)."""
         if table.num_rows == 0:
             return
         col = _columns(table)

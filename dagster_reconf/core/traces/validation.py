@@ -1,4 +1,5 @@
-"""Great Expectations 1.x suites for trace snapshots and CP summaries (see :mod:`dagster_reconf.core.traces.expectations`)."""
+"""Great Expectations 1.x suites for trace snapshots and CP summaries (see
+:mod:`dagster_reconf.core.traces.expectations`)."""
 
 from __future__ import annotations
 

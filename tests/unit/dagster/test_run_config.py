@@ -1,4 +1,5 @@
-"""Typed run config: plans round-trip through the Config classes, Dagster checks enums and types, the core checks ranges."""
+"""Typed run config: plans round-trip through the Config classes, Dagster checks enums and types, the core checks
+ranges."""
 
 import dagster
 import pytest

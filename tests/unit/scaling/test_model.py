@@ -446,7 +446,8 @@ def test_profile_from_activities_and_progress():
 
 
 def _python_scan_activities(batches: int = 4) -> pd.DataFrame:
-    """A Python scan (2 tasks, 40 ms each over 100 events, no JVM CPU) then a JVM aggregate (20 ms, 10 ms CPU) per batch."""
+    """A Python scan (2 tasks, 40 ms each over 100 events, no JVM CPU) then a JVM aggregate (20 ms, 10 ms CPU) per
+    batch."""
     rows = []
     for batch in range(batches):
         t0 = 10_000 * batch
