@@ -2,45 +2,21 @@
 
 preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> record
 
-* **preflight** checks everything before anything is touched: the stream is healthy,
-  its checkpoint consistent, the state store is RocksDB and this Spark can repartition
-  (for the native path), every operator the plan names exists, there is disk for the
-  rewritten state, a standalone master has room for the executors a cores change adds,
-  and a new code version's state schema fits the checkpoint. A
-  refusal lists every problem with its fix, and changes nothing.
-* **prepare** does what can be done while the stream still runs (Megaphone's
-  "prepared ahead"): it reads the state's size and checksums, which also loads the
-  state readers, so the pause is spent only on the migration. A cores change within the
-  spec's ceiling adds its executors here; if they do not come, it is refused with the
-  stream still running as it was. Where the plan changes
-  settings that need a new SparkContext (cores, master, executors) and the stream runs
-  in its own driver, it also starts a warm standby driver with them: its SparkContext,
-  Python workers and the user's query are ready before the pause.
-* **pause** stops only this stream's query, at a micro-batch boundary (Trisk's partial
-  pause); the driver and its executors stay up. With a standby, the paused driver then
-  exits and the standby becomes the stream's driver, where the rest runs: the resume
-  starts the query without a new SparkContext. A standby that failed is recorded and the
-  old driver carries on as without one. A batch the stop interrupted is finished (by the
-  standby, with the new cores) before a state migration; where no state moves and the
-  code stays, it is left for the resumed query to run first, at its planned size, with or
-  without a standby (a first batch of the new cap would be a whole catch-up batch, inside
-  the downtime).
-* **migrate** moves the state (see :mod:`dagster_reconf.core.spark.state_migrator`), after a restorable snapshot of
-  the checkpoint for the native path.
-* **verify** compares the state before and after (rows and checksums per store,
-  partitions; Great Expectations too). If they differ, the checkpoint is restored and
-  the stream resumes exactly as before: it ends fully reconfigured or fully as it was.
-* **resume** starts the query with the new settings; **observe** measures the change
-  (downtime, catch-up, event latency); **record** writes the whole story to the ledger.
+* **preflight** checks everything before anything is touched (:mod:`~dagster_reconf.core.reconfig.preflight`);
+  a refusal lists every problem with its fix and changes nothing.
+* **prepare** does what can be done while the stream still runs: reads the state (and loads its readers), adds the
+  executors a cores change within the ceiling needs, starts a warm standby driver for a new SparkContext, prepares a
+  precopy (:mod:`~dagster_reconf.core.reconfig.precopy`).
+* **pause** stops only this stream's query at a batch boundary; with a standby, the standby takes over.
+* **migrate** moves the state (native, replay, precopy), after a restorable snapshot of the checkpoint.
+* **verify** compares the state before and after; a difference restores the checkpoint and resumes the stream as it
+  was: it ends fully reconfigured or fully as it was.
+* **resume**, **observe** (downtime, catch-up, event latency), **record** (the whole story in the ledger).
 
-Crash safety: each step is journaled before and after it runs, and each is idempotent.
-A re-run of the same plan finds the unfinished reconfiguration through the stream's lock
-and continues after the last step that ended; a driver that died is started again
-paused. Output is neither lost nor duplicated: the sink is idempotent by batch id, and
-a batch interrupted by a crash is re-run from the checkpoint.
-
-One reconfiguration per stream at a time: the ledger's lock. Another plan for a locked
-stream is refused until the running one is finished (re-run it) or aborted.
+Crash safety: each step is journaled before and after it runs, and each is idempotent; a re-run of the same plan
+continues after the last step that ended (:mod:`~dagster_reconf.core.reconfig.admission`), a driver that died is
+started again paused. One reconfiguration per stream at a time: the ledger's lock. ``docs/reconfiguration.md`` says
+each step in full.
 """
 
 from __future__ import annotations
@@ -48,9 +24,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 from dagster_reconf.core.errors import (
@@ -63,9 +37,10 @@ from dagster_reconf.core.errors import (
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.progress.lifecycle import Paused
 from dagster_reconf.core.progress.state_rows import state_counts_by_batch
+from dagster_reconf.core.reconfig.admission import admit
 from dagster_reconf.core.reconfig.handles import StreamHandle
 from dagster_reconf.core.reconfig.observe import committed_batches, observe_change, recent_backlog
-from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
+from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
 from dagster_reconf.core.reconfig.preflight import preflight
 from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration, executors_to_add
@@ -73,7 +48,7 @@ from dagster_reconf.core.reconfig.step_results import PrepareResult
 from dagster_reconf.core.reconfig.verification import delta_problems, verify_migration, warm_up_verification
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.spec import STRATEGIES
-from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts, stateful_operators
+from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import remove_generations
 from dagster_reconf.core.store.storage import spark_uri
@@ -167,81 +142,21 @@ class Reconfigurer:
         trigger: dict[str, Any] | None = None,
         evidence: dict[str, Any] | None = None,
     ) -> Reconfiguration:
-        """Take the stream for a new reconfiguration to ``target``, or continue the unfinished one of the same plan.
+        """Take the stream for a new reconfiguration to ``target``, or continue the unfinished one of the same plan
+        (see :func:`~dagster_reconf.core.reconfig.admission.admit`).
 
         Raises:
             ReconfigurationRefused: the plan is invalid for the stream, or another plan holds the stream.
         """
-        stream = self.stream.name
-        if self.stream.paths.attached.is_file():
-            self._refuse_early(
-                stream,
-                [
-                    f"stream {stream!r} is attached: dagster-reconf reads it from its event logs at "
-                    f"{self.stream.paths.event_log} and recommends plans (ds2_plans), but does not run it, "
-                    "so it cannot apply one; change the settings where the job is deployed"
-                ],
-                trigger,
-            )
-        try:
-            plan = target if isinstance(target, ExecutionPlan) else ExecutionPlan.parse(target)
-            if plan.stream != stream:
-                raise SpecError(f"plan is for stream {plan.stream!r}, not {stream!r}")
-        except SpecError as exc:
-            self._refuse_early(stream, [str(exc)], trigger)
-        lock = self.ledger.lock(stream)
-        if lock is not None:
-            if lock.plan_hash != plan.plan_hash:
-                since = datetime.fromtimestamp(lock.acquired_at, timezone.utc).isoformat(timespec="seconds")
-                self._refuse_early(
-                    stream,
-                    [
-                        f"stream {stream!r} is being reconfigured by {lock.reconfiguration_id} "
-                        f"(plan {lock.plan_hash}, since {since}, by {lock.holder}); re-run that plan to finish it, "
-                        "or abort it with "
-                        f"`reconf reconfigure abort {stream}`"
-                    ],
-                    trigger,
-                )
-            reconfiguration = Reconfiguration.from_ledger(self.ledger, lock.reconfiguration_id)
-            self.ledger.append(
-                stream=stream,
-                kind="reconfiguration.resumed",
-                reconfiguration_id=reconfiguration.id,
-                payload={"holder": self.holder, "steps_done": list(reconfiguration.results), "trigger": trigger or {}},
-            )
-            return reconfiguration
-        spec = self.stream.spec()
-        current = ExecutionPlan.of(spec)
-        try:
-            diff = diff_plans(current, plan, spec, tuple(stateful_operators(self.stream.paths.checkpoint)))
-            self.stream.validate(plan.apply_to(spec))  # the definition's code versions and knob mapping
-        except SpecError as exc:
-            self._refuse_early(stream, [str(exc)], trigger)
-        reconfiguration = Reconfiguration(
-            uuid.uuid4().hex[:16], stream, self.strategy, current, plan, diff.as_rows(), trigger or {}, evidence or {}
+        return admit(
+            self.stream,
+            self.ledger,
+            target,
+            strategy=self.strategy,
+            holder=self.holder,
+            trigger=trigger,
+            evidence=evidence,
         )
-        if diff.empty:
-            reconfiguration.outcome = "noop"
-            self.ledger.append(
-                stream=stream,
-                kind="reconfiguration.noop",
-                reconfiguration_id=reconfiguration.id,
-                payload={**reconfiguration.started_payload(), "outcome": "noop"},
-            )
-            return reconfiguration
-        lock = self.ledger.acquire_lock(
-            stream=stream, reconfiguration_id=reconfiguration.id, plan_hash=plan.plan_hash, holder=self.holder
-        )
-        if lock.reconfiguration_id != reconfiguration.id:  # another run took the stream between our check and insert
-            return self.begin(plan, trigger=trigger, evidence=evidence)
-        self.ledger.append(
-            stream=stream,
-            kind="reconfiguration.started",
-            reconfiguration_id=reconfiguration.id,
-            payload={**reconfiguration.started_payload(), "holder": self.holder},
-        )
-        return reconfiguration
 
     def abort(self) -> Reconfiguration | None:
         """Roll back the stream's unfinished reconfiguration (None if there is none).
@@ -263,12 +178,6 @@ class Reconfigurer:
             )
         self._rollback(reconfiguration, f"aborted by {self.holder}")
         return reconfiguration
-
-    def _refuse_early(self, stream: str, problems: list[str], trigger: dict[str, Any] | None) -> None:
-        self.ledger.append(
-            stream=stream, kind="reconfiguration.refused", payload={"problems": problems, "trigger": trigger or {}}
-        )
-        raise ReconfigurationRefused(stream, problems)
 
     def step(self, reconfiguration: Reconfiguration, name: str) -> dict[str, Any]:
         """Run step ``name`` unless it already ended (then return its journaled result).
