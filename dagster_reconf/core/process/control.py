@@ -275,6 +275,11 @@ class ControlServer:
         self._thread: threading.Thread | None = None
 
     @property
+    def host(self) -> str:
+        """The address it listens on."""
+        return str(self._httpd.server_address[0])
+
+    @property
     def port(self) -> int:
         return int(self._httpd.server_address[1])
 

@@ -58,7 +58,7 @@ def test_token_file_is_private(tmp_path):
 
 
 def test_server_binds_loopback_only(server):
-    assert server._httpd.server_address[0] == "127.0.0.1"
+    assert server.host == "127.0.0.1"
 
 
 def test_status_over_http(server):
