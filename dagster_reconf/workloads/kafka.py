@@ -52,10 +52,16 @@ def spark_kafka_jars() -> str:
     return ",".join(str(jar) for jar in _jars("spark-sql-kafka", "spark-sql-kafka"))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports on loopback: all bound at once, so the OS cannot hand out one twice."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind((LOOPBACK, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 _LOG4J2 = """\
@@ -83,8 +89,8 @@ class KafkaBroker:
 
     def __init__(self, directory: Path | str, port: int | None = None, heap_mb: int = 512) -> None:
         self.directory = Path(directory).resolve()
-        self.port = port or _free_port()
-        self.controller_port = _free_port()
+        ports = [p for p in _free_ports(2) if p != port]
+        self.port, self.controller_port = port or ports[0], ports[-1]
         self.heap_mb = heap_mb
         self._process: subprocess.Popen[bytes] | None = None
 
