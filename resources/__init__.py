@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from dagster import EnvVar
+import dagster as dg
 
 from dagster_reconf import AuditLedgerResource, StreamRuntimeResource
 
@@ -25,8 +25,8 @@ RESOURCES_LOCAL: dict[str, Any] = {
 }
 
 RESOURCES_PRODUCTION: dict[str, Any] = {
-    "streams": StreamRuntimeResource(home=EnvVar("RECONF_HOME")),
-    "audit_ledger": AuditLedgerResource(url=EnvVar("RECONF_LEDGER_URL")),  # postgresql://...
+    "streams": StreamRuntimeResource(home=dg.EnvVar("RECONF_HOME")),
+    "audit_ledger": AuditLedgerResource(url=dg.EnvVar("RECONF_LEDGER_URL")),  # postgresql://...
 }
 
 RESOURCES_BY_ENV: dict[str, dict[str, Any]] = {"local": RESOURCES_LOCAL, "production": RESOURCES_PRODUCTION}

@@ -7,7 +7,7 @@ audit record.
 
 from __future__ import annotations
 
-from dagster import DagsterRunStatus
+import dagster as dg
 
 __all__ = ["DIRECTION_TAG", "IN_FLIGHT", "PLAN_TAG", "RECONFIGURATION_TAG", "STREAM_TAG"]
 
@@ -17,4 +17,9 @@ DIRECTION_TAG = "dagster-reconf/direction"  # scale_up or scale_down: what the l
 RECONFIGURATION_TAG = "dagster-reconf/reconfiguration"  # the audit ledger's reconfiguration id
 
 # Runs that hold a stream: queued or running (a new plan for the stream waits until they end).
-IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dagster import SensorEvaluationContext
+import dagster as dg
 
 __all__ = ["parse_cursor"]
 
@@ -24,7 +24,7 @@ def parse_cursor(
     version: int,
     build: Callable[[dict[str, Any]], T],
     fresh: Callable[[], T],
-    context: SensorEvaluationContext | None,
+    context: dg.SensorEvaluationContext | None,
     instead: str,
 ) -> T:
     """``build(data)`` from the cursor ``raw`` of ``version``, else ``fresh()`` (logged with ``instead``).

@@ -13,17 +13,8 @@ reason on every tick.
 import json
 from dataclasses import dataclass
 
+import dagster as dg
 import pandas as pd
-from dagster import (
-    AssetKey,
-    AssetObservation,
-    DefaultSensorStatus,
-    SensorDefinition,
-    SensorEvaluationContext,
-    SensorResult,
-    SkipReason,
-    sensor,
-)
 
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import StreamRuntimeResource
@@ -45,7 +36,7 @@ class ProgressCursor:
         return json.dumps({"version": self.version, "offset": self.offset})
 
     @classmethod
-    def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> "ProgressCursor":
+    def parse(cls, raw: str | None, context: dg.SensorEvaluationContext | None = None) -> "ProgressCursor":
         def build(data: dict) -> ProgressCursor:
             if int(data["offset"]) < 0:
                 raise ValueError(f"negative offset in {data!r}")
@@ -57,12 +48,12 @@ class ProgressCursor:
 def build_stream_progress_sensor(
     *,
     stream: str,
-    asset_key: AssetKey | str = "stream_progress",
+    asset_key: dg.AssetKey | str = "stream_progress",
     partitioned: bool = True,
     name: str | None = None,
     minimum_interval_seconds: int = DEFAULT_MINIMUM_INTERVAL_SECONDS,
-    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
-) -> SensorDefinition:
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
     """A sensor that observes ``stream``'s new micro-batches on ``asset_key``.
 
     Args:
@@ -76,28 +67,28 @@ def build_stream_progress_sensor(
     Returns:
         SensorDefinition: needs a ``streams`` resource (:class:`StreamRuntimeResource`).
     """
-    key = AssetKey.from_coercible(asset_key)
+    key = dg.AssetKey.from_coercible(asset_key)
     sensor_name = name or f"{stream.replace('-', '_')}_progress_sensor"
 
-    @sensor(
+    @dg.sensor(
         name=sensor_name,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
         description=f"Observes the micro-batches of stream {stream!r} from its metrics store.",
     )
-    def _sensor(context: SensorEvaluationContext, streams: StreamRuntimeResource) -> SensorResult:
+    def _sensor(context: dg.SensorEvaluationContext, streams: StreamRuntimeResource) -> dg.SensorResult:
         cursor = ProgressCursor.parse(context.cursor, context)
         frame, offset = streams.progress(stream, cursor.offset)
         next_cursor = ProgressCursor(offset=offset).serialize()
         if frame.empty:
-            return SensorResult(
-                skip_reason=SkipReason(
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(
                     f"stream {stream!r}: no new progress since byte {cursor.offset} of its metrics store"
                 ),
                 cursor=next_cursor,
             )
         last = frame.iloc[-1]
-        observation = AssetObservation(
+        observation = dg.AssetObservation(
             asset_key=key,
             partition=stream if partitioned else None,
             metadata={
@@ -110,10 +101,10 @@ def build_stream_progress_sensor(
                 "state_rows": int(last["state_rows"]),
             },
         )
-        return SensorResult(
+        return dg.SensorResult(
             asset_events=[observation],
             cursor=next_cursor,
-            skip_reason=SkipReason(
+            skip_reason=dg.SkipReason(
                 f"stream {stream!r}: observed batches {int(frame['batch_id'].iloc[0])}-{int(last['batch_id'])}; "
                 "this sensor only observes"
             ),

@@ -25,22 +25,8 @@ ledger too, with the run's error.
 
 from typing import Any
 
+import dagster as dg
 import pandas as pd
-from dagster import (
-    AssetIn,
-    AssetsDefinition,
-    DefaultSensorStatus,
-    Failure,
-    MetadataValue,
-    OpExecutionContext,
-    Output,
-    PartitionsDefinition,
-    RunFailureSensorContext,
-    SensorDefinition,
-    graph_asset,
-    op,
-    run_failure_sensor,
-)
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger
@@ -78,7 +64,7 @@ def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPla
 
 
 def _reconfigurer(
-    context: OpExecutionContext,
+    context: dg.OpExecutionContext,
     streams: StreamRuntimeResource,
     ledger: AuditLedger,
     strategy: str,
@@ -95,7 +81,7 @@ def _reconfigurer(
 
 
 def _run_step(
-    context: OpExecutionContext, reconfigurer: Reconfigurer, reconfiguration: Reconfiguration, step: str
+    context: dg.OpExecutionContext, reconfigurer: Reconfigurer, reconfiguration: Reconfiguration, step: str
 ) -> dict[str, Any]:
     done = step in reconfiguration.results  # by an earlier op of this run (the pause op's), or before a re-execution
     context.log.info(
@@ -104,20 +90,20 @@ def _run_step(
     try:
         result = reconfigurer.step(reconfiguration, step)
     except ReconfigurationRefused as exc:
-        raise Failure(
-            description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False
+        raise dg.Failure(
+            description=str(exc), metadata={"problems": dg.MetadataValue.json(exc.problems)}, allow_retries=False
         ) from None
     except ReconfigurationInterrupted as exc:
-        raise Failure(
+        raise dg.Failure(
             description=f"{exc} In Dagster: re-execute this run from failure; "
             "the journal in the ledger says what is done.",
             metadata={"reconfiguration_id": reconfiguration.id},
         ) from exc
     if reconfiguration.outcome == "rolled_back" and step == "verify":
-        raise Failure(
+        raise dg.Failure(
             description=f"{reconfiguration.stream}: verification failed, the migration was rolled back and the stream "
             f"runs as before: {result.get('problems') or result.get('gx')}",
-            metadata={"verification": MetadataValue.json(result)},
+            metadata={"verification": dg.MetadataValue.json(result)},
             allow_retries=False,
         )
     context.log.info(f"{reconfiguration.stream}: {step} done in {reconfiguration.timings.get(step, 0.0):.2f} s")
@@ -132,9 +118,9 @@ def _step_op(step: str, default_strategy: str, default_observe_s: float, transla
         else f"Reconfiguration step '{step}'"
     )
 
-    @op(name=translator.name(step), pool=POOL, description=f"{description} (journaled in the audit ledger).")
+    @dg.op(name=translator.name(step), pool=POOL, description=f"{description} (journaled in the audit ledger).")
     def _op(
-        context: OpExecutionContext,
+        context: dg.OpExecutionContext,
         reconfiguration_id: str,
         streams: StreamRuntimeResource,
         audit_ledger: AuditLedgerResource,
@@ -151,18 +137,18 @@ def _step_op(step: str, default_strategy: str, default_observe_s: float, transla
     return _op
 
 
-def _frame_md(rows: list[dict[str, Any]]) -> MetadataValue:
-    return MetadataValue.md(pd.DataFrame(rows).to_markdown(index=False) if rows else "(none)")
+def _frame_md(rows: list[dict[str, Any]]) -> dg.MetadataValue:
+    return dg.MetadataValue.md(pd.DataFrame(rows).to_markdown(index=False) if rows else "(none)")
 
 
 def build_stream_configuration(
     *,
-    partitions_def: PartitionsDefinition,
+    partitions_def: dg.PartitionsDefinition,
     strategy: str = "native",
     observe_timeout_s: float = 60.0,
     group_name: str = "scaling",
     translator: ReconfTranslator | None = None,
-) -> AssetsDefinition:
+) -> dg.AssetsDefinition:
     """The graph-backed ``stream_configuration`` asset over ``ds2_plans`` (see module docstring).
 
     Needs resources ``streams`` (:class:`StreamRuntimeResource`) and ``audit_ledger``
@@ -180,13 +166,13 @@ def build_stream_configuration(
     strategy = Strategy(strategy).value
     translator = translator or ReconfTranslator()
 
-    @op(
+    @dg.op(
         name=translator.name("preflight"),
         pool=POOL,
         description="Decide what to apply; check everything before anything is touched.",
     )
     def preflight(
-        context: OpExecutionContext,
+        context: dg.OpExecutionContext,
         config: ReconfigureConfig,
         ds2_plans: dict,
         streams: StreamRuntimeResource,
@@ -197,7 +183,7 @@ def build_stream_configuration(
         try:
             target = target_plan(spec, ds2_plans, config.plan)
         except SpecError as exc:
-            raise Failure(description=str(exc), allow_retries=False) from None
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
         recommend_only = config.recommend_only or bool(ds2_plans.get("recommend_only"))
         if target is None or recommend_only:
             why = (
@@ -229,8 +215,8 @@ def build_stream_configuration(
         try:
             reconfiguration = reconfigurer.begin(target, trigger=trigger, evidence=evidence)
         except ReconfigurationRefused as exc:
-            raise Failure(
-                description=str(exc), metadata={"problems": MetadataValue.json(exc.problems)}, allow_retries=False
+            raise dg.Failure(
+                description=str(exc), metadata={"problems": dg.MetadataValue.json(exc.problems)}, allow_retries=False
             ) from None
         context.instance.add_run_tags(context.run_id, {RECONFIGURATION_TAG: reconfiguration.id})
         if reconfiguration.outcome == "noop":
@@ -244,13 +230,13 @@ def build_stream_configuration(
         for step in ("prepare", "pause", "migrate", "verify", "resume", "observe")
     )
 
-    @op(
+    @dg.op(
         name=translator.name("record"),
         pool=POOL,
         description="Write the reconfiguration's record; output the configuration in force.",
     )
     def record(
-        context: OpExecutionContext,
+        context: dg.OpExecutionContext,
         reconfiguration_id: str,
         streams: StreamRuntimeResource,
         audit_ledger: AuditLedgerResource,
@@ -259,12 +245,12 @@ def build_stream_configuration(
         handle = DriverStream(streams.supervisor(), stream)
         if not reconfiguration_id:
             spec = handle.spec()
-            return Output(
+            return dg.Output(
                 ExecutionPlan.of(spec).settings(),
                 metadata={
                     "applied": False,
                     "note": "nothing applied",
-                    "plan": MetadataValue.json(ExecutionPlan.of(spec).model_dump()),
+                    "plan": dg.MetadataValue.json(ExecutionPlan.of(spec).model_dump()),
                 },
             )
         ledger = audit_ledger.ledger()
@@ -274,17 +260,17 @@ def build_stream_configuration(
                 context, _reconfigurer(context, streams, ledger, strategy, observe_timeout_s), reconfiguration, "record"
             )
         in_force = ExecutionPlan.of(handle.spec())
-        return Output(in_force.settings(), metadata=_record_metadata(reconfiguration, in_force, ledger))
+        return dg.Output(in_force.settings(), metadata=_record_metadata(reconfiguration, in_force, ledger))
 
     key = translator.asset_key(AssetKind.STREAM_CONFIGURATION).path
 
-    @graph_asset(
+    @dg.graph_asset(
         name=key[-1],
         key_prefix=key[:-1] or None,
         partitions_def=partitions_def,
         group_name=group_name,
         kinds={"spark"},
-        ins={"ds2_plans": AssetIn(translator.asset_key(AssetKind.DS2_PLANS))},
+        ins={"ds2_plans": dg.AssetIn(translator.asset_key(AssetKind.DS2_PLANS))},
         description="The stream's execution plan in force, after carrying out the plan decided upstream "
         "(preflight, prepare, pause, migrate, verify, resume, observe, record).",
     )
@@ -305,10 +291,10 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
         "plan_hash": reconfiguration.plan_hash,
         "strategy": reconfiguration.strategy,
         "actions": _frame_md(reconfiguration.actions),
-        "plan": MetadataValue.json(in_force.model_dump()),
-        "step_seconds": MetadataValue.json(reconfiguration.timings),
+        "plan": dg.MetadataValue.json(in_force.model_dump()),
+        "step_seconds": dg.MetadataValue.json(reconfiguration.timings),
         "ledger_head": ledger.head(),
-        "audit": MetadataValue.md(
+        "audit": dg.MetadataValue.md(
             f"Ledger `{ledger.engine.url.render_as_string(hide_password=True)}`, "
             f"reconfiguration `{reconfiguration.id}`: `reconf audit show {reconfiguration.id}`; check the chain with "
             f"`reconf audit verify --expect-head {ledger.head()}`"
@@ -326,8 +312,8 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
 
 
 def build_reconfiguration_failure_sensor(
-    *, job: Any, name: str | None = None, default_status: DefaultSensorStatus = DefaultSensorStatus.RUNNING
-) -> SensorDefinition:
+    *, job: Any, name: str | None = None, default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING
+) -> dg.SensorDefinition:
     """A run-failure sensor that records failed runs of ``job`` in the audit ledger (resource ``audit_ledger``).
 
     Its default name follows the job's (``reconfigure_stream_job`` -> ``reconfiguration_failure_sensor``, a
@@ -337,13 +323,13 @@ def build_reconfiguration_failure_sensor(
     if name == job.name:
         name = f"{job.name}_failure_sensor"
 
-    @run_failure_sensor(
+    @dg.run_failure_sensor(
         name=name,
         monitored_jobs=[job],
         default_status=default_status,
         description="Records failed reconfiguration runs in the audit ledger.",
     )
-    def _sensor(context: RunFailureSensorContext, audit_ledger: AuditLedgerResource) -> None:
+    def _sensor(context: dg.RunFailureSensorContext, audit_ledger: AuditLedgerResource) -> None:
         run = context.dagster_run
         stream = run.tags.get("dagster/partition") or run.tags.get(STREAM_TAG) or "unknown"
         audit_ledger.ledger().append(

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pandas as pd
-from dagster import ConfigurableResource
 from pydantic import Field
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
@@ -26,7 +26,7 @@ from dagster_reconf.core.traces.store import TraceStore
 __all__ = ["AuditLedgerResource", "StreamRuntimeResource"]
 
 
-class StreamRuntimeResource(ConfigurableResource):
+class StreamRuntimeResource(dg.ConfigurableResource):
     """Access to the managed streams under one runtime home.
 
     Examples:
@@ -95,7 +95,7 @@ class StreamRuntimeResource(ConfigurableResource):
         return self.supervisor().status(stream)
 
 
-class AuditLedgerResource(ConfigurableResource):
+class AuditLedgerResource(dg.ConfigurableResource):
     """The audit ledger where reconfigurations are journaled and recorded.
 
     Examples:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Optional
 
-from dagster import Config
+import dagster as dg
 from pydantic import Field
 
 from dagster_reconf.core.errors import SpecError
@@ -31,7 +31,7 @@ Strategy.__doc__ = (
 )
 
 
-class KnobsConfig(Config):
+class KnobsConfig(dg.Config):
     """The knobs that decide a stream's capacity (the core's ``Knobs``)."""
 
     cores: int = Field(description="Task slots: local[N] locally, spark.cores.max on a cluster.")
@@ -43,7 +43,7 @@ class KnobsConfig(Config):
     max_per_trigger: Optional[int] = Field(None, description="Cap per batch in the source's own unit (null: no cap).")
 
 
-class ScalingPlanConfig(Config):
+class ScalingPlanConfig(dg.Config):
     """A scaling plan decided elsewhere (the scaling sensor, a person): knobs ``current`` -> ``target`` and the
     evidence."""
 
@@ -67,13 +67,13 @@ class ScalingPlanConfig(Config):
         return ScalingPlan.parse(self.model_dump())
 
 
-class PlanConfig(Config):
+class PlanConfig(dg.Config):
     """Run config of ``ds2_plans``: record the plan given here instead of deciding afresh."""
 
     plan: Optional[ScalingPlanConfig] = Field(None, description="A plan decided elsewhere; empty: decide now.")
 
 
-class ExecutionPlanConfig(Config):
+class ExecutionPlanConfig(dg.Config):
     """A whole execution plan (the core's ``ExecutionPlan``), flat: resources, partitioning and logic."""
 
     master: str = Field(description="Spark master URL: local[N], spark://HOST:PORT, k8s://..., yarn.")
@@ -133,7 +133,7 @@ class ExecutionPlanConfig(Config):
         )
 
 
-class ReconfigureConfig(Config):
+class ReconfigureConfig(dg.Config):
     """Run config of the ``preflight`` op: what to apply, and how."""
 
     plan: Optional[ExecutionPlanConfig] = Field(

@@ -24,21 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import dagster as dg
 import pandas as pd
-from dagster import (
-    AssetDep,
-    AssetExecutionContext,
-    AssetsDefinition,
-    BetaWarning,
-    Failure,
-    MetadataValue,
-    MultiToSingleDimensionPartitionMapping,
-    Output,
-    PartitionsDefinition,
-    asset,
-    define_asset_job,
-    in_process_executor,
-)
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
@@ -59,16 +46,16 @@ RECENT_METRICS_BYTES = 8 << 20  # about 45 minutes of 1-second batches
 class ScalingAssets:
     """What :func:`build_scaling_assets` builds, to pass to ``Definitions``."""
 
-    plans: AssetsDefinition
-    configuration: AssetsDefinition
+    plans: dg.AssetsDefinition
+    configuration: dg.AssetsDefinition
     job: Any  # what define_asset_job returns
-    partitions_def: PartitionsDefinition  # the streams: static names or dynamic partitions
+    partitions_def: dg.PartitionsDefinition  # the streams: static names or dynamic partitions
     policy_name: str
     policy_config: PolicyConfig
     translator: ReconfTranslator
 
     @property
-    def assets(self) -> list[AssetsDefinition]:
+    def assets(self) -> list[dg.AssetsDefinition]:
         """Both assets, for ``Definitions(assets=[*scaling.assets, ...])``."""
         return [self.plans, self.configuration]
 
@@ -90,7 +77,7 @@ def _plan_metadata(
 ) -> dict[str, Any]:
     from dagster_reconf.core.scaling.plots import capacity_plot_png
 
-    metadata: dict[str, Any] = {"decision": reason, "observation": MetadataValue.json(observation)}
+    metadata: dict[str, Any] = {"decision": reason, "observation": dg.MetadataValue.json(observation)}
     if step is not None:  # every decision, a hold too: its kind and the cores it reserves before and after
         metadata.update(
             {
@@ -107,16 +94,16 @@ def _plan_metadata(
         {
             "plan_hash": plan.plan_hash,
             "policy": plan.policy,
-            "plan": MetadataValue.md(changed.to_markdown(index=False)),
-            "predicted": MetadataValue.json(plan.predicted),
+            "plan": dg.MetadataValue.md(changed.to_markdown(index=False)),
+            "predicted": dg.MetadataValue.json(plan.predicted),
         }
     )
     if plan.report:
         report = pd.DataFrame(plan.report)
-        metadata["scaling_report"] = MetadataValue.md(report.to_markdown(index=False, floatfmt=".3g"))
+        metadata["scaling_report"] = dg.MetadataValue.md(report.to_markdown(index=False, floatfmt=".3g"))
         target = float(plan.predicted.get("target_rate", 0.0))
         png = base64.b64encode(capacity_plot_png(report, target, f"{plan.stream}: {plan.reason[:70]}")).decode()
-        metadata["plot"] = MetadataValue.md(f"![capacity vs target](data:image/png;base64,{png})")
+        metadata["plot"] = dg.MetadataValue.md(f"![capacity vs target](data:image/png;base64,{png})")
     return metadata
 
 
@@ -149,29 +136,29 @@ def build_scaling_assets(
     partitions = translator.stream_partitions(streams)
     group_name = group_name or translator.group_name("scaling")
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
-        warnings.simplefilter("ignore", BetaWarning)
-        per_stream = MultiToSingleDimensionPartitionMapping(partition_dimension_name="stream")
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        per_stream = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="stream")
 
-    @asset(
+    @dg.asset(
         key=translator.asset_key(AssetKind.DS2_PLANS),
         partitions_def=partitions,
         group_name=group_name,
         kinds={"spark"},
         deps=[
-            AssetDep(translator.asset_key(kind), partition_mapping=per_stream)
+            dg.AssetDep(translator.asset_key(kind), partition_mapping=per_stream)
             for kind in (AssetKind.TRACE_SNAPSHOTS, AssetKind.CP_SUMMARIES)
         ],
     )
-    def ds2_plans(context: AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):
+    def ds2_plans(context: dg.AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):
         """The scaling decision for a stream: a DS2 plan (knobs a -> b, with the evidence) or why not to change."""
         stream = context.partition_key
         if config.plan is not None:
             try:
                 plan = config.plan.to_plan()
             except SpecError as exc:
-                raise Failure(description=f"{stream}: {exc}", allow_retries=False) from None
+                raise dg.Failure(description=f"{stream}: {exc}", allow_retries=False) from None
             if plan.stream != stream:
-                raise Failure(
+                raise dg.Failure(
                     description=f"the plan in the run config is for stream {plan.stream!r} but this run "
                     f"materializes {stream!r}: run it for partition {plan.stream!r}",
                     allow_retries=False,
@@ -197,7 +184,7 @@ def build_scaling_assets(
             "recommend_only": recommend_only,
             "step": step.as_dict() if step else None,
         }
-        return Output(value, metadata=_plan_metadata(plan, reason, observation, step))
+        return dg.Output(value, metadata=_plan_metadata(plan, reason, observation, step))
 
     stream_configuration = build_stream_configuration(
         partitions_def=partitions,
@@ -208,10 +195,10 @@ def build_scaling_assets(
     )
 
     # In process: one process per op would put process start-ups between pause and resume, i.e. into the downtime.
-    job = define_asset_job(
+    job = dg.define_asset_job(
         translator.name("reconfigure_stream_job"),
         selection=[ds2_plans, stream_configuration],
-        executor_def=in_process_executor,
+        executor_def=dg.in_process_executor,
         description="Decide a scaling plan for a stream and apply it.",
     )
     return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings, translator)

@@ -22,20 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import dagster as dg
 import pandas as pd
-from dagster import (
-    AssetObservation,
-    DefaultSensorStatus,
-    MultiPartitionKey,
-    RunRequest,
-    RunsFilter,
-    SensorDefinition,
-    SensorEvaluationContext,
-    SensorResult,
-    SkipReason,
-    StaticPartitionsDefinition,
-    sensor,
-)
 
 from dagster_reconf.core.ledger.ledger import StreamLock
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
@@ -70,7 +58,7 @@ class ScalingCursor:
         )
 
     @classmethod
-    def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> "ScalingCursor":
+    def parse(cls, raw: str | None, context: dg.SensorEvaluationContext | None = None) -> "ScalingCursor":
         def build(data: dict[str, Any]) -> ScalingCursor:
             ConfigurationWindow.from_json(data.get("window"))  # must load
             return cls(offset=data.get("offset"), window=data.get("window") or {}, requested=data.get("requested", ""))
@@ -78,7 +66,9 @@ class ScalingCursor:
         return parse_cursor(raw, CURSOR_VERSION, build, cls, context, "starting from the recent metrics")
 
 
-def evidence_request(traces: TraceAssets | None, stream: str, run_key: str, tags: dict[str, str]) -> list[RunRequest]:
+def evidence_request(
+    traces: TraceAssets | None, stream: str, run_key: str, tags: dict[str, str]
+) -> list[dg.RunRequest]:
     """The trace snapshot of ``stream``'s window in progress (what a plan run decides from), next to it in the UI."""
     if traces is None:
         return []
@@ -86,11 +76,11 @@ def evidence_request(traces: TraceAssets | None, stream: str, run_key: str, tags
         time.time()
     )
     return [
-        RunRequest(
+        dg.RunRequest(
             run_key=f"{run_key}|traces",
             job_name=traces.job.name,
             tags=tags,
-            partition_key=MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}),
+            partition_key=dg.MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}),
         )
     ]
 
@@ -165,8 +155,8 @@ def build_scaling_sensor(
     traces: TraceAssets | None = None,
     name: str | None = None,
     minimum_interval_seconds: int = 30,
-    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
-) -> SensorDefinition:
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
     """A sensor that requests ``scaling.job`` for ``stream`` when its policy decides to scale.
 
     Args:
@@ -179,14 +169,14 @@ def build_scaling_sensor(
         default_status: STOPPED by default; start it in the UI or with ``dagster sensor start``.
     """
     for what, partitions in (("scaling", scaling.partitions_def), ("trace", traces.streams_def if traces else None)):
-        if isinstance(partitions, StaticPartitionsDefinition) and stream not in partitions.get_partition_keys():
+        if isinstance(partitions, dg.StaticPartitionsDefinition) and stream not in partitions.get_partition_keys():
             raise ValueError(
                 f"stream {stream!r} is not one of the {what} assets' streams {partitions.get_partition_keys()}"
             )
     policy = POLICIES[scaling.policy_name](scaling.policy_config)
     key = scaling.plans.key
 
-    @sensor(
+    @dg.sensor(
         name=name or scaling.translator.name(f"{stream.replace('-', '_')}_scaling_sensor"),
         jobs=[scaling.job] if traces is None else [scaling.job, traces.job],
         minimum_interval_seconds=minimum_interval_seconds,
@@ -194,8 +184,8 @@ def build_scaling_sensor(
         description=f"Requests a reconfiguration of {stream!r} when the {policy.name} policy decides to scale.",
     )
     def _sensor(
-        context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource
-    ) -> SensorResult:
+        context: dg.SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource
+    ) -> dg.SensorResult:
         cursor = ScalingCursor.parse(context.cursor, context)
         attached = streams.attached(stream)
         if attached:
@@ -209,7 +199,7 @@ def build_scaling_sensor(
         records, offset = store.read(offset)
         running = attached or streams.supervisor().driver_info(stream) is not None
         busy = running and context.instance.get_runs(
-            RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1
+            dg.RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1
         )
         facts = StreamFacts(
             attached=attached,
@@ -236,17 +226,19 @@ def build_scaling_sensor(
         if tick.decision is not None:
             figures = {k: round(v, 3) for k, v in tick.decision.signal.as_dict().items()}
             metadata = {**figures, "decision": tick.decision.action, "reason": tick.decision.reason}
-            events.append(AssetObservation(asset_key=key, partition=stream, metadata=metadata))
+            events.append(dg.AssetObservation(asset_key=key, partition=stream, metadata=metadata))
         if tick.plan is None:
-            return SensorResult(
-                skip_reason=SkipReason(f"{stream}: {tick.reason}"), asset_events=events, cursor=tick.cursor.serialize()
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(f"{stream}: {tick.reason}"),
+                asset_events=events,
+                cursor=tick.cursor.serialize(),
             )
         plan = tick.plan
         context.log.info(f"{stream}: {tick.reason}")
-        return SensorResult(
+        return dg.SensorResult(
             run_requests=[
                 *evidence_request(traces, stream, plan.plan_hash, {PLAN_TAG: plan.plan_hash}),
-                RunRequest(
+                dg.RunRequest(
                     run_key=plan.plan_hash,
                     job_name=scaling.job.name,
                     partition_key=stream,

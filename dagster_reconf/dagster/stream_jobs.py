@@ -11,7 +11,7 @@ fails in its first batch fails the run with that error, and leaves no process be
 from collections.abc import Sequence
 from enum import Enum
 
-from dagster import Config, Failure, JobDefinition, MetadataValue, OpExecutionContext, job, op
+import dagster as dg
 from pydantic import Field
 
 from dagster_reconf.core.errors import ReconfError
@@ -28,14 +28,14 @@ class StreamAction(Enum):
     stop = "stop"  # noqa: N815
 
 
-class StreamControlConfig(Config):
+class StreamControlConfig(dg.Config):
     """Run config of the stream control job."""
 
     stream: str = Field(description="The stream's name, one of the specs the job was built with.")
     action: StreamAction = Field(StreamAction.start, description="start its driver, or stop it at a batch boundary.")
 
 
-def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream_control_job") -> JobDefinition:
+def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream_control_job") -> dg.JobDefinition:
     """A job that starts or stops one of ``specs`` (run config: ``ops: {control_stream: {config: {stream, action}}}``).
 
     Needs the ``streams`` resource (:class:`StreamRuntimeResource`).
@@ -44,13 +44,13 @@ def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream
     if len(by_name) != len(specs):
         raise ValueError(f"stream names must be unique, got {[s.name for s in specs]}")
 
-    @op(description="Start or stop a managed stream's driver.")
+    @dg.op(description="Start or stop a managed stream's driver.")
     def control_stream(
-        context: OpExecutionContext, config: StreamControlConfig, streams: StreamRuntimeResource
+        context: dg.OpExecutionContext, config: StreamControlConfig, streams: StreamRuntimeResource
     ) -> dict:
         spec = by_name.get(config.stream)
         if spec is None:
-            raise Failure(
+            raise dg.Failure(
                 description=f"stream {config.stream!r} is not declared in this code location; declared: "
                 f"{', '.join(sorted(by_name)) or 'none'}"
             )
@@ -69,17 +69,17 @@ def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream
             else:
                 result = supervisor.stop(spec.name)
                 context.add_output_metadata(
-                    {"stopped": bool(result.get("stopped")), "report": MetadataValue.json(result)}
+                    {"stopped": bool(result.get("stopped")), "report": dg.MetadataValue.json(result)}
                 )
         except ReconfError as exc:
-            raise Failure(
+            raise dg.Failure(
                 description=f"{config.action.value} of stream {spec.name!r} failed: {exc}",
                 metadata={"stream": spec.name, "entrypoint": spec.entrypoint},
             ) from None
         context.log.info(f"stream {spec.name}: {config.action.value} done")
         return result
 
-    @job(name=name, description=f"Start or stop one of the streams {', '.join(sorted(by_name))}.")
+    @dg.job(name=name, description=f"Start or stop one of the streams {', '.join(sorted(by_name))}.")
     def stream_control_job() -> None:
         control_stream()
 

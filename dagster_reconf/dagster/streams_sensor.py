@@ -29,19 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dagster import (
-    AddDynamicPartitionsRequest,
-    AssetObservation,
-    DefaultSensorStatus,
-    DynamicPartitionsDefinition,
-    RunRequest,
-    RunsFilter,
-    SensorDefinition,
-    SensorEvaluationContext,
-    SensorResult,
-    SkipReason,
-    sensor,
-)
+import dagster as dg
 
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.policies import POLICIES
@@ -70,7 +58,7 @@ class StreamsCursor:
         return json.dumps({"version": CURSOR_VERSION, "streams": self.streams, "resume_at": self.resume_at})
 
     @classmethod
-    def parse(cls, raw: str | None, context: SensorEvaluationContext | None = None) -> StreamsCursor:
+    def parse(cls, raw: str | None, context: dg.SensorEvaluationContext | None = None) -> StreamsCursor:
         def build(data: dict[str, Any]) -> StreamsCursor:
             streams = {str(k): dict(v) for k, v in data.get("streams", {}).items()}
             for state in streams.values():
@@ -87,8 +75,8 @@ def build_streams_sensor(
     name: str | None = None,
     minimum_interval_seconds: int = 30,
     tick_budget_s: float = 40.0,
-    default_status: DefaultSensorStatus = DefaultSensorStatus.STOPPED,
-) -> SensorDefinition:
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.STOPPED,
+) -> dg.SensorDefinition:
     """The sensor over every stream of the ``streams`` resource's home (see module docstring).
 
     Args:
@@ -109,7 +97,7 @@ def build_streams_sensor(
     partitions = scaling.partitions_def
     jobs = [scaling.job] if traces is None else [scaling.job, traces.job]
 
-    @sensor(
+    @dg.sensor(
         name=name or scaling.translator.name("streams_sensor"),
         jobs=jobs,
         minimum_interval_seconds=minimum_interval_seconds,
@@ -119,18 +107,18 @@ def build_streams_sensor(
         "(the run plans from its traces).",
     )
     def _sensor(
-        context: SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource
-    ) -> SensorResult:
+        context: dg.SensorEvaluationContext, streams: StreamRuntimeResource, audit_ledger: AuditLedgerResource
+    ) -> dg.SensorResult:
         started = time.monotonic()
         cursor = StreamsCursor.parse(context.cursor, context)
         rows = {row["name"]: row for row in streams.supervisor().list()}
-        registration: list[AddDynamicPartitionsRequest] = []
-        if isinstance(partitions, DynamicPartitionsDefinition):
+        registration: list[dg.AddDynamicPartitionsRequest] = []
+        if isinstance(partitions, dg.DynamicPartitionsDefinition):
             known = set(context.instance.get_dynamic_partitions(partitions.name))
             new = sorted(set(rows) - known)
             if new:
                 registration.append(
-                    AddDynamicPartitionsRequest(partitions_def_name=partitions.name, partition_keys=new)
+                    dg.AddDynamicPartitionsRequest(partitions_def_name=partitions.name, partition_keys=new)
                 )
                 context.log.info(f"registering streams {new} as partitions of {partitions.name!r}")
             names = sorted(rows)
@@ -141,11 +129,13 @@ def build_streams_sensor(
             names = names[at:] + names[:at]
         busy = {
             run.tags.get(STREAM_TAG)
-            for run in context.instance.get_runs(RunsFilter(job_name=scaling.job.name, statuses=IN_FLIGHT), limit=1000)
+            for run in context.instance.get_runs(
+                dg.RunsFilter(job_name=scaling.job.name, statuses=IN_FLIGHT), limit=1000
+            )
         }
         ledger = audit_ledger.ledger()
-        requests: list[RunRequest] = []
-        events: list[AssetObservation] = []
+        requests: list[dg.RunRequest] = []
+        events: list[dg.AssetObservation] = []
         reasons: list[str] = []
         next_cursor = StreamsCursor(streams={k: v for k, v in cursor.streams.items() if k in rows})
         for index, stream in enumerate(names):
@@ -162,7 +152,7 @@ def build_streams_sensor(
             state = next_cursor.streams.setdefault(stream, {})
             tick = stream_tick(policy, state, _read_stream(streams, stream, row, state), keep=keep, now=time.time())
             if tick.figures is not None and traces is not None:
-                events.append(AssetObservation(asset_key=traces.stream.key, partition=stream, metadata=tick.figures))
+                events.append(dg.AssetObservation(asset_key=traces.stream.key, partition=stream, metadata=tick.figures))
             reason, direction = tick.reason, tick.direction
             if direction is None:
                 reasons.append(f"{stream}: {reason}")
@@ -181,7 +171,7 @@ def build_streams_sensor(
                 requests.extend(
                     [
                         *evidence_request(traces, stream, run_key, tags),
-                        RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags),
+                        dg.RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags),
                     ]
                 )
         for line in reasons:
@@ -192,8 +182,10 @@ def build_streams_sensor(
             "dynamic_partitions_requests": registration,
         }
         if requests:
-            return SensorResult(run_requests=requests, **result)
-        return SensorResult(skip_reason=SkipReason("; ".join(reasons) or "no streams in the runtime home"), **result)
+            return dg.SensorResult(run_requests=requests, **result)
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("; ".join(reasons) or "no streams in the runtime home"), **result
+        )
 
     return _sensor
 

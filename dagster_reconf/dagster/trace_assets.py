@@ -32,32 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import dagster as dg
 import pandas as pd
-from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
-    AssetCheckSpec,
-    AssetDep,
-    AssetExecutionContext,
-    AssetsDefinition,
-    AssetSpec,
-    BetaWarning,
-    DefaultScheduleStatus,
-    MaterializeResult,
-    MetadataValue,
-    MultiPartitionKey,
-    MultiPartitionsDefinition,
-    MultiToSingleDimensionPartitionMapping,
-    PartitionsDefinition,
-    RunRequest,
-    ScheduleDefinition,
-    ScheduleEvaluationContext,
-    SkipReason,
-    TimeWindowPartitionsDefinition,
-    asset,
-    define_asset_job,
-    schedule,
-)
 
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
@@ -80,25 +56,25 @@ CORRUPTION = ("corrupt_line", "not_an_event", "task with invalid launch/finish t
 class TraceAssets:
     """What :func:`build_trace_assets` builds, to pass to ``Definitions``."""
 
-    stream: AssetSpec  # the stream itself (external: Spark runs it)
-    snapshots: AssetsDefinition
-    summaries: AssetsDefinition
+    stream: dg.AssetSpec  # the stream itself (external: Spark runs it)
+    snapshots: dg.AssetsDefinition
+    summaries: dg.AssetsDefinition
     job: Any  # what define_asset_job returns; its class is not part of Dagster's public API
-    schedule: ScheduleDefinition
-    partitions_def: MultiPartitionsDefinition
+    schedule: dg.ScheduleDefinition
+    partitions_def: dg.MultiPartitionsDefinition
 
     @property
-    def assets(self) -> list[AssetSpec | AssetsDefinition]:
+    def assets(self) -> list[dg.AssetSpec | dg.AssetsDefinition]:
         """The three assets, for ``Definitions(assets=[*traces.assets, ...])``."""
         return [self.stream, self.snapshots, self.summaries]
 
     @property
-    def streams_def(self) -> PartitionsDefinition:
+    def streams_def(self) -> dg.PartitionsDefinition:
         """The stream dimension (static names, or dynamic partitions)."""
         return self.partitions_def.get_partitions_def_for_dimension(STREAM_DIMENSION)
 
 
-def _window_ms(context: AssetExecutionContext) -> tuple[str, float, float]:
+def _window_ms(context: dg.AssetExecutionContext) -> tuple[str, float, float]:
     stream = context.partition_key.keys_by_dimension[STREAM_DIMENSION]
     window = context.partition_time_window
     return stream, window.start.timestamp() * 1000.0, window.end.timestamp() * 1000.0
@@ -115,8 +91,8 @@ def _window_start(start: str) -> str:
     raise ValueError(f"start must be YYYY-MM-DD or YYYY-MM-DD-HH:MM (UTC), got {start!r}")
 
 
-def _markdown_table(frame: pd.DataFrame, limit: int = 12) -> MetadataValue:
-    return MetadataValue.md(frame.head(limit).to_markdown(index=False, floatfmt=".4f"))
+def _markdown_table(frame: pd.DataFrame, limit: int = 12) -> dg.MetadataValue:
+    return dg.MetadataValue.md(frame.head(limit).to_markdown(index=False, floatfmt=".4f"))
 
 
 def build_trace_assets(
@@ -125,7 +101,7 @@ def build_trace_assets(
     streams: Sequence[str] | None = None,
     window_minutes: int = 1,
     group_name: str | None = None,
-    schedule_status: DefaultScheduleStatus = DefaultScheduleStatus.STOPPED,
+    schedule_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.STOPPED,
     translator: ReconfTranslator | None = None,
 ) -> TraceAssets:
     """The stream, trace snapshot and CP summary assets.
@@ -153,16 +129,16 @@ def build_trace_assets(
         "* * * * *" if window_minutes == 1 else ("0 * * * *" if window_minutes == 60 else f"*/{window_minutes} * * * *")
     )
     # end_offset=1: the window in progress is a partition too (a partial snapshot of a live stream).
-    windows = TimeWindowPartitionsDefinition(
+    windows = dg.TimeWindowPartitionsDefinition(
         cron_schedule=cron, start=start, fmt=WINDOW_FORMAT, timezone="UTC", end_offset=1
     )
     first_window = datetime.strptime(start, WINDOW_FORMAT).replace(tzinfo=timezone.utc)
-    partitions = MultiPartitionsDefinition({STREAM_DIMENSION: stream_partitions, WINDOW_DIMENSION: windows})
+    partitions = dg.MultiPartitionsDefinition({STREAM_DIMENSION: stream_partitions, WINDOW_DIMENSION: windows})
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
-        warnings.simplefilter("ignore", BetaWarning)
-        per_stream = MultiToSingleDimensionPartitionMapping(partition_dimension_name=STREAM_DIMENSION)
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        per_stream = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=STREAM_DIMENSION)
     stream_spec = translator.get_asset_spec(AssetKind.STREAM)
-    stream_asset = AssetSpec(
+    stream_asset = dg.AssetSpec(
         key=stream_spec.key,
         partitions_def=stream_partitions,
         group_name=stream_spec.group_name,
@@ -175,21 +151,21 @@ def build_trace_assets(
         translator.asset_key(AssetKind.CP_SUMMARIES),
     )
 
-    @asset(
+    @dg.asset(
         key=snapshots_key,
         partitions_def=partitions,
         group_name=group_name,
         kinds={"spark", "pandas"},
-        deps=[AssetDep(stream_asset, partition_mapping=per_stream)],
+        deps=[dg.AssetDep(stream_asset, partition_mapping=per_stream)],
         check_specs=[
-            AssetCheckSpec(
+            dg.AssetCheckSpec(
                 SNAPSHOT_CHECK,
                 asset=snapshots_key,
                 description="GX: schema, end >= start, known activity types, counts >= 0",
             )
         ],
     )
-    def trace_snapshots(context: AssetExecutionContext, streams: StreamRuntimeResource):
+    def trace_snapshots(context: dg.AssetExecutionContext, streams: StreamRuntimeResource):
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
         from dagster_reconf.core.traces.validation import validate_activities
 
@@ -201,16 +177,16 @@ def build_trace_assets(
             f"{stream}: ingested {report.events} events ({report.activities} activities); window has {len(activities)}"
         )
         timeline = activities[activities["src_worker"].isna()] if len(activities) else activities
-        yield MaterializeResult(
+        yield dg.MaterializeResult(
             metadata={
-                "trace_store": MetadataValue.path(str(store.root)),
-                "window_ms": MetadataValue.json([lo, hi]),
+                "trace_store": dg.MetadataValue.path(str(store.root)),
+                "window_ms": dg.MetadataValue.json([lo, hi]),
                 "activities": len(activities),
                 "tasks": int(timeline[["task_id", "attempt"]].drop_duplicates().shape[0]) if len(timeline) else 0,
                 "batches": sorted(int(b) for b in activities["batch_id"].unique() if b >= 0) if len(activities) else [],
                 "workers": int(timeline["worker"].nunique()) if len(timeline) else 0,
                 "ingested_events": report.events,
-                "skipped_total": MetadataValue.json(dict(report.total_skipped)),
+                "skipped_total": dg.MetadataValue.json(dict(report.total_skipped)),
             },
         )
         outcome = validate_activities(activities)
@@ -220,29 +196,29 @@ def build_trace_assets(
             if reason in CORRUPTION
         ]
         failures = outcome.failures + corruption
-        yield AssetCheckResult(
+        yield dg.AssetCheckResult(
             check_name=SNAPSHOT_CHECK,
             passed=not failures,
-            severity=AssetCheckSeverity.ERROR,
+            severity=dg.AssetCheckSeverity.ERROR,
             description=outcome.describe()
             if not corruption
             else "; ".join(corruption) + f" (GX: {outcome.describe()})",
-            metadata={"expectations": outcome.evaluated, "failures": MetadataValue.json(failures)},
+            metadata={"expectations": outcome.evaluated, "failures": dg.MetadataValue.json(failures)},
         )
 
-    @asset(
+    @dg.asset(
         key=summaries_key,
         partitions_def=partitions,
         group_name=group_name,
         kinds={"pandas"},
-        deps=[AssetDep(trace_snapshots)],  # the same partition: the window's snapshot, read from the trace store
+        deps=[dg.AssetDep(trace_snapshots)],  # the same partition: the window's snapshot, read from the trace store
         check_specs=[
-            AssetCheckSpec(
+            dg.AssetCheckSpec(
                 CP_CHECK, asset=summaries_key, description="GX: CP over the snapshot sums to 1, each value in [0, 1]"
             )
         ],
     )
-    def cp_summaries(context: AssetExecutionContext, streams: StreamRuntimeResource):
+    def cp_summaries(context: dg.AssetExecutionContext, streams: StreamRuntimeResource):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""
         from dagster_reconf.core.traces.critical_path import snapshot
         from dagster_reconf.core.traces.plots import cp_plot_png
@@ -252,10 +228,10 @@ def build_trace_assets(
         stream, lo, hi = _window_ms(context)
         trace_snapshots = streams.trace_store(stream).activities(lo, hi, query_ids=streams.query_ids(stream))
         if trace_snapshots.empty:
-            yield MaterializeResult(
+            yield dg.MaterializeResult(
                 metadata={"activities": 0, "note": "no activity in this window (stream idle or not running)"}
             )
-            yield AssetCheckResult(
+            yield dg.AssetCheckResult(
                 check_name=CP_CHECK, passed=True, description="no activity in the window: nothing to sum"
             )
             return
@@ -270,10 +246,10 @@ def build_trace_assets(
         ).decode()
         top_worker = summaries["by_worker"].iloc[0]
         top_operator = summaries["by_operator"].iloc[0]
-        yield MaterializeResult(
+        yield dg.MaterializeResult(
             metadata={
                 "activities": len(trace_snapshots),
-                "plot": MetadataValue.md(f"![critical participation](data:image/png;base64,{png})"),
+                "plot": dg.MetadataValue.md(f"![critical participation](data:image/png;base64,{png})"),
                 "by_activity_type": _markdown_table(summaries["by_activity_type"]),
                 "by_worker": _markdown_table(summaries["by_worker"]),
                 "by_operator": _markdown_table(summaries["by_operator"]),
@@ -286,29 +262,29 @@ def build_trace_assets(
             },
         )
         outcome = validate_cp_sum(summaries["by_activity_type"])
-        yield AssetCheckResult(
+        yield dg.AssetCheckResult(
             check_name=CP_CHECK,
             passed=outcome.success,
             description=outcome.describe(),
             metadata={"cp_sum": float(result.cp_sum)},
         )
 
-    job = define_asset_job(translator.name("trace_snapshot_job"), selection=[trace_snapshots, cp_summaries])
+    job = dg.define_asset_job(translator.name("trace_snapshot_job"), selection=[trace_snapshots, cp_summaries])
 
-    @schedule(
+    @dg.schedule(
         job=job,
         cron_schedule=cron,
         default_status=schedule_status,
         execution_timezone="UTC",
         name=translator.name("latest_trace_windows_schedule"),
     )
-    def latest_windows(context: ScheduleEvaluationContext, streams: StreamRuntimeResource):
+    def latest_windows(context: dg.ScheduleEvaluationContext, streams: StreamRuntimeResource):
         """Materialize the latest closed window of every stream whose driver runs (or that is attached)."""
         live = {row["name"] for row in streams.supervisor().list() if row["driver"] in ("running", "attached")}
         stream_names = stream_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
         targets = [name for name in stream_names if name in live]
         if not targets:
-            return SkipReason(f"none of the streams {stream_names} has a running driver or is attached")
+            return dg.SkipReason(f"none of the streams {stream_names} has a running driver or is attached")
         # The last *closed* window holds the instant just before the window in progress
         # starts (looked up from the cron backwards, not by listing every window).
         now = context.scheduled_execution_time.timestamp()
@@ -317,11 +293,11 @@ def build_trace_assets(
         )
         window = windows.get_partition_key_for_timestamp(in_progress.timestamp() - 1)
         if datetime.strptime(window, WINDOW_FORMAT).replace(tzinfo=timezone.utc) < first_window:
-            return SkipReason(f"no complete window before {context.scheduled_execution_time} (start {start})")
+            return dg.SkipReason(f"no complete window before {context.scheduled_execution_time} (start {start})")
         return [
-            RunRequest(
+            dg.RunRequest(
                 run_key=f"{name}|{window}",
-                partition_key=MultiPartitionKey({STREAM_DIMENSION: name, WINDOW_DIMENSION: window}),
+                partition_key=dg.MultiPartitionKey({STREAM_DIMENSION: name, WINDOW_DIMENSION: window}),
             )
             for name in targets
         ]

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from dagster import AssetKey, AssetSpec, DynamicPartitionsDefinition, PartitionsDefinition, StaticPartitionsDefinition
+import dagster as dg
 
 __all__ = ["AssetKind", "ReconfTranslator"]
 
@@ -75,16 +75,16 @@ class ReconfTranslator:
                 "letter (it names assets, jobs and sensors)"
             )
 
-    def get_asset_spec(self, kind: AssetKind) -> AssetSpec:
+    def get_asset_spec(self, kind: AssetKind) -> dg.AssetSpec:
         """The key and group of the asset ``kind``: the one place to override them for one asset.
 
         The builders take the key and group from here; dependencies, sensors, run configs and the harness find
         the asset through :meth:`asset_key`, which reads this too.
         """
-        key = AssetKey([self.prefix, kind.value]) if self.prefix else AssetKey(kind.value)
-        return AssetSpec(key=key, group_name=self.group_name(_GROUPS[kind]))
+        key = dg.AssetKey([self.prefix, kind.value]) if self.prefix else dg.AssetKey(kind.value)
+        return dg.AssetSpec(key=key, group_name=self.group_name(_GROUPS[kind]))
 
-    def asset_key(self, kind: AssetKind | str) -> AssetKey:
+    def asset_key(self, kind: AssetKind | str) -> dg.AssetKey:
         """The key of the asset ``kind`` (an :class:`AssetKind`, or its value such as ``"ds2_plans"``)."""
         try:
             kind = AssetKind(kind)
@@ -106,7 +106,7 @@ class ReconfTranslator:
         """The node (op or graph) name Dagster gives the asset ``kind``: its key's parts joined by ``__``."""
         return "__".join(self.asset_key(kind).path)
 
-    def stream_partitions(self, streams: Sequence[str] | None) -> PartitionsDefinition:
+    def stream_partitions(self, streams: Sequence[str] | None) -> dg.PartitionsDefinition:
         """The stream dimension: ``streams`` as static partitions, or None for dynamic ones.
 
         Dynamic partitions (``<prefix>_streams``) need no redeploy when a stream is started
@@ -114,7 +114,7 @@ class ReconfTranslator:
         of the runtime home on its next tick.
         """
         if streams is None:
-            return DynamicPartitionsDefinition(name=self.name("streams"))
+            return dg.DynamicPartitionsDefinition(name=self.name("streams"))
         names = list(streams)
         if not names:
             raise ValueError(
@@ -124,4 +124,4 @@ class ReconfTranslator:
         bad = [n for n in names if not isinstance(n, str) or not n]
         if bad or len(set(names)) != len(names):
             raise ValueError(f"streams must be distinct non-empty names, got {names!r}")
-        return StaticPartitionsDefinition(names)
+        return dg.StaticPartitionsDefinition(names)

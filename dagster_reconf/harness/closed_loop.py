@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+import dagster as dg
 from rich.console import Console
 from rich.table import Table
 
@@ -141,7 +141,7 @@ def start_sensor(workspace: Path, sensor: str, env: dict[str, str]) -> None:
 
 
 def latest_sensor_observation(
-    instance: DagsterInstance, stream: str, after: float, translator: ReconfTranslator | None = None
+    instance: dg.DagsterInstance, stream: str, after: float, translator: ReconfTranslator | None = None
 ) -> dict[str, Any] | None:
     """The scaling sensor's newest observation of ``stream`` (its decision, reason and figures), if after ``after``."""
     plans = (translator or ReconfTranslator()).asset_key(AssetKind.DS2_PLANS)
@@ -256,13 +256,14 @@ def run_closed_loop(
             start_sensor(workspace, sensor, env)
         with (
             DagsterDaemon(workspace, env, dagster_home / "daemon.log") as daemon,
-            DagsterInstance.from_config(str(dagster_home)) as instance,
+            dg.DagsterInstance.from_config(str(dagster_home)) as instance,
         ):
             console.print(f"dagster-daemon pid {daemon.process.pid}, DAGSTER_HOME {dagster_home}, log {daemon.log}")
             _watch(report, instance, supervisor, ledger, spec, started, timeout_s, daemon, console, translator)
             _drain(instance, timeout_s=180, console=console)  # never stop the daemon under a reconfiguration
             report.runs = [
-                _run_record(instance, r) for r in reversed(instance.get_runs(RunsFilter(created_after=_utc(started))))
+                _run_record(instance, r)
+                for r in reversed(instance.get_runs(dg.RunsFilter(created_after=_utc(started))))
             ]
     finally:
         with console.status("stopping the stream at a batch boundary..."):
@@ -311,7 +312,7 @@ def _utc(seconds: float):
 
 def _watch(
     report: LoopReport,
-    instance: DagsterInstance,
+    instance: dg.DagsterInstance,
     supervisor: StreamSupervisor,
     ledger: AuditLedger,
     spec: StreamSpec,
@@ -332,7 +333,7 @@ def _watch(
         status = supervisor.status(spec.name)
         if status.get("state") == "failed":
             raise RuntimeError(f"stream {spec.name} failed: {status.get('failure')}")
-        in_flight = instance.get_runs(RunsFilter(statuses=IN_FLIGHT))
+        in_flight = instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT))
         finished = [r for r in reconfigurations(ledger, spec, started) if r["outcome"] == "succeeded"]
         last_change = max([started] + [r["resumed_at"] or 0.0 for r in finished])
         tick = latest_sensor_observation(instance, spec.name, after=last_change, translator=translator)
@@ -362,14 +363,14 @@ def _watch(
     console.print(f"[yellow]not converged within {timeout_s:g} s[/]")
 
 
-def _drain(instance: DagsterInstance, timeout_s: float, console: Console) -> None:
+def _drain(instance: dg.DagsterInstance, timeout_s: float, console: Console) -> None:
     deadline = time.time() + timeout_s
-    while (runs := instance.get_runs(RunsFilter(statuses=IN_FLIGHT))) and time.time() < deadline:
+    while (runs := instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT))) and time.time() < deadline:
         with console.status(f"waiting for {len(runs)} run(s) in flight to finish..."):
             time.sleep(POLL_S)
 
 
-def _run_record(instance: DagsterInstance, run: Any) -> dict[str, Any]:
+def _run_record(instance: dg.DagsterInstance, run: Any) -> dict[str, Any]:
     """One launched run for the report; a failed run carries its first error, so a report explains itself."""
     record = {
         "run_id": run.run_id,
@@ -377,8 +378,10 @@ def _run_record(instance: DagsterInstance, run: Any) -> dict[str, Any]:
         "status": run.status.value,
         "partition": run.tags.get("dagster/partition"),
     }
-    if run.status == DagsterRunStatus.FAILURE:
-        failures = instance.all_logs(run.run_id, of_type={DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE})
+    if run.status == dg.DagsterRunStatus.FAILURE:
+        failures = instance.all_logs(
+            run.run_id, of_type={dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE}
+        )
         errors = [getattr(e.dagster_event.event_specific_data, "error", None) for e in failures if e.dagster_event]
         record["error"] = next(
             (err.to_string() for err in errors if err is not None), failures[0].message if failures else "unknown"
