@@ -76,13 +76,13 @@ def one_run(master_url: str, home: Path, way: str, spark) -> dict[str, Any]:
         if supervisor.driver_info(NAME) is not None:
             supervisor.stop(NAME, timeout_s=60)
         supervisor.clean_up_drivers(NAME)
-    observed = result.results["observe"]
+    observed = result.observation
     return {
-        "downtime_s": observed["downtime_s"],
-        "pause_s": observed["pause_s"],
-        "catch_up_s": observed["catch_up_s"],
+        "downtime_s": observed.downtime_s,
+        "pause_s": observed.pause_s,
+        "catch_up_s": observed.catch_up_s,
         "prepare_s": round(result.timings.get("prepare", 0.0), 3),
-        "resume_scope": result.results["resume"]["scope"],
+        "resume_scope": result.resumed.scope,
         "handed_over": result.handed_over,
         "lost": comparison.lost,
         "duplicated": comparison.duplicated,

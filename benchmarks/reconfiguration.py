@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfigurer
+from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfiguration, Reconfigurer
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.store.metrics import progress_row
 from dagster_reconf.core.store.paths import StreamPaths
@@ -82,26 +82,26 @@ def reconfigure(runtime: StreamRuntime, ledger: AuditLedger, strategy: str, part
     )
     if result.outcome != "succeeded":
         raise RuntimeError(f"{strategy} reconfiguration ended {result.outcome}: {result.results}")
-    observed = result.results["observe"]
+    observed = result.observation
     return {
-        "downtime_s": observed["downtime_s"],
-        "max_latency_s": observed["max_event_latency_s"],
-        "catch_up_s": observed["catch_up_s"],
-        "pause_s": observed["pause_s"],
+        "downtime_s": observed.downtime_s,
+        "max_latency_s": observed.max_event_latency_s,
+        "catch_up_s": observed.catch_up_s,
+        "pause_s": observed.pause_s,
         "migrate_s": result.timings["migrate"],
         "verify_s": result.timings["verify"],
         "resume_s": result.timings["resume"],
         "steps_s": result.timings,
-        "state_rows": sum(s["rows_after"] for s in result.results["verify"]["stores"]),
-        "verified": result.results["verify"]["ok"],
-        **(_precopy_figures(result.results) if strategy == "precopy" else {}),
+        "state_rows": result.verification.state_rows,
+        "verified": result.verification.ok,
+        **(_precopy_figures(result) if strategy == "precopy" else {}),
     }
 
 
-def _precopy_figures(results: dict[str, Any]) -> dict[str, Any]:
+def _precopy_figures(result: Reconfiguration) -> dict[str, Any]:
     """What the precopy did before the pause (copy, repartition, catch-up rounds) and what was left for it."""
-    prepared, migrated = results["prepare"]["precopy"], results["migrate"]
-    fell_back = prepared.get("failed") or migrated.get("fell_back")
+    prepared, migrated = result.prepared.precopy or {}, result.migrated
+    fell_back = prepared.get("failed") or migrated.fell_back
     if fell_back:  # the native migration ran in the pause instead: its figures are what the change cost
         return {"fell_back": fell_back, "prepare_s": prepared.get("seconds", 0.0), "replayed_in_pause": 0}
     return {
@@ -109,8 +109,8 @@ def _precopy_figures(results: dict[str, Any]) -> dict[str, Any]:
         "copy_s": prepared["copy_s"],
         "rounds": prepared["rounds"],
         "verified_before_pause": prepared["verified"] is not None,
-        "replayed_in_pause": migrated["replayed_batches"],
-        "replay_s": [[r["seconds"], r["batch_s"]] for r in migrated.get("replays", [])],
+        "replayed_in_pause": migrated.replayed_batches,
+        "replay_s": [[r["seconds"], r["batch_s"]] for r in migrated.replays],
     }
 
 

@@ -22,6 +22,7 @@ Errors the user can fix print one line (``error: ...``) and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -308,8 +309,8 @@ def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
             break
         console.print(f"  {step}: done in {reconfiguration.timings.get(step, 0):.2f} s", highlight=False)
     console.print(f"reconfiguration {reconfiguration.id} of {args.name}: [bold]{reconfiguration.outcome}[/]")
-    if reconfiguration.results.get("observe"):
-        console.print_json(data=reconfiguration.results["observe"])
+    if reconfiguration.observation is not None:
+        console.print_json(data=dataclasses.asdict(reconfiguration.observation))
     return 0 if reconfiguration.outcome in ("succeeded", "noop") else 1
 
 

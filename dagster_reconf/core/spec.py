@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dagster_reconf.core.definition import KNOBS, StreamDefinition, load_definition
 from dagster_reconf.core.errors import SpecError, validated
@@ -32,6 +32,7 @@ __all__ = [
     "StreamSpec",
     "context_scope",
     "restart_scope",
+    "MasterUrl",
     "validate_master",
     "validate_spec",
 ]
@@ -60,6 +61,16 @@ def validate_master(master: str) -> str:
     )
 
 
+def _master_field(value: str) -> str:
+    try:
+        return validate_master(value)
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+
+
+MasterUrl = Annotated[str, AfterValidator(_master_field)]  # a model field holding a Spark master URL
+
+
 class StreamSpec(BaseModel):
     """A managed stream: the user's code, where it runs, and the knobs the control plane turns."""
 
@@ -77,7 +88,7 @@ class StreamSpec(BaseModel):
     options: dict[str, Any] = Field(
         default_factory=dict, description="The workload's own options (validated by its definition)."
     )
-    master: str = Field("local[2]", description="Spark master URL.")
+    master: MasterUrl = Field("local[2]", description="Spark master URL.")
     executor_cores: int | None = Field(None, ge=1, description="Cores per executor (cluster masters).")
     max_cores: int | None = Field(
         None, ge=1, description="spark.cores.max: total cores of the application (cluster masters)."
@@ -144,14 +155,6 @@ class StreamSpec(BaseModel):
     @classmethod
     def _valid_storage(cls, value: str | None) -> str | None:
         return None if value is None else validate_storage_url(value)
-
-    @field_validator("master")
-    @classmethod
-    def _valid_master(cls, value: str) -> str:
-        try:
-            return validate_master(value)
-        except SpecError as exc:
-            raise ValueError(str(exc)) from None
 
     @field_validator("entrypoint")
     @classmethod

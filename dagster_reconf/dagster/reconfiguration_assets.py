@@ -110,6 +110,11 @@ def _run_step(
     return result
 
 
+def _reconfiguration_op(translator: ReconfTranslator, step: str, description: str) -> Any:
+    """The decorator of one reconfiguration op: named by the translator, in the pool that runs one at a time."""
+    return dg.op(name=translator.name(step), pool=POOL, description=description)
+
+
 def _step_op(step: str, default_strategy: str, default_observe_s: float, translator: ReconfTranslator):
     steps = PAUSED_STEPS if step == PAUSED_STEPS[0] else (step,)
     description = (
@@ -118,7 +123,7 @@ def _step_op(step: str, default_strategy: str, default_observe_s: float, transla
         else f"Reconfiguration step '{step}'"
     )
 
-    @dg.op(name=translator.name(step), pool=POOL, description=f"{description} (journaled in the audit ledger).")
+    @_reconfiguration_op(translator, step, f"{description} (journaled in the audit ledger).")
     def _op(
         context: dg.OpExecutionContext,
         reconfiguration_id: str,
@@ -166,11 +171,7 @@ def build_stream_configuration(
     strategy = Strategy(strategy).value
     translator = translator or ReconfTranslator()
 
-    @dg.op(
-        name=translator.name("preflight"),
-        pool=POOL,
-        description="Decide what to apply; check everything before anything is touched.",
-    )
+    @_reconfiguration_op(translator, "preflight", "Decide what to apply; check everything before anything is touched.")
     def preflight(
         context: dg.OpExecutionContext,
         config: ReconfigureConfig,
@@ -230,11 +231,7 @@ def build_stream_configuration(
         for step in ("prepare", "pause", "migrate", "verify", "resume", "observe")
     )
 
-    @dg.op(
-        name=translator.name("record"),
-        pool=POOL,
-        description="Write the reconfiguration's record; output the configuration in force.",
-    )
+    @_reconfiguration_op(translator, "record", "Write the reconfiguration's record; output the configuration in force.")
     def record(
         context: dg.OpExecutionContext,
         reconfiguration_id: str,
@@ -281,7 +278,6 @@ def build_stream_configuration(
 
 
 def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, ledger: AuditLedger) -> dict[str, Any]:
-    results = reconfiguration.results
     applied = reconfiguration.outcome == "succeeded"
     metadata: dict[str, Any] = {
         "applied": applied,
@@ -300,14 +296,14 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
             f"`reconf audit verify --expect-head {ledger.head()}`"
         ),
     }
-    verification = results.get("verify", {})
-    if verification.get("stores"):
-        metadata["verification"] = _frame_md(verification["stores"])
-        metadata["verified"] = bool(verification.get("ok"))
-    observation = results.get("observe", {})
-    for key in ("downtime_s", "pause_s", "catch_up_s", "max_event_latency_s"):
-        if observation.get(key) is not None:
-            metadata[key] = float(observation[key])
+    if "verify" in reconfiguration.results and reconfiguration.verification.stores:
+        metadata["verification"] = _frame_md(reconfiguration.verification.stores)
+        metadata["verified"] = reconfiguration.verification.ok
+    observation = reconfiguration.observation
+    if observation is not None:
+        figures = {"downtime_s": observation.downtime_s, "pause_s": observation.pause_s}
+        figures.update(catch_up_s=observation.catch_up_s, max_event_latency_s=observation.max_event_latency_s)
+        metadata.update({key: float(value) for key, value in figures.items() if value is not None})
     return metadata
 
 

@@ -116,10 +116,10 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         up = Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
         assert up.outcome == "succeeded", up.results
         assert {a["knob"]: a["effect"] for a in up.actions}["max_cores"] == "executor_resize"
-        assert "standby" not in up.results["prepare"] and up.results["resume"]["scope"] == "executors"
+        assert "standby" not in up.results["prepare"] and up.resumed.scope == "executors"
         assert up.results["prepare"]["executors"]["executors"] == 3, "added while the stream ran, before the pause"
         assert up.results["prepare"]["executors"]["warm"]["cold"] == [], "each ran tasks before the pause"
-        assert up.results["verify"]["ok"]
+        assert up.verification.ok
         wait_until(lambda: supervisor.status(name)["executors"] == 3, timeout_s=90, what="three executors")
         status = supervisor.status(name)
         assert status["app_id"] == info["app_id"] and supervisor.driver_info(name)["pid"] == info["pid"], (
@@ -130,7 +130,7 @@ def test_cores_change_within_the_ceiling_resizes_executors_in_the_same_context(s
         # Down: 3 -> 2 cores, the executor removed while the query was stopped; the stream carries on.
         plan["resources"]["max_cores"] = 2
         down = Reconfigurer(stream, ledger, observe_timeout_s=8.0).run(plan)
-        assert down.outcome == "succeeded" and down.results["resume"]["scope"] == "executors", down.results
+        assert down.outcome == "succeeded" and down.resumed.scope == "executors", down.results
         assert "executors" not in down.results["prepare"], "none removed while the stream ran"
         wait_until(lambda: granted_cores(cluster.master_ui, info["app_id"]) == 2, timeout_s=60, what="two cores")
         assert supervisor.status(name)["app_id"] == info["app_id"]

@@ -121,7 +121,7 @@ def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills
     ).run(plan)
     assert result.outcome == "succeeded", result.results
     assert "failed" in result.results["pause"]["handover"], result.results["pause"]
-    assert result.results["resume"]["scope"] == "session"
+    assert result.resumed.scope == "session"
     assert supervisor.driver_info(NAME)["pid"] == driver and supervisor.status(NAME)["master"] == "local[1]"
     assert len(drivers_under(home)) == 1 and not supervisor.paths(NAME).standby_spec.exists()
     assert not supervisor.paths(NAME).driver_temp_of(killed_pids[0]).exists(), "the killed standby's JVM files removed"
@@ -196,7 +196,7 @@ def test_a_batch_the_pause_interrupts_runs_first_after_the_resume_at_its_planned
             if paused["attempts"] == 2:
                 break
         assert paused["interrupted_batch_kept"] and ("driver_pid" in paused.get("handover", {})) is handover, paused
-        assert result.results["resume"]["scope"] == ("query" if handover else "session"), result.results["resume"]
+        assert result.resumed.scope == ("query" if handover else "session"), result.resumed
 
         def batches_after() -> list[dict]:
             progress = [r["progress"] for r in MetricsStore(paths.metrics).read()[0] if r.get("kind") == "progress"]

@@ -61,9 +61,9 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
         result = reconfigurer.run(plan, trigger={"user": "test"})
         assert result.outcome == "succeeded", result.results
         assert result.results["preflight"]["checks"]["capabilities"]["pause"]
-        verification = result.results["verify"]
-        assert verification["ok"], verification
-        (store,) = verification["stores"]  # dropDuplicates: one state store, every user kept
+        verification = result.verification
+        assert verification.ok, verification
+        (store,) = verification.stores  # dropDuplicates: one state store, every user kept
         assert store["rows_before"] == store["rows_after"] > 1000 and store["max_partition_id"] == 7
         assert checkpoint_facts(stream.paths.checkpoint).state_partitions == 8
         resumed_at = committed(supervisor, "clicks")

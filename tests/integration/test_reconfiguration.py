@@ -63,16 +63,16 @@ def test_state_partitions_4_8_3_keep_state_and_output(spark, tmp_path, query):
     for partitions in (8, 3):
         result = reconfigurer.run(plan_with(runtime, state_partitions=partitions), trigger={"user": "test"})
         assert result.outcome == "succeeded", result.results
-        verification = result.results["verify"]
-        assert verification["ok"] and verification["gx"]["success"], verification
-        store = verification["stores"][0]
+        verification = result.verification
+        assert verification.ok and verification.gx["success"], verification
+        store = verification.stores[0]
         assert store["rows_before"] == store["rows_after"] > 0
         assert store["checksum_before"] == store["checksum_after"]
         assert store["max_partition_id"] < partitions
         assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == partitions
         assert runtime.is_active and runtime.spec.state_partitions == partitions
-        observed = result.results["observe"]
-        assert observed["downtime_s"] is not None and observed["downtime_s"] >= observed["pause_s"] > 0
+        observed = result.observation
+        assert observed.downtime_s is not None and observed.downtime_s >= observed.pause_s > 0
     # Several reads in one Spark job (verify's before and after) say what one read at a time says.
     stream, last = LocalStream(runtime), checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
     reads = [(0, 1), (None, last)]
@@ -93,8 +93,8 @@ def test_replay_strategy_rebuilds_the_same_state(spark, tmp_path):
         plan_with(runtime, state_partitions=6)
     )
     assert result.outcome == "succeeded", result.results
-    assert result.results["migrate"]["replayed_batches"] >= 2
-    assert result.results["verify"]["ok"], result.results["verify"]
+    assert result.migrated.replayed_batches >= 2
+    assert result.verification.ok, result.verification
     # The stream's metrics say how long the reconfiguration ran before its pause: a policy weighs it.
     window = ConfigurationWindow().update(MetricsStore(runtime.paths.metrics).read()[0])
     assert window.lead_s == pytest.approx(result.timings["preflight"] + result.timings["prepare"], abs=0.01)
@@ -121,7 +121,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     slow = reconfigurer.run(plan_with(runtime, state_partitions=2))
     assert slow.outcome == "succeeded", slow.results
     assert "the copy could not catch up" in slow.results["prepare"]["precopy"]["failed"]
-    assert slow.results["migrate"]["fell_back"].startswith("native: a replayed batch takes about")
+    assert slow.migrated.fell_back.startswith("native: a replayed batch takes about")
     assert (
         not runtime.paths.checkpoint_of(1).exists() and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
     )
@@ -133,7 +133,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     fallback = reconfigurer.run(plan_with(runtime, state_partitions=3))
     assert fallback.outcome == "succeeded", fallback.results
     assert "could not copy" in fallback.results["prepare"]["precopy"]["failed"]
-    assert fallback.results["migrate"]["fell_back"].startswith("native: could not copy")
+    assert fallback.migrated.fell_back.startswith("native: could not copy")
     assert runtime.paths.generation == 0 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3
     blocked.unlink()
 
@@ -142,7 +142,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         patched.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", -1)
         behind = reconfigurer.run(plan_with(runtime, state_partitions=5))
     assert behind.outcome == "succeeded", behind.results
-    assert "batches behind the paused stream" in behind.results["migrate"]["fell_back"]
+    assert "batches behind the paused stream" in behind.migrated.fell_back
     assert not runtime.paths.checkpoint_of(1).exists() and runtime.paths.generation == 0
     assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 5
 
@@ -180,17 +180,17 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         <= paused["batch_id"] - prepared["from_batch"]
     )
     assert migrated["batch_id"] == paused["batch_id"] + 1  # the copy's repartition batch shifts its ids by one
-    verification = result.results["verify"]
-    assert verification["ok"], verification
-    assert all(s["rows_before"] == s["rows_after"] and s["max_partition_id"] < 6 for s in verification["stores"])
+    verification = result.verification
+    assert verification.ok, verification
+    assert all(s["rows_before"] == s["rows_after"] and s["max_partition_id"] < 6 for s in verification.stores)
     # The whole state was compared before the pause; the pause checked only the batches it replayed.
-    assert prepared["verified"]["ok"] and verification["copy_verified_at"] == prepared["verified"]["live_batch"]
+    assert prepared["verified"]["ok"] and verification.copy_verified_at == prepared["verified"]["live_batch"]
     delta = [
         run
         for run in prepared["replays"] + migrated["replays"]
         if run["batch_id"] - 1 > prepared["verified"]["live_batch"]
     ]
-    assert verification["delta_batches"] == len(delta) >= migrated["replayed_batches"] == len(migrated["replays"])
+    assert verification.delta_batches == len(delta) >= migrated["replayed_batches"] == len(migrated["replays"])
     assert all(run["state"] and run["state"][0]["numRowsTotal"] > 0 for run in migrated["replays"])
     assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
     assert not runtime.paths.checkpoint_of(0).exists(), "the live checkpoint the copy came from is removed at the end"
@@ -199,10 +199,10 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     monkeypatch.setattr(precopy_module, "replay_keeps_pace", lambda prepared, history: False)
     again = reconfigurer.run(plan_with(runtime, state_partitions=4))
     assert again.outcome == "succeeded", again.results
-    assert again.results["prepare"]["precopy"]["verified"] is None and "fell_back" not in again.results["migrate"]
-    verification = again.results["verify"]
-    assert verification["ok"] and "copy_verified_at" not in verification, verification
-    assert verification["before_batch"] == again.results["pause"]["batch_id"] and runtime.paths.generation == 2
+    assert again.results["prepare"]["precopy"]["verified"] is None and again.migrated.fell_back is None
+    verification = again.verification
+    assert verification.ok and verification.copy_verified_at is None, verification
+    assert verification.before_batch == again.results["pause"]["batch_id"] and runtime.paths.generation == 2
     assert_output_matches_oracle(spark, runtime)
 
 
@@ -281,10 +281,10 @@ def test_failed_verification_rolls_back_to_the_paused_batch(spark, tmp_path):
     ledger = AuditLedger(default_ledger_url(tmp_path))
     result = Reconfigurer(WrongPartitionsStream(runtime), ledger).run(plan_with(runtime, state_partitions=8))
     assert result.outcome == "rolled_back"
-    verification = result.results["verify"]
-    assert not verification["ok"]
-    assert "checkpoint records 7 state partitions, the plan 8" in verification["problems"]
-    assert verification["rolled_back"]["deleted"] > 0
+    verification = result.verification
+    assert not verification.ok
+    assert "checkpoint records 7 state partitions, the plan 8" in verification.problems
+    assert verification.rolled_back["deleted"] > 0
     facts = checkpoint_facts(runtime.paths.checkpoint)
     assert facts.state_partitions == 4 and facts.committed
     assert runtime.is_active and runtime.spec.state_partitions == 4, "the stream resumes exactly as before"

@@ -82,9 +82,9 @@ def test_a_file_source_stream_is_paused_migrated_and_moved_without_losing_a_row(
             checks = result.results["preflight"]["checks"]
             assert checks["capabilities"]["pause"] and checks["capabilities"]["replay"]
             assert checks["capabilities"]["oracle"]  # the user's definition brings one
-            verification = result.results["verify"]
-            assert verification["ok"], verification
-            stores = {s["store"]: s for s in verification["stores"]}
+            verification = result.verification
+            assert verification.ok, verification
+            stores = {s["store"]: s for s in verification.stores}
             assert len(stores) == 2  # the window aggregation and dropDuplicatesWithinWatermark
             for store in stores.values():
                 assert (
@@ -92,7 +92,7 @@ def test_a_file_source_stream_is_paused_migrated_and_moved_without_losing_a_row(
                 )
                 assert store["max_partition_id"] < partitions
             assert checkpoint_facts(stream.paths.checkpoint).state_partitions == partitions
-            assert result.results["observe"]["downtime_s"] is not None
+            assert result.observation.downtime_s is not None
 
         # Fewer cores: a new SparkContext in the same driver, the checkpoint and its state kept.
         plan = ExecutionPlan.of(stream.spec()).model_dump()

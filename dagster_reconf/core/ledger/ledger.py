@@ -60,6 +60,10 @@ def _canonical(payload: Any) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
 
 
+# The columns a record's hash covers, in the order :func:`_record_hash` takes them (all but the hash itself).
+HASHED_COLUMNS = ("seq", "recorded_at", "stream", "reconfiguration_id", "kind", "step", "payload", "prev_hash")
+
+
 def _record_hash(
     seq: int,
     recorded_at: float,
@@ -188,22 +192,11 @@ class AuditLedger:
                     prev_hash = head.hash if head else GENESIS_HASH
                     recorded_at = round(time.time(), 6)
                     digest = _record_hash(seq, recorded_at, stream, reconfiguration_id, kind, step, text, prev_hash)
-                    connection.execute(
-                        RECORDS.insert().values(
-                            seq=seq,
-                            recorded_at=recorded_at,
-                            stream=stream,
-                            reconfiguration_id=reconfiguration_id,
-                            kind=kind,
-                            step=step,
-                            payload=text,
-                            prev_hash=prev_hash,
-                            hash=digest,
-                        )
+                    record = AuditRecord(
+                        seq, recorded_at, stream, reconfiguration_id, kind, step, json.loads(text), prev_hash, digest
                     )
-                return AuditRecord(
-                    seq, recorded_at, stream, reconfiguration_id, kind, step, json.loads(text), prev_hash, digest
-                )
+                    connection.execute(RECORDS.insert().values({**record.as_dict(), "payload": text}))
+                return record
             except IntegrityError:
                 continue  # another writer took this sequence number: append on the new head
             except OperationalError as exc:
@@ -270,16 +263,7 @@ class AuditLedger:
                     "(its prev_hash differs): the chain was rewritten",
                     row.seq,
                 )
-            digest = _record_hash(
-                row.seq,
-                row.recorded_at,
-                row.stream,
-                row.reconfiguration_id,
-                row.kind,
-                row.step,
-                row.payload,
-                row.prev_hash,
-            )
+            digest = _record_hash(*(getattr(row, column) for column in HASHED_COLUMNS))
             if digest != row.hash:
                 return ChainReport(
                     False,
@@ -313,17 +297,10 @@ class AuditLedger:
 
         The caller owns the stream only if the returned lock names its reconfiguration.
         """
+        wanted = StreamLock(stream, reconfiguration_id, plan_hash, holder, acquired_at=time.time())
         try:
             with self.engine.begin() as connection:
-                connection.execute(
-                    LOCKS.insert().values(
-                        stream=stream,
-                        reconfiguration_id=reconfiguration_id,
-                        plan_hash=plan_hash,
-                        holder=holder,
-                        acquired_at=time.time(),
-                    )
-                )
+                connection.execute(LOCKS.insert().values(asdict(wanted)))
         except IntegrityError:
             pass  # held already (by this reconfiguration, or another one)
         lock = self.lock(stream)
@@ -351,17 +328,7 @@ class AuditLedger:
 
 
 def _to_record(row: sa.Row) -> AuditRecord:
-    return AuditRecord(
-        row.seq,
-        row.recorded_at,
-        row.stream,
-        row.reconfiguration_id,
-        row.kind,
-        row.step,
-        json.loads(row.payload),
-        row.prev_hash,
-        row.hash,
-    )
+    return AuditRecord(**{**row._asdict(), "payload": json.loads(row.payload)})
 
 
 def _normalized_url(url: str) -> str:

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dagster_reconf.core.errors import SpecError, validated
-from dagster_reconf.core.spec import SESSION_FIELDS, RestartScope, StreamSpec, context_scope, validate_master
+from dagster_reconf.core.spec import SESSION_FIELDS, MasterUrl, RestartScope, StreamSpec, context_scope
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
 
@@ -47,7 +47,7 @@ class Resources(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    master: str = Field(..., description="Spark master URL: local[N], spark://HOST:PORT, k8s://..., yarn.")
+    master: MasterUrl = Field(..., description="Spark master URL: local[N], spark://HOST:PORT, k8s://..., yarn.")
     executor_cores: int | None = Field(None, ge=1, le=1024, description="Cores per executor (cluster masters).")
     max_cores: int | None = Field(
         None, ge=1, le=100_000, description="spark.cores.max: the application's cores (cluster masters)."
@@ -60,14 +60,6 @@ class Resources(BaseModel):
         "changes by adding and removing executors in the same SparkContext.",
     )
     executor_memory: str | None = Field(None, pattern=r"^\d+[kmgt]?$", description="Executor memory, e.g. 2g.")
-
-    @field_validator("master")
-    @classmethod
-    def _valid_master(cls, value: str) -> str:
-        try:
-            return validate_master(value)
-        except SpecError as exc:
-            raise ValueError(str(exc)) from None
 
 
 class Partitioning(BaseModel):

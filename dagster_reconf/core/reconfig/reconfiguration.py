@@ -7,15 +7,43 @@ another process, after a crash) continues after the last step that ended.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from dagster_reconf.core.errors import ReconfError
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.ledger.ledger import AuditRecord
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
-from dagster_reconf.core.reconfig.step_results import PauseResult, PrepareResult
+from dagster_reconf.core.reconfig.step_results import (
+    MigrateResult,
+    ObserveResult,
+    PauseResult,
+    PrepareResult,
+    ResumeResult,
+    StepRecord,
+    VerifyResult,
+)
 
-__all__ = ["Reconfiguration", "ReconfigurationRecord", "executors_to_add"]
+__all__ = ["Reconfiguration", "ReconfigurationRecord", "StepResult", "executors_to_add"]
+
+R = TypeVar("R", bound=StepRecord)
+
+
+class StepResult(Generic[R]):
+    """A reconfiguration's attribute that reads one step's journaled result as its typed record.
+
+    Raises:
+        ReconfError: the step has not ended (check ``step in reconfiguration.results`` first).
+    """
+
+    def __init__(self, step: str, record_class: type[R]) -> None:
+        self.step, self.record_class = step, record_class
+
+    def __get__(self, reconfiguration: Reconfiguration | None, owner: type | None = None) -> R:
+        if reconfiguration is None:
+            return self  # type: ignore[return-value]  # the class attribute itself
+        if self.step not in reconfiguration.results:
+            raise ReconfError(f"reconfiguration {reconfiguration.id}: its {self.step} step has not ended")
+        return self.record_class.from_record(reconfiguration.results[self.step])
 
 
 @dataclass
@@ -64,20 +92,12 @@ class Reconfiguration:
         needs a committed boundary) and the same code (the batch was planned by the old one)."""
         return not self.needs_migration and "code_version" not in self.settings_changes
 
-    @property
-    def prepared(self) -> PrepareResult:
-        """The prepare step's result (it must have ended)."""
-        return PrepareResult.from_record(self.results["prepare"])
-
-    @property
-    def paused(self) -> PauseResult:
-        """The pause step's result (it must have ended)."""
-        return PauseResult.from_record(self.results["pause"])
-
-    @property
-    def resumed_at(self) -> float:
-        """When the resume step ended (s since epoch; it must have ended)."""
-        return float(self.results["resume"]["resumed_at"])
+    prepared = StepResult("prepare", PrepareResult)
+    paused = StepResult("pause", PauseResult)
+    migrated = StepResult("migrate", MigrateResult)
+    verification = StepResult("verify", VerifyResult)
+    resumed = StepResult("resume", ResumeResult)
+    observation = StepResult("observe", ObserveResult)
 
     @property
     def handed_over(self) -> bool:

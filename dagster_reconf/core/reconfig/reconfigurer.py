@@ -44,7 +44,7 @@ from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
 from dagster_reconf.core.reconfig.preflight import preflight
 from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration, executors_to_add
-from dagster_reconf.core.reconfig.step_results import PrepareResult
+from dagster_reconf.core.reconfig.step_results import MigrateResult, PrepareResult
 from dagster_reconf.core.reconfig.verification import delta_problems, verify_migration, warm_up_verification
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.spec import STRATEGIES
@@ -406,7 +406,7 @@ class Reconfigurer:
         if not r.needs_migration:
             return {"skipped": "no state migration in this plan"}
         self.stream.ensure_driver()
-        paused, migrated = r.paused, r.results["migrate"]
+        paused, migrated = r.paused, r.migrated
         delta = self._verify_delta(r, migrated)
         if delta is not None:
             return delta
@@ -420,24 +420,24 @@ class Reconfigurer:
                 StateSummary.from_dict, self.stream.states([(paused.generation, paused.batch_id), (None, None)])
             )
         verification = verify_migration(before, after, r.target.partitioning.state_partition_count)
-        result = {**verification.as_dict(), "before_batch": paused.batch_id, "after_batch": migrated.get("batch_id")}
+        result = {**verification.as_dict(), "before_batch": paused.batch_id, "after_batch": migrated.batch_id}
         if not verification.ok:
             result["rolled_back"] = self._rollback(
                 r, "verification failed: " + "; ".join(verification.problems or verification.gx.failures)
             )
         return result
 
-    def _verify_delta(self, r: Reconfiguration, migrated: dict[str, Any]) -> dict[str, Any] | None:
+    def _verify_delta(self, r: Reconfiguration, migrated: MigrateResult) -> dict[str, Any] | None:
         """A precopy verified before the pause: only the batches replayed in the pause are checked, against the live
         ones' row counts (:func:`~dagster_reconf.core.reconfig.verification.delta_problems`). None where that cannot
         tell: the whole state then."""
         prepared = r.prepared.precopy or {}
         verified = prepared.get("verified")
-        if r.strategy != "precopy" or "replays" not in migrated or not verified:
+        if r.strategy != "precopy" or not migrated.replays or not verified:
             return None
         replays = [
             run
-            for run in prepared.get("replays", []) + migrated["replays"]
+            for run in prepared.get("replays", []) + migrated.replays
             if run["batch_id"] - 1 > verified["live_batch"]
         ]  # replayed after the copy was verified
         records, _ = MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)
@@ -452,7 +452,7 @@ class Reconfigurer:
             "copy_verified_at": verified["live_batch"],
             "stores": verified["stores"],
             "before_batch": r.paused.batch_id,
-            "after_batch": migrated.get("batch_id"),
+            "after_batch": migrated.batch_id,
         }
         if problems:
             result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(problems))
@@ -485,7 +485,7 @@ class Reconfigurer:
 
     def _observe(self, r: Reconfiguration) -> dict[str, Any]:
         started = self.stream.ensure_running()  # a driver that died after the resume is started again
-        paused_at, resumed_at = r.paused.paused_at, r.resumed_at
+        paused_at, resumed_at = r.paused.paused_at, r.resumed.resumed_at
         normal = r.prepared.history.normal_backlog_events
         store = MetricsStore(self.stream.paths.metrics)
         records, offset = store.tail(OBSERVED_TAIL_BYTES)
@@ -503,11 +503,10 @@ class Reconfigurer:
 
     def _record(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_running()
-        migrated = r.results["migrate"]
         details = {
             "batches": {
                 "paused_at": r.paused.batch_id,
-                "migration": migrated.get("batch_id"),
+                "migration": r.migrated.batch_id,
                 "generation": self.stream.paths.generation,
             },
             "verification": r.results["verify"],

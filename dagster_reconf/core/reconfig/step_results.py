@@ -1,4 +1,4 @@
-"""The results of the steps that later steps read, typed: the prepare step's and the pause's.
+"""Each step's result, typed: what later steps, the Dagster metadata, the CLI and the benchmarks read.
 
 Each step's result is journaled in the ledger as JSON (its ``step.end`` record), so a re-run in another process
 continues from it; a later step reads it back through these classes, never by key path. ``to_record`` is what is
@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
-__all__ = ["PauseResult", "PrepareResult", "RecentPace"]
+__all__ = [
+    "StepRecord",
+    "MigrateResult",
+    "ObserveResult",
+    "PauseResult",
+    "PrepareResult",
+    "RecentPace",
+    "ResumeResult",
+    "VerifyResult",
+]
 
 
 def _known(cls: type, record: dict[str, Any]) -> dict[str, Any]:
@@ -19,8 +28,17 @@ def _known(cls: type, record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k in names}
 
 
+class StepRecord:
+    """A step's journaled result read back: the fields the class declares (others, from older or newer writers, are
+    dropped; missing ones take their defaults)."""
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        return cls(**_known(cls, record))
+
+
 @dataclass(frozen=True)
-class RecentPace:
+class RecentPace(StepRecord):
     """The batches before a pause: their backlog (what "caught up" means afterwards) and their pace."""
 
     normal_backlog_events: float
@@ -32,13 +50,9 @@ class RecentPace:
     def to_record(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> RecentPace:
-        return cls(**_known(cls, record))
-
 
 @dataclass(frozen=True)
-class PrepareResult:
+class PrepareResult(StepRecord):
     """What the prepare step did while the stream still ran."""
 
     history: RecentPace
@@ -65,7 +79,7 @@ class PrepareResult:
 
 
 @dataclass(frozen=True)
-class PauseResult:
+class PauseResult(StepRecord):
     """Where the pause left the stream: the batch its checkpoint ends at, the generation in force, a handover."""
 
     paused_at: float  # s since epoch, when the pause began
@@ -73,10 +87,64 @@ class PauseResult:
     batch_id: int | None  # the last committed batch
     handover: dict[str, Any] | None = None  # the standby that took over (its driver_pid), or why it did not
 
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> PauseResult:
-        return cls(**_known(cls, record))
-
     @property
     def handed_over(self) -> bool:
         return "driver_pid" in (self.handover or {})
+
+
+@dataclass(frozen=True)
+class MigrateResult(StepRecord):
+    """What the migrate step did to the paused stream's state."""
+
+    strategy: str | None = None  # native or replay (a precopy finishes by replay, or falls back to native)
+    batch_id: int | None = None  # the last committed batch after the migration
+    generation: int | None = None
+    skipped: bool | str = False  # True, or why, where nothing had to move
+    reason: str | None = None
+    seconds: float | None = None
+    replays: list[dict[str, Any]] = field(default_factory=list)  # a precopy's catch-up replays in the pause
+    replayed_batches: int = 0
+    fell_back: str | None = None  # a precopy that ran the native migration instead: why
+    snapshot: str | None = None  # the checkpoint's snapshot a rollback restores
+
+
+@dataclass(frozen=True)
+class VerifyResult(StepRecord):
+    """The migrated state against the paused one, store by store; ``ok`` is False where it was rolled back."""
+
+    ok: bool = True
+    skipped: str | None = None  # why nothing was checked (no state migration)
+    problems: list[str] = field(default_factory=list)
+    stores: list[dict[str, Any]] = field(default_factory=list)  # one row per state store: rows, checksums
+    gx: dict[str, Any] | None = None  # the Great Expectations suite's outcome over the table
+    before_batch: int | None = None
+    after_batch: int | None = None
+    rolled_back: dict[str, Any] | None = None
+    delta_batches: int | None = None  # a precopy verified before the pause: the batches checked in it
+    copy_verified_at: int | None = None  # ... and the live batch its copy was verified at
+
+    @property
+    def state_rows(self) -> int:
+        return sum(int(store.get("rows_after") or 0) for store in self.stores)
+
+
+@dataclass(frozen=True)
+class ResumeResult(StepRecord):
+    """How the stream was resumed: what was restarted (``scope``: query, executors, session) and when."""
+
+    resumed_at: float
+    scope: str | None = None
+
+
+@dataclass(frozen=True)
+class ObserveResult(StepRecord):
+    """How the stream went through the change: its downtime, catch-up and worst event latency."""
+
+    pause_s: float | None = None
+    downtime_s: float | None = None
+    catch_up_s: float | None = None
+    max_event_latency_s: float | None = None
+    batches_observed: int = 0
+    caught_up: bool = False
+    normal_backlog_events: float = 0.0
+    restarted: bool = False  # the driver had died after the resume and was started again
