@@ -222,18 +222,11 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
             console.print_json(data=supervisor.stop(args.name, args.timeout_s))
     elif args.action == "list":
         table = Table(title=f"streams under {home}")
-        for column in ("name", "entrypoint", "master", "driver", "pid", "control port", "app id"):
-            table.add_column(column)
+        columns = ("name", "entrypoint", "master", "driver", "pid", "control_port", "app_id")
+        for column in columns:
+            table.add_column(column.replace("_", " "))
         for row in supervisor.list():
-            table.add_row(
-                row["name"],
-                row["entrypoint"],
-                row["master"],
-                row["driver"],
-                _fmt(row["pid"]),
-                _fmt(row["control_port"]),
-                _fmt(row["app_id"]),
-            )
+            table.add_row(*(_fmt(row[column]) for column in columns))
         console.print(table)
     return 0
 

@@ -53,6 +53,10 @@ from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import remove_generations
 from dagster_reconf.core.store.storage import spark_uri
 
+# A plan to apply: an ExecutionPlan, its dict, or its JSON. Notes: who asked (trigger) and why (evidence), journaled.
+PlanInput = ExecutionPlan | dict[str, Any] | str
+Notes = dict[str, Any] | None
+
 __all__ = ["PAUSED_STEPS", "STEPS", "Reconfigurer"]
 
 STEPS = ("preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record")
@@ -122,26 +126,14 @@ class Reconfigurer:
 
     # -- the whole thing ------------------------------------------------------------------------
 
-    def run(
-        self,
-        target: ExecutionPlan | dict[str, Any] | str,
-        *,
-        trigger: dict[str, Any] | None = None,
-        evidence: dict[str, Any] | None = None,
-    ) -> Reconfiguration:
+    def run(self, target: PlanInput, *, trigger: Notes = None, evidence: Notes = None) -> Reconfiguration:
         """Begin (or continue) the reconfiguration to ``target`` and run every step that has not ended."""
         reconfiguration = self.begin(target, trigger=trigger, evidence=evidence)
         for name in STEPS:
             self.step(reconfiguration, name)
         return reconfiguration
 
-    def begin(
-        self,
-        target: ExecutionPlan | dict[str, Any] | str,
-        *,
-        trigger: dict[str, Any] | None = None,
-        evidence: dict[str, Any] | None = None,
-    ) -> Reconfiguration:
+    def begin(self, target: PlanInput, *, trigger: Notes = None, evidence: Notes = None) -> Reconfiguration:
         """Take the stream for a new reconfiguration to ``target``, or continue the unfinished one of the same plan
         (see :func:`~dagster_reconf.core.reconfig.admission.admit`).
 

@@ -31,6 +31,10 @@ from dagster_reconf.core.scaling.scaling_plan import Knobs
 
 __all__ = ["WARMING_EXCESS", "profile_stream", "still_warming"]
 
+# A task's columns that add up over its stage and operator, and their names there.
+_TASK_COLUMNS = {"duration": "work", "cpu_ms": "cpu", "records_in": "records_in", "records_out": "records_out"}
+_TOTALS = {name: (name, "sum") for name in _TASK_COLUMNS.values()}
+
 
 def profile_stream(
     activities: pd.DataFrame,
@@ -68,17 +72,13 @@ def profile_stream(
         timeline = timeline.assign(cpu_ms=0.0)  # traces without CPU time: all useful time counts as waiting (linear)
     useful = timeline[timeline["activity"].isin(USEFUL_ACTIVITIES)]
 
-    per_task = useful.groupby(["operator", "batch_id", "task_id"], sort=False).agg(
-        work=("duration", "sum"),
-        cpu=("cpu_ms", "sum"),
-        records_in=("records_in", "sum"),
-        records_out=("records_out", "sum"),
+    per_task = (
+        useful.groupby(["operator", "batch_id", "task_id"], sort=False)[list(_TASK_COLUMNS)]
+        .sum()
+        .rename(columns=_TASK_COLUMNS)
     )
     per_stage = per_task.groupby(["operator", "batch_id"]).agg(
-        work=("work", "sum"),
-        cpu=("cpu", "sum"),
-        records_in=("records_in", "sum"),
-        records_out=("records_out", "sum"),
+        **_TOTALS,
         tasks=("work", "size"),
         slowest=("work", "max"),
         median_task=("work", "median"),
@@ -96,10 +96,7 @@ def profile_stream(
     total_events = float(batches.loc[stage_time.index, "events"].sum())
 
     ops = per_stage.groupby("operator").agg(
-        work=("work", "sum"),
-        cpu=("cpu", "sum"),
-        records_in=("records_in", "sum"),
-        records_out=("records_out", "sum"),
+        **_TOTALS,
         tasks=("tasks", "median"),
         overhead_ms=("overhead", "median"),
         skew=("slowest", "sum"),

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -148,14 +148,8 @@ class ScalingStep:
         return self.core_seconds_per_hour_before - self.core_seconds_per_hour_after
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "cores_before": self.cores_before,
-            "cores_after": self.cores_after,
-            "core_seconds_per_hour_before": self.core_seconds_per_hour_before,
-            "core_seconds_per_hour_after": self.core_seconds_per_hour_after,
-            "core_seconds_per_hour_saved": self.core_seconds_per_hour_saved,
-        }
+        hourly = ("core_seconds_per_hour_before", "core_seconds_per_hour_after", "core_seconds_per_hour_saved")
+        return {**asdict(self), **{name: getattr(self, name) for name in hourly}}
 
     def describe(self) -> str:
         """One line for logs and reports, e.g. ``scale_down: 12 -> 4 cores, saves 28,800 core-s/h``."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +67,8 @@ class CheckpointFacts:
 
     def summary(self) -> dict[str, Any]:
         """The facts without the per-batch offsets (for status pages)."""
-        return {
-            "last_offset_batch": self.last_offset_batch,
-            "last_committed_batch": self.last_committed_batch,
-            "committed": self.committed,
-            "state_partitions": self.state_partitions,
-            "provider": self.provider,
-            "stateful": self.stateful,
-        }
+        facts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "end_offsets"}
+        return {**facts, "committed": self.committed}
 
 
 def _batch_ids(directory: Location) -> list[int]:
