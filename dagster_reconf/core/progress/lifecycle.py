@@ -86,7 +86,7 @@ class SettingsKnown(LifecycleEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class Stopped(LifecycleEvent):
-    """The query stopped at a batch boundary (see the runtime's ``StopReport`` for each field)."""
+    """The query stopped at a batch boundary (its fields: the batch_boundary.StopReport)."""
 
     EVENT: ClassVar[str] = "stopped"
     last_committed_batch: int | None = None

@@ -6,18 +6,8 @@ benchmarks use directly. It builds the query with the user's stream definition
 the query name, the trigger and the knobs. Its contract:
 
 * ``start()`` starts the query from the stream's checkpoint (new or existing).
-* ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its
-  checkpoint's last batch is committed (the precondition of Spark's offline state
-  repartition), for any source: at once, unless a running batch has already written (one
-  of its Spark jobs succeeded): then at its commit, before the next batch can write. A
-  batch the stop interrupted before any of its Spark jobs succeeded has reached no sink
-  (:mod:`dagster_reconf.core.spark.batch_jobs`): its plan is dropped
-  and the next start plans it again, as if the stop had come before it. Otherwise the
-  interrupted batch is finished from the offset log (a once-trigger run re-runs the
-  planned, uncommitted batch with its logged offsets, into the stream's own sink, and
-  nothing after it). Sinks that are exactly-once by batch id (files, idempotent
-  ``foreachBatch``) see no difference; an at-least-once sink may see the interrupted
-  batch's rows twice, as after any failure.
+* ``stop_at_batch_boundary()`` returns only when the query is stopped *and* its checkpoint's last batch is
+  committed (:mod:`dagster_reconf.core.spark.batch_boundary`).
 * ``restart(changes)`` applies new settings: a query restart, or a new SparkContext in
   the same process (the JVM stays warm) for session settings, or executors added or
   removed in the same SparkContext for a cores change within the spec's ``cores_ceiling``
@@ -31,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -46,58 +36,30 @@ from dagster_reconf.core.progress.lifecycle import (
     PythonTaskCpuFailed,
     Restarted,
     Started,
-    Stopped,
 )
 from dagster_reconf.core.progress.source_kinds import FileBacklogProbe
-from dagster_reconf.core.spark.batch_jobs import batch_has_written, batch_may_have_written
+from dagster_reconf.core.spark.batch_boundary import StopReport, stop_at_batch_boundary
+from dagster_reconf.core.spark.executor_growth import EXECUTOR_START_WAIT_S, add_executors
 from dagster_reconf.core.spark.executor_room import (
-    DEFAULT_EXECUTOR_MEMORY,
-    executor_room_problem,
     granted_cores,
     master_ui,
 )
-from dagster_reconf.core.spark.executors import completed_tasks, executor_ids, resize_executors
+from dagster_reconf.core.spark.executors import executor_ids, resize_executors
 from dagster_reconf.core.spark.listener import ProgressRecorder
 from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms
 from dagster_reconf.core.spark.python_worker_cpu import PythonCpuSampler
 from dagster_reconf.core.spark.query_builder import build_writer, start_writer, stream_context
 from dagster_reconf.core.spark.session import build_spark_session
-from dagster_reconf.core.spark.termination import await_termination, first_line
+from dagster_reconf.core.spark.termination import first_line
 from dagster_reconf.core.spark.warm_up import warm_up_file_write, warm_up_job, warm_up_state_query
 from dagster_reconf.core.spec import RestartScope, StreamSpec, restart_scope, validate_spec
-from dagster_reconf.core.store.checkpoint import checkpoint_facts, drop_planned_batch
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_file_sink_log
 from dagster_reconf.core.store.metrics import MetricsStore, status_figures
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import Location, remove_tree
 
 __all__ = ["StopReport", "StreamRuntime"]
-
-POLL_INTERVAL_S = 0.02
-EXECUTOR_START_WAIT_S = 90.0  # a new context's executors register (and its surplus is removed) within this
-EXECUTOR_WARM_WAIT_S = 30.0  # the most that warming executors added ahead of a pause may take
-WARM_BATCHES = 2  # batches committed once added executors registered: the stream's whole plan had its chance there
-
-
-@dataclass(frozen=True)
-class StopReport:
-    """How a stop at a batch boundary went.
-
-    Attributes:
-        last_committed_batch: the batch the checkpoint ends at.
-        seconds: from the request to the stopped, committed checkpoint.
-        attempts: 1 when the query was stopped between triggers; 2 when a batch was
-            interrupted (then finished from the offset log, dropped, or left to the next driver).
-        finished_batch: the interrupted batch that was finished, if any.
-        dropped_batch: the interrupted batch no sink had seen, whose plan was dropped (planned
-            again at the next start), if any.
-    """
-
-    last_committed_batch: int | None
-    seconds: float
-    attempts: int
-    finished_batch: int | None = None
-    dropped_batch: int | None = None
 
 
 class StreamRuntime:
@@ -287,7 +249,7 @@ class StreamRuntime:
             if self.is_active:
                 assert self.query is not None
                 return self.query
-            self._check_checkpoint_matches(self.spec)
+            self.check_checkpoint_matches(self.spec)
             self._align_sink_log()
             self.query = self.start_query()
             self.paths.add_query_id(str(self.query.id))
@@ -353,8 +315,8 @@ class StreamRuntime:
             slots = spark.sparkContext.defaultParallelism
             warm_up_job(spark, slots)
             workers_s = time.monotonic() - started
-            state_stores = self._warm_up_state_stores(slots)
-            file_writer = self._scratch_warm_up(warm_up_file_write, slots)
+            state_stores = self.warm_up_state_stores(slots)
+            file_writer = self.scratch_warm_up(warm_up_file_write, slots)
             self._built = (self.spec, self.writer())  # the next start of the stream's own query uses it
             return {
                 "slots": slots,
@@ -364,11 +326,11 @@ class StreamRuntime:
                 "seconds": round(time.monotonic() - started, 3),
             }
 
-    def _warm_up_state_stores(self, tasks: int) -> dict[str, Any] | None:
+    def warm_up_state_stores(self, tasks: int) -> dict[str, Any] | None:
         """Run a throwaway stateful query (see :func:`warm_up_state_query`) if the stream keeps state."""
-        return self._scratch_warm_up(warm_up_state_query, tasks) if self.stateful else None
+        return self.scratch_warm_up(warm_up_state_query, tasks) if self.stateful else None
 
-    def _scratch_warm_up(self, run: Callable[[SparkSession, int, Location], None], tasks: int) -> dict[str, Any]:
+    def scratch_warm_up(self, run: Callable[[SparkSession, int, Location], None], tasks: int) -> dict[str, Any]:
         """``run(spark, tasks, scratch)`` with a scratch directory beside the stream's checkpoint, removed after; never
         fails: a stream without the warm-up is only slower."""
         started = time.monotonic()
@@ -381,7 +343,7 @@ class StreamRuntime:
             remove_tree(scratch)
         return {"seconds": round(time.monotonic() - started, 3)}
 
-    def _check_checkpoint_matches(self, spec: StreamSpec) -> None:
+    def check_checkpoint_matches(self, spec: StreamSpec) -> None:
         info = checkpoint_facts(self.paths.checkpoint)
         if info.stateful and info.state_partitions not in (None, spec.state_partitions):
             raise StreamStateError(
@@ -398,91 +360,11 @@ class StreamRuntime:
         keep_interrupted: bool = False,
         boundary_wait_s: float | None = None,
     ) -> StopReport:
-        """Stop with the checkpoint's last batch committed (see module docstring).
-
-        ``finish=False`` leaves an interrupted batch planned but uncommitted, for a driver that
-        finishes it next (a warm standby with more cores, after a handover); the report's
-        ``attempts`` is 2 and ``finished_batch`` None then. One no sink saw is dropped even so,
-        unless ``keep_interrupted``: then the next start runs it first, at the size it was
-        planned with (a batch of the old cap on the new cores, where a re-planned one would
-        take the new cap's catch-up batch); nor does it wait for a running batch that has
-        written (the next start re-runs it from the offset log, as after a failure).
-        ``boundary_wait_s`` caps the wait for a running batch's commit (default: 1.5x the
-        last batch, at least 1 s; 0 interrupts it).
-        """
-        if finish and keep_interrupted:
-            raise ValueError("keep_interrupted needs finish=False: a finished batch is committed, not kept")
-        with self.lock:
-            started = time.monotonic()
-            deadline = started + timeout_s
-            if not self.is_active:
-                info = checkpoint_facts(self.paths.checkpoint)
-                if info.committed or not finish:
-                    return StopReport(info.last_committed_batch, 0.0, 0)
-                finished = self._finish_pending(deadline, timeout_s)  # a driver died mid-batch
-                return self._stopped(started, 1, finished)
-            assert self.query is not None
-            commit_wait_s = max(1.0, 1.5 * self._last_batch_s())
-            if boundary_wait_s is not None:
-                commit_wait_s = min(commit_wait_s, boundary_wait_s)
-            if commit_wait_s > 0 and not keep_interrupted and self._running_batch_wrote():
-                # Interrupted now, it would be re-run (a query start plus the batch): the rest of it costs less. A kept
-                # batch is re-run by the next start anyway, on more cores, where waiting would add the next batch.
-                self._await_next_commit(min(deadline, started + commit_wait_s))
-            run_id = str(self.query.runId)
-            self.query.stop()
-            info = checkpoint_facts(self.paths.checkpoint)
-            if info.committed:
-                return self._stopped(started, 1, None)
-            # It interrupted a batch: one that had not written, or one begun since the check.
-            assert info.last_offset_batch is not None
-            if not keep_interrupted and not batch_may_have_written(self.spark, run_id, info.last_offset_batch):
-                drop_planned_batch(self.paths.checkpoint, info.last_offset_batch)
-                return self._stopped(started, 2, None, dropped=info.last_offset_batch)
-            return self._stopped(started, 2, self._finish_pending(deadline, timeout_s) if finish else None)
-
-    def _await_next_commit(self, until: float) -> bool:
-        """Wait until the running batch commits, until ``until``. Stopping right then interrupts the next batch before
-        any of its jobs could succeed, so it is dropped and planned again; stopping at a random moment instead often
-        finds it written and re-runs it, which costs a query start on top of the batch."""
-        assert self.query is not None
-        last = self._last_batch_id()  # Spark reports a batch's progress once its commit is written
-        while time.monotonic() < until and self.query.exception() is None:
-            if self._last_batch_id() != last:
-                return True
-            time.sleep(POLL_INTERVAL_S)
-        return False
-
-    def _finish_pending(self, deadline: float, timeout_s: float) -> int | None:
-        """Re-run exactly the checkpoint's planned, uncommitted batch into the stream's sink, then stop."""
-        info = checkpoint_facts(self.paths.checkpoint)
-        if info.committed:
-            return None
-        self._check_checkpoint_matches(self.spec)
-        query = self.start_query(once=True)
-        self.query = query
-        self.paths.add_query_id(str(query.id))
-        if not await_termination(query, max(1.0, deadline - time.monotonic())):
-            query.stop()
-            raise StreamStateError(
-                f"stream {self.spec.name!r}: the interrupted batch {info.last_offset_batch} did not "
-                f"finish within {timeout_s:g} s; it is finished when the stream starts again"
-            )
-        if query.exception() is not None:
-            raise StreamStateError(
-                f"stream {self.spec.name!r}: finishing batch {info.last_offset_batch} failed: "
-                f"{first_line(query.exception())}"
-            )
-        after = checkpoint_facts(self.paths.checkpoint)
-        if not after.committed:
-            raise StreamStateError(f"stream {self.spec.name!r}: batch {after.last_offset_batch} is still not committed")
-        return info.last_offset_batch
-
-    def _stopped(self, started: float, attempts: int, finished: int | None, dropped: int | None = None) -> StopReport:
-        info = checkpoint_facts(self.paths.checkpoint)
-        report = StopReport(info.last_committed_batch, time.monotonic() - started, attempts, finished, dropped)
-        self.store.append(Stopped(stream=self.spec.name, **asdict(report)).to_record())
-        return report
+        """Stop with the checkpoint's last batch committed
+        (:func:`~dagster_reconf.core.spark.batch_boundary.stop_at_batch_boundary`)."""
+        return stop_at_batch_boundary(
+            self, timeout_s, finish=finish, keep_interrupted=keep_interrupted, boundary_wait_s=boundary_wait_s
+        )
 
     def changed_spec(self, changes: dict[str, Any]) -> tuple[StreamSpec, RestartScope]:
         """The spec with ``changes``, validated against the definition, and what applying it costs.
@@ -555,130 +437,20 @@ class StreamRuntime:
         self.query = None
         self.start()
 
-    def add_executors(self, count: int, wait_s: float = EXECUTOR_START_WAIT_S) -> dict[str, Any]:
-        """Grow to ``count`` executors while the query runs, ahead of a reconfiguration that resumes with that many
-        (their JVMs start outside its pause); never removes any: that waits for the pause.
-
-        Then warms them (see :meth:`_await_warm`): a cold executor's first tasks load classes, compile the query's
-        code and open the state store, which took seconds per task and, paid by the batch a pause finishes, most of
-        that pause.
-
-        Raises:
-            StreamStateError: the spec has no ``cores_ceiling``, ``count`` is above it, or the master has no room for
-                them (found before asking where its web UI answers, else when they have not come within ``wait_s``;
-                the request is then withdrawn, so none joins later).
-        """
-        with self.lock:
-            spec = self.spec
-            if spec.executors is None or spec.cores_ceiling is None or spec.executor_cores is None:
-                raise StreamStateError(
-                    f"stream {spec.name!r} has no cores_ceiling: its executors are not resized in "
-                    "place (a cores change starts a new SparkContext)"
-                )
-            if count * spec.executor_cores > spec.cores_ceiling:
-                raise StreamStateError(
-                    f"{count} executors of {spec.executor_cores} cores are above stream "
-                    f"{spec.name!r}'s cores_ceiling {spec.cores_ceiling}"
-                )
-            held = executor_ids(self.spark)
-            live = len(held)
-            if count <= live:
-                return {"added": 0, "executors": live}
-            memory = spec.executor_memory_setting
-            room = executor_room_problem(
-                spec.master,
-                count - live,
-                executor_cores=spec.executor_cores,
-                executor_memory=memory,
-                home=self.paths.home,
-            )
-            if room:
-                raise StreamStateError(room)
-            resized = resize_executors(self.spark, count, wait_s=wait_s)
-            self.store.append(ExecutorsResized(stream=spec.name, **resized.as_dict()).to_record())
-            if resized.after < count:
-                resize_executors(self.spark, resized.after)
-                raise StreamStateError(
-                    f"{resized.after} of {count} executors of stream {spec.name!r} registered within {wait_s:.0f} s: "
-                    f"master {spec.master} placed no more. Each needs {spec.executor_cores} free core(s) and "
-                    f"{memory or DEFAULT_EXECUTOR_MEMORY} of free memory on one worker; give the workers more, "
-                    "or lower executor_memory"
-                    + (
-                        f" (the {resized.after - live} that came stay until the stream restarts)"
-                        if resized.after > live
-                        else ""
-                    )
-                )
-            added = [i for i in executor_ids(self.spark) if i not in held]
-        warm = self._await_warm(added, EXECUTOR_WARM_WAIT_S)  # without the lock: status answers meanwhile
-        return {
-            "added": resized.after - resized.before,
-            "executors": resized.after,
-            "seconds": resized.seconds,
-            "warm": warm,
-        }
-
-    def _await_warm(self, added: list[str], wait_s: float) -> dict[str, Any]:
-        """Warm executors just added, before a pause needs them.
-
-        A small job first puts tasks on each (classes, code generation, a Python worker; the scheduler spreads
-        tasks over free slots, so each gets some, nearly always in one go), a throwaway stateful query opens the
-        state store there (the stream's own stateful tasks keep to the executors that hold their state, so its
-        batches alone would not: its first stateful tasks on an added executor then took ~4 s, in the pause's
-        batch), and a small file write loads the file writer. Then the stream's own batches run on them for
-        ``WARM_BATCHES`` batches, bounded by a few batch lengths and ``wait_s`` (an idle stream runs no batch: a pause
-        then has none to finish either). Executors still without a completed task are reported.
-        """
-        started = time.monotonic()
-        first = self._last_batch_id()
-        slots = len(executor_ids(self.spark)) * (self.spec.executor_cores or 1)
-        cold = list(added)
-        for _ in range(3):
-            warm_up_job(self.spark, 4 * slots)
-            tasks = completed_tasks(self.spark)
-            cold = [i for i in added if not tasks.get(i)]
-            if not cold:
-                break
-        state_stores = self._warm_up_state_stores(4 * slots)
-        file_writer = self._scratch_warm_up(warm_up_file_write, 4 * slots)
-        job_s = time.monotonic() - started
-        deadline = started + min(
-            wait_s, job_s + 2.0 + 2 * WARM_BATCHES * max(self.spec.trigger_interval_s, self._last_batch_s())
-        )
-        batches = 0
-        while self.is_active and time.monotonic() < deadline:
-            last = self._last_batch_id()
-            batches = 0 if last is None else last - (first if first is not None else -1)
-            if batches >= WARM_BATCHES:
-                break
-            time.sleep(0.5)
-        return {
-            "cold": cold,
-            "batches": batches,
-            "jobs_s": round(job_s, 3),
-            "state_stores": state_stores,
-            "file_writer": file_writer,
-            "seconds": round(time.monotonic() - started, 3),
-        }
-
     def _last_progress(self) -> dict[str, Any]:
         return (self.query.lastProgress if self.query is not None else None) or {}
 
-    def _last_batch_id(self) -> int | None:
+    def last_batch_id(self) -> int | None:
         batch = self._last_progress().get("batchId")
         return None if batch is None else int(batch)
 
-    def _last_batch_s(self) -> float:
+    def last_batch_s(self) -> float:
         return (self._last_progress().get("durationMs") or {}).get("triggerExecution", 0) / 1000.0
 
-    def _running_batch_wrote(self) -> bool:
-        """Whether a batch is running and one of its Spark jobs has succeeded: it may have reached its sink. Otherwise
-        a stop now drops it (the next start plans it again), and nothing waits for it."""
-        assert self.query is not None
-        info = checkpoint_facts(self.paths.checkpoint)
-        if info.committed or info.last_offset_batch is None:
-            return False
-        return batch_has_written(self.spark, str(self.query.runId), info.last_offset_batch)
+    def add_executors(self, count: int, wait_s: float = EXECUTOR_START_WAIT_S) -> dict[str, Any]:
+        """Grow to ``count`` executors while the query runs, and warm them
+        (:func:`~dagster_reconf.core.spark.executor_growth.add_executors`)."""
+        return add_executors(self, count, wait_s)
 
     def status(self) -> dict[str, Any]:
         """Where the stream stands: state, last batch figures, backlog, state rows."""
