@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,7 +66,8 @@ from dagster_reconf.core.traces.event_schema import (
     USED_EVENTS,
 )
 from dagster_reconf.core.traces.eventlog import gc_paused
-from dagster_reconf.core.traces.placement import place_slots, stage_depths
+from dagster_reconf.core.traces.placement import stage_depths
+from dagster_reconf.core.traces.worker_slots import ShuffleSenders, WorkerSlots
 
 __all__ = ["TraceNormalizer"]
 
@@ -141,11 +142,9 @@ class TraceNormalizer:
     _job_props: dict[int, tuple[str | None, int]] = field(default_factory=dict)
     _job_ordinal: dict[int, int] = field(default_factory=dict)
     _batch_jobs: dict[tuple[str | None, int], int] = field(default_factory=dict)
-    _slots_free_at: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    _senders: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["stage_id", "src_worker", "src_end"]))
+    _slots: WorkerSlots = field(default_factory=WorkerSlots)
+    _senders: ShuffleSenders = field(default_factory=ShuffleSenders)
     _frames: list[pa.Table] = field(default_factory=list)
-    _worker_names: list[str] = field(default_factory=list)
-    _worker_index: dict[str, int] = field(default_factory=dict)
     _pending_tasks: list[dict[str, Any]] = field(default_factory=list)
 
     # -- events --------------------------------------------------------------------------------
@@ -358,7 +357,9 @@ class TraceNormalizer:
             count = int((status == code).sum())
             if count:
                 self.skipped[f"{name} task attempt (kept, marked {name})"] += count
-        workers = self._place_all(c["Task Info.Executor ID"], launch, finish)
+        workers, early = self._slots.place(c["Task Info.Executor ID"], launch, finish, self.executor_cores)
+        if early:
+            self.skipped["task launched before its slot's previous task was reported finished"] += early
 
         getting_at = c["Task Info.Getting Result Time"]
         getting = np.where(getting_at > 0, np.maximum(0.0, finish - getting_at), 0.0)
@@ -388,13 +389,15 @@ class TraceNormalizer:
         tail = np.flatnonzero(ends[:, -1] < finish)
         rows.add(tail, "unknown", ends[tail, -1], finish[tail], workers[tail])
         everyone = np.arange(len(launch))
-        driver = self._worker_code(DRIVER)
+        driver = self._slots.code(DRIVER)
         rows.add(everyone, "control", launch, launch + scheduling, driver, src=driver, dst=workers)
         rows.add(
             everyone, "data", np.where(getting > 0, finish - getting, finish), finish, workers, src=workers, dst=driver
         )
-        child, senders, start, end = self._shuffle_messages(
-            stage_ids, status, workers, starts[:, 2], ends[:, 2], finish
+        ok = status == _STATUSES.index("success")
+        parents_of = self._parents_of
+        child, senders, start, end = self._senders.messages(
+            self._slots, parents_of, stage_ids, ok, workers, starts[:, 2], ends[:, 2], finish
         )
         rows.add(child, "data", start, end, workers[child], src=senders, dst=workers[child])
 
@@ -429,94 +432,10 @@ class TraceNormalizer:
             "operator": ([st.operator for st in stages], stage_code),
             "status": (list(_STATUSES), status),
         }
-        self._frames.append(rows.table(self.app_id, per_task, traffic, labels, list(self._worker_names)))
+        self._frames.append(rows.table(self.app_id, per_task, traffic, labels, list(self._slots.names)))
 
-    def _shuffle_messages(
-        self,
-        stage_ids: np.ndarray,
-        status: np.ndarray,
-        workers: np.ndarray,
-        fetch_start: np.ndarray,
-        fetch_end: np.ndarray,
-        finish: np.ndarray,
-    ) -> tuple[np.ndarray, ...]:
-        """One message per (parent-stage task, child task), in flight while the child fetches.
-
-        Returns the child task of each message, its sender's worker code, start and end.
-        """
-        ok = status == _STATUSES.index("success")
-        produced = pd.DataFrame(
-            {"stage_id": stage_ids[ok], "src_worker": self._worker_names_of(workers[ok]), "src_end": finish[ok]}
-        )
-        senders = self._senders = (
-            pd.concat([self._senders, produced], ignore_index=True) if len(self._senders) else produced
-        )
-        child, parent = self._parent_stages(np.flatnonzero(ok), stage_ids)
-        none = np.zeros(0, dtype=np.int64)
-        if not len(child) or senders.empty:
-            return none, none, np.zeros(0), np.zeros(0)
-        pairs = pd.DataFrame({"child": child, "stage_id": parent}).merge(senders, on="stage_id")
-        child = pairs["child"].to_numpy()
-        pairs = pairs[pairs["src_end"].to_numpy() <= fetch_end[child]]
-        child = pairs["child"].to_numpy()
-        codes, names = pd.factorize(pairs["src_worker"])
-        sender = np.array([self._worker_code(n) for n in names], dtype=np.int64)[codes] if len(names) else none
-        return child, sender, np.maximum(pairs["src_end"].to_numpy(), fetch_start[child]), fetch_end[child]
-
-    def _parent_stages(self, tasks: np.ndarray, stage_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each (task, parent stage of its stage) pair: the task repeated once per parent."""
-        keys, stage_of_task = np.unique(stage_ids[tasks], return_inverse=True)
-        parents = [self.stages[int(k)].parents for k in keys]
-        counts = np.array([len(p) for p in parents], dtype=np.int64)
-        flat = np.array([p for ps in parents for p in ps], dtype=np.int64)
-        per_task = counts[stage_of_task]
-        first = np.repeat((np.cumsum(counts) - counts)[stage_of_task], per_task)
-        within = np.arange(int(per_task.sum())) - np.repeat(np.cumsum(per_task) - per_task, per_task)
-        return np.repeat(tasks, per_task), flat[first + within]
-
-    def _worker_code(self, name: str) -> int:
-        code = self._worker_index.get(name)
-        if code is None:
-            code = self._worker_index[name] = len(self._worker_names)
-            self._worker_names.append(name)
-        return code
-
-    def _worker_names_of(self, codes: np.ndarray) -> np.ndarray:
-        return np.array(self._worker_names, dtype=object)[codes] if len(codes) else np.zeros(0, dtype=object)
-
-    def _place_all(self, executors: np.ndarray, launch: np.ndarray, finish: np.ndarray) -> np.ndarray:
-        """Worker codes for a batch of tasks: each on the first slot of its executor free at launch.
-
-        Tasks are placed in launch order. Finish times are stamped by the driver, a
-        little after the executor freed the core, so a task can launch "before" its
-        slot's previous task finished: then the slot freed earliest is used (counted).
-        Slots beyond the executor's cores are added only when its core count is unknown.
-        """
-        codes, names = pd.factorize(executors.astype(str))
-        used = np.array([len(self._slots_free_at[n]) for n in names], dtype=np.int64)
-        cores = np.array([self.executor_cores.get(n, -1) for n in names], dtype=np.int64)
-        capacity = int(max(used.max(), cores.max(), 1)) + 16
-        while True:
-            free_at = np.full((len(names), capacity), np.inf)
-            for e, name in enumerate(names):
-                free_at[e, : used[e]] = self._slots_free_at[name]
-            now_used = used.copy()
-            order = np.argsort(launch, kind="stable")
-            slots, early = place_slots(order, codes.astype(np.int64), launch, finish, free_at, now_used, cores)
-            if early >= 0:
-                break
-            capacity *= 2  # an executor of unknown cores ran more tasks at once than there was room for
-        if early:
-            self.skipped["task launched before its slot's previous task was reported finished"] += int(early)
-        for e, name in enumerate(names):
-            self._slots_free_at[name] = free_at[e, : now_used[e]].tolist()
-        slot_codes = {
-            (e, k): self._worker_code(f"{name}/{k}") for e, name in enumerate(names) for k in range(now_used[e])
-        }
-        lookup = np.full((len(names), int(now_used.max())), -1, dtype=np.int64)
-        for (e, k), code in slot_codes.items():
-            lookup[e, k] = code
-        return lookup[codes, slots]
+    def _parents_of(self, stage_id: int) -> list[int]:
+        return self.stages[stage_id].parents
 
     # -- state -------------------------------------------------------------------------------
 
@@ -533,8 +452,8 @@ class TraceNormalizer:
             "job_props": {str(j): list(v) for j, v in self._job_props.items() if j in recent_jobs},
             "job_ordinal": {str(j): o for j, o in self._job_ordinal.items() if j in recent_jobs},
             "batch_jobs": [[q, b, n] for (q, b), n in list(self._batch_jobs.items())[-keep_stages:]],
-            "slots_free_at": dict(self._slots_free_at),
-            "senders": self._senders[self._senders["stage_id"].isin(recent)].to_dict(orient="list"),
+            "slots_free_at": dict(self._slots.free_at),
+            "senders": self._senders.state(recent),
         }
 
     @classmethod
@@ -548,10 +467,8 @@ class TraceNormalizer:
         normalizer._job_props = {int(j): (v[0], int(v[1])) for j, v in state["job_props"].items()}
         normalizer._job_ordinal = {int(j): int(o) for j, o in state["job_ordinal"].items()}
         normalizer._batch_jobs = {(q, int(b)): int(n) for q, b, n in state["batch_jobs"]}
-        normalizer._slots_free_at.update({k: list(v) for k, v in state["slots_free_at"].items()})
-        normalizer._senders = pd.DataFrame(state["senders"], columns=["stage_id", "src_worker", "src_end"]).astype(
-            {"stage_id": "int64", "src_end": "float64"}
-        )
+        normalizer._slots.free_at.update({k: list(v) for k, v in state["slots_free_at"].items()})
+        normalizer._senders = ShuffleSenders.from_state(state["senders"])
         return normalizer
 
     def take_rows(self) -> pd.DataFrame:
