@@ -36,7 +36,6 @@ from dagster_reconf.core.errors import (
 )
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.progress.lifecycle import Paused
-from dagster_reconf.core.progress.state_rows import state_counts_by_batch
 from dagster_reconf.core.reconfig.admission import admit
 from dagster_reconf.core.reconfig.handles import StreamHandle
 from dagster_reconf.core.reconfig.observe import committed_batches, observe_change, recent_backlog
@@ -44,8 +43,8 @@ from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
 from dagster_reconf.core.reconfig.preflight import preflight
 from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration, executors_to_add
-from dagster_reconf.core.reconfig.step_results import MigrateResult, PrepareResult
-from dagster_reconf.core.reconfig.verification import delta_problems, verify_migration, warm_up_verification
+from dagster_reconf.core.reconfig.step_results import PrepareResult
+from dagster_reconf.core.reconfig.verification import precopy_delta, verify_migration, warm_up_verification
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.spec import STRATEGIES
 from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts
@@ -399,9 +398,13 @@ class Reconfigurer:
             return {"skipped": "no state migration in this plan"}
         self.stream.ensure_driver()
         paused, migrated = r.paused, r.migrated
-        delta = self._verify_delta(r, migrated)
-        if delta is not None:
-            return delta
+        if r.strategy == "precopy":
+            delta = precopy_delta(r.prepared.precopy or {}, migrated, paused.batch_id, self._metrics_tail)
+            if delta is not None:
+                if not delta["ok"]:
+                    reason = "verification failed: " + "; ".join(delta["problems"])
+                    delta["rolled_back"] = self._rollback(r, reason)
+                return delta
         baseline = r.prepared.baseline
         old_checkpoint = spark_uri(self.stream.paths.checkpoint_of(paused.generation))
         if baseline and baseline["batch_id"] == paused.batch_id and baseline["checkpoint"] == old_checkpoint:
@@ -419,36 +422,8 @@ class Reconfigurer:
             )
         return result
 
-    def _verify_delta(self, r: Reconfiguration, migrated: MigrateResult) -> dict[str, Any] | None:
-        """A precopy verified before the pause: only the batches replayed in the pause are checked, against the live
-        ones' row counts (:func:`~dagster_reconf.core.reconfig.verification.delta_problems`). None where that cannot
-        tell: the whole state then."""
-        prepared = r.prepared.precopy or {}
-        verified = prepared.get("verified")
-        if r.strategy != "precopy" or not migrated.replays or not verified:
-            return None
-        replays = [
-            run
-            for run in prepared.get("replays", []) + migrated.replays
-            if run["batch_id"] - 1 > verified["live_batch"]
-        ]  # replayed after the copy was verified
-        records, _ = MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)
-        live = state_counts_by_batch(records, {run["batch_id"] - 1 for run in replays})
-        problems = delta_problems(live, replays, shift=1)
-        if problems is None:
-            return None
-        result = {
-            "ok": not problems,
-            "problems": problems,
-            "delta_batches": len(replays),
-            "copy_verified_at": verified["live_batch"],
-            "stores": verified["stores"],
-            "before_batch": r.paused.batch_id,
-            "after_batch": migrated.batch_id,
-        }
-        if problems:
-            result["rolled_back"] = self._rollback(r, "verification failed: " + "; ".join(problems))
-        return result
+    def _metrics_tail(self) -> list[dict[str, Any]]:
+        return MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)[0]
 
     def _rollback(self, r: Reconfiguration, reason: str) -> dict[str, Any]:
         """Return the checkpoint to the paused batch and resume the stream as it was; finish as rolled back."""

@@ -14,16 +14,25 @@ read the whole state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from dagster_reconf.core.progress.state_rows import StateCounts
+from dagster_reconf.core.progress.state_rows import StateCounts, state_counts_by_batch
+from dagster_reconf.core.reconfig.step_results import MigrateResult
 from dagster_reconf.core.spark.state_reader import StateSummary, StoreSummary
 from dagster_reconf.core.traces.expectations import ValidationOutcome, gx_module, validate_frame
 
-__all__ = ["MigrationVerification", "delta_problems", "verification_table", "verify_migration", "warm_up_verification"]
+__all__ = [
+    "MigrationVerification",
+    "delta_problems",
+    "precopy_delta",
+    "verification_table",
+    "verify_migration",
+    "warm_up_verification",
+]
 
 
 @dataclass
@@ -125,6 +134,35 @@ def delta_problems(live: dict[int, StateCounts], replays: list[dict[str, Any]], 
                 f"{replay['batch_id']}) {replay['state']}"
             )
     return problems
+
+
+def precopy_delta(
+    precopy: dict[str, Any],
+    migrated: MigrateResult,
+    paused_batch: int | None,
+    metrics_tail: Callable[[], list[dict[str, Any]]],
+) -> dict[str, Any] | None:
+    """A precopy verified before the pause: only the batches replayed since are checked, against the live ones' row
+    counts in the stream's metrics (:func:`delta_problems`). None where that cannot tell: the whole state then."""
+    verified = precopy.get("verified")
+    if not migrated.replays or not verified:
+        return None
+    replays = [
+        run for run in precopy.get("replays", []) + migrated.replays if run["batch_id"] - 1 > verified["live_batch"]
+    ]  # replayed after the copy was verified
+    live = state_counts_by_batch(metrics_tail(), {run["batch_id"] - 1 for run in replays})
+    problems = delta_problems(live, replays, shift=1)
+    if problems is None:
+        return None
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "delta_batches": len(replays),
+        "copy_verified_at": verified["live_batch"],
+        "stores": verified["stores"],
+        "before_batch": paused_batch,
+        "after_batch": migrated.batch_id,
+    }
 
 
 def warm_up_verification() -> None:

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["StopReport", "stop_at_batch_boundary"]
 
-POLL_INTERVAL_S = 0.02
-
 
 @dataclass(frozen=True)
 class StopReport:
@@ -50,6 +48,9 @@ class StopReport:
     attempts: int
     finished_batch: int | None = None
     dropped_batch: int | None = None
+
+
+POLL_INTERVAL_S = 0.02  # how often the wait for a running batch's commit looks
 
 
 def stop_at_batch_boundary(

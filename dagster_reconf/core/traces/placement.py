@@ -42,7 +42,8 @@ def stage_depths(
 
 @numba.njit(cache=True)
 def place_slots(order, executor, launch, finish, free_at, used, cores):  # pragma: no cover - compiled
-    """The slot of each task (see :meth:`WorkerSlots.place <dagster_reconf.core.traces.worker_slots.WorkerSlots.place>`); ``early`` is -1 when ``free_at`` ran out of room."""
+    """The slot of each task (see ``WorkerSlots.place`` in worker_slots.py); ``early`` is -1 when ``free_at`` ran out
+    of room."""
     slots = np.empty(len(order), dtype=np.int64)
     early = 0
     for i in order:
