@@ -111,7 +111,7 @@ class StreamProfile:
         """Tasks of each operator that can run at once under ``knobs``."""
         return np.minimum(self.tasks(knobs), knobs.cores)
 
-    def _lines(
+    def stage_lines(
         self, knobs: Knobs, *, queued_set_ups: bool = True
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Each stage's time as two lines in the batch's events ``e``: its CPU over the CPUs (``a*e + b``) and its
@@ -146,7 +146,7 @@ class StreamProfile:
 
     def stage_ms_per_event(self, knobs: Knobs) -> np.ndarray:
         """Wall-clock milliseconds each stage adds per source event under ``knobs``: ``max(c / m, (c + s) / q)``."""
-        a, _, a2, _ = self._lines(knobs)
+        a, _, a2, _ = self.stage_lines(knobs)
         return np.maximum(a, a2)
 
     def stage_fixed_ms(self, knobs: Knobs) -> np.ndarray:
@@ -157,7 +157,7 @@ class StreamProfile:
         tasks computing at once (no more than the CPUs), ``w`` what each task waits whatever
         its data (a state store's commit), over the ``q`` tasks at once.
         """
-        _, b, _, b2 = self._lines(knobs)
+        _, b, _, b2 = self.stage_lines(knobs)
         return self._columns["overhead_ms"] + np.maximum(b, b2)
 
     def fixed_ms_for(self, knobs: Knobs) -> float:
@@ -165,15 +165,15 @@ class StreamProfile:
         return self.coordination_ms + float(self.stage_fixed_ms(knobs).sum())
 
     @cached_property
-    def _base_ms(self) -> float:
+    def base_ms(self) -> float:
         """What every batch pays outside its stages' lines: coordination and the stages' measured overheads."""
         return self.coordination_ms + float(self._columns["overhead_ms"].sum())
 
     def batch_ms_for(self, events: float, knobs: Knobs, *, queued_set_ups: bool = True) -> float:
         """Predicted duration of a batch of ``events`` under ``knobs`` (stages one after another on shared cores);
         ``queued_set_ups=False``: the plain roofline, where tasks' set-ups overlap other tasks' waits."""
-        a, b, a2, b2 = self._lines(knobs, queued_set_ups=queued_set_ups)
-        return self._base_ms + float(np.maximum(a * events + b, a2 * events + b2).sum())
+        a, b, a2, b2 = self.stage_lines(knobs, queued_set_ups=queued_set_ups)
+        return self.base_ms + float(np.maximum(a * events + b, a2 * events + b2).sum())
 
     def events_within(self, knobs: Knobs, budget_ms: float) -> float:
         """The largest batch (events) that ends within ``budget_ms`` under ``knobs``; inf where events cost nothing.
@@ -182,11 +182,11 @@ class StreamProfile:
         linear, so it is evaluated at its breakpoints and interpolated on the segment
         where it crosses the budget.
         """
-        return self._events_within(self._lines(knobs), budget_ms)
+        return self._events_within(self.stage_lines(knobs), budget_ms)
 
     def _events_within(self, lines: tuple[np.ndarray, ...], budget_ms: float) -> float:
         a, b, a2, b2 = lines
-        base = self._base_ms
+        base = self.base_ms
         with np.errstate(divide="ignore", invalid="ignore"):
             crossings = (b2 - b) / (a - a2)
         inside = crossings[np.isfinite(crossings) & (crossings > 0)]
@@ -230,7 +230,7 @@ class StreamProfile:
         up to their CPU over the CPUs of queueing for a CPU (Brent's bound, see :meth:`contended_batch_ms_for`), all
         of it queueing and only the rest waiting (the fastest that fewer cores could be; see module docstring)."""
         waiting = self.waiting_reading()
-        a, b, _, _ = waiting._lines(self.knobs)
+        a, b, _, _ = waiting.stage_lines(self.knobs)
         q = self.parallelism(self.knobs)
         cpu_side = (a + b / max(self.events_per_batch, 1e-9)) * q  # the CPU line per event, in the tasks' time
         ops = waiting.operators
@@ -266,13 +266,13 @@ class StreamProfile:
         how the tasks' waits and CPU interleave, which a configuration measured without the
         contention cannot tell.
         """
-        a, b, a2, b2 = self._lines(knobs, queued_set_ups=False)  # the sum counts the set-ups' queueing once
+        a, b, a2, b2 = self.stage_lines(knobs, queued_set_ups=False)  # the sum counts the set-ups' queueing once
         q = self.parallelism(knobs)
         b = b - np.where(
             self._queue_again(q), self._columns["slowest_queue_ms"], 0.0
         )  # that queueing once: tasks' side
         shared = q > self.cpus
-        return self._base_ms + float((a2 * events + b2 + np.where(shared, a * events + b, 0.0)).sum())
+        return self.base_ms + float((a2 * events + b2 + np.where(shared, a * events + b, 0.0)).sum())
 
     def batch_ms_band(self, events: float, knobs: Knobs) -> tuple[float, float]:
         """The shortest and longest a batch of ``events`` may take under ``knobs`` by what one configuration cannot
@@ -303,7 +303,7 @@ class StreamProfile:
         interval is too short: see the batch sizing). With T = 0 batches run back to back
         and grow with the backlog, so only the work per event bounds the rate.
         """
-        lines = self._lines(knobs)
+        lines = self.stage_lines(knobs)
         per_event = float(np.maximum(lines[0], lines[2]).sum())
         if per_event <= 0:
             return float("inf")

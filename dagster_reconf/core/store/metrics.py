@@ -107,7 +107,7 @@ class MetricsStore:
     def _read(self, cursor: int) -> tuple[list[dict[str, Any]], int] | None:
         """:meth:`read` over one listing of the segments; None where a cut moved the active one meanwhile."""
         records: list[dict[str, Any]] = []
-        segments = self._segments()
+        segments = self.segments()
         if segments and cursor < segments[0][0]:
             cursor = segments[0][0]  # what it pointed at is gone (retention): go on from the oldest record kept
         for base, path in segments:
@@ -142,7 +142,7 @@ class MetricsStore:
 
     def tail_offset(self, max_bytes: int) -> int:
         """A cursor at most ``max_bytes`` before the end, at a line start (to read only the recent past)."""
-        segments = self._segments()
+        segments = self.segments()
         if not segments:
             return 0
         want = max(segments[0][0], _end(segments) - max_bytes)
@@ -161,12 +161,12 @@ class MetricsStore:
 
     def size(self) -> int:
         """The offset after the last byte written (the end of the whole history)."""
-        return _end(self._segments())
+        return _end(self.segments())
 
     def remove(self) -> None:
         """Delete every segment (a new stream under the same name starts from nothing)."""
         with self._lock, self._file_lock(fcntl.LOCK_EX):
-            for _, path in self._segments():
+            for _, path in self.segments():
                 path.unlink(missing_ok=True)
 
     def progress(self, cursor: int = 0) -> list[dict[str, Any]]:
@@ -181,7 +181,7 @@ class MetricsStore:
         complete progress line; progress lines come every batch, so the first 64 KiB almost
         always suffice.
         """
-        for _, path in reversed(self._segments()):
+        for _, path in reversed(self.segments()):
             try:
                 found = _last_progress_in(path)
             except FileNotFoundError:
@@ -190,7 +190,7 @@ class MetricsStore:
                 return found
         return None
 
-    def _segments(self) -> list[tuple[int, Path]]:
+    def segments(self) -> list[tuple[int, Path]]:
         """``(base, path)`` of the sealed segments, oldest first, then the active one (absent before any record).
 
         The active segment's base is read before the sealed ones are listed: read after, a cut in between would
@@ -238,7 +238,7 @@ class MetricsStore:
                 return  # another writer cut it first
             os.rename(self.path, self.path.with_name(f"{self.path.name}.{base:015d}"))
             self._start_active(base + size)  # killed before this, the next append does it (_finish_cut)
-            sealed = [path for _, path in self._segments()[:-1]]
+            sealed = [path for _, path in self.segments()[:-1]]
             for path in sealed[: max(0, len(sealed) - self.kept_segments)]:
                 path.unlink(missing_ok=True)
 
@@ -269,7 +269,7 @@ _READ_TRIES = 5
 
 
 def _end(segments: list[tuple[int, Path]]) -> int:
-    """The offset after the last byte of ``segments`` (:meth:`MetricsStore._segments`)."""
+    """The offset after the last byte of ``segments`` (:meth:`MetricsStore.segments`)."""
     if not segments:
         return 0
     base, path = segments[-1]

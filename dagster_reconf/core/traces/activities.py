@@ -448,7 +448,7 @@ class TraceNormalizer:
             "app_id": self.app_id,
             "executor_cores": self.executor_cores,
             "stages": {str(s): vars(self.stages[s]) for s in recent},
-            "skipped": dict(self.skipped),
+            "skipped": {reason: count for reason, count in self.skipped.items() if count},
             "job_props": {str(j): list(v) for j, v in self._job_props.items() if j in recent_jobs},
             "job_ordinal": {str(j): o for j, o in self._job_ordinal.items() if j in recent_jobs},
             "batch_jobs": [[q, b, n] for (q, b), n in list(self._batch_jobs.items())[-keep_stages:]],

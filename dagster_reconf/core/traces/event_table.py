@@ -202,7 +202,7 @@ def _stream_whole_file(file: Location, schema: pa.Schema, take: Callable[[pa.Tab
             try:
                 if isinstance(item, BaseException):
                     raise item
-                table = _part_table(item, schema)
+                table = part_table(item, schema)
             except _REFUSED as exc:  # a line DuckDB refuses: Arrow's reader, then the line-by-line reader, count it
                 if taken:
                     raise _RefusedMidFile(str(exc)) from exc
@@ -215,7 +215,7 @@ def _stream_whole_file(file: Location, schema: pa.Schema, take: Callable[[pa.Tab
         reader.join()
 
 
-def _part_table(batch: pa.RecordBatch, schema: pa.Schema) -> pa.Table:
+def part_table(batch: pa.RecordBatch, schema: pa.Schema) -> pa.Table:
     """One part of DuckDB's result with the types of ``schema``."""
     return pa.Table.from_batches([batch]).cast(schema)
 

@@ -93,9 +93,9 @@ def test_the_profile_charges_the_split_per_task_and_queues_set_ups_it_did_not_se
     # 12 tasks on 2 CPUs start together: their 12 x 120 ms of set-up queue for the CPUs before any event, then the
     # waits spread over the 12 (the plain roofline would let the set-ups overlap the waits).
     twelve = knobs.model_copy(update={"cores": 12, "source_partitions": 12})
-    a, b, a2, _ = profile._lines(twelve)
+    a, b, a2, _ = profile.stage_lines(twelve)
     set_ups = 12 * scan["task_cpu_ms"] / 2
-    assert profile.batch_ms_for(300, twelve) == pytest.approx(profile._base_ms + set_ups + max(a[0], a2[0]) * 300)
+    assert profile.batch_ms_for(300, twelve) == pytest.approx(profile.base_ms + set_ups + max(a[0], a2[0]) * 300)
     assert profile.batch_ms_for(300, twelve) <= profile.contended_batch_ms_for(300, twelve)
     # how much of the set-ups later tasks' waits hide is unknown: the band reaches down to the plain roofline
     low, high = profile.batch_ms_band(300, twelve)
@@ -110,5 +110,5 @@ def test_the_profile_charges_the_split_per_task_and_queues_set_ups_it_did_not_se
     measured_shared = profile_stream(
         acts, progress, knobs.model_copy(update={"cores": 4, "source_partitions": 4}), warmup_batches=1, cpus=2
     )
-    a, b, a2, b2 = measured_shared._lines(twelve)
+    a, b, a2, b2 = measured_shared.stage_lines(twelve)
     assert b2[0] == pytest.approx(b[0] * 2 / 12)

@@ -178,7 +178,7 @@ def test_a_cut_killed_after_sealing_is_finished_by_the_next_append(tmp_path):
     records, cursor = store.read(0)
     end = store.size()
     # Killed between sealing the active segment and writing the next one's header.
-    path.rename(path.with_name(f"{path.name}.{MetricsStore(path)._segments()[-1][0]:015d}"))
+    path.rename(path.with_name(f"{path.name}.{MetricsStore(path).segments()[-1][0]:015d}"))
     assert store.read(cursor) == ([], end)
     store.append({"kind": "lifecycle", "event": "tick", "i": 30})
     more, _ = store.read(cursor)

@@ -166,6 +166,6 @@ def test_jobs_read_as_a_table_name_their_stages_as_jobs_read_one_by_one():
     columnar = TraceNormalizer()
     columnar.add_table(pa.Table.from_pylist(events, schema=EVENT_SCHEMA))
     assert columnar.stages == one_by_one.stages and len(columnar.stages) == 12
-    assert columnar._job_props == one_by_one._job_props and columnar._job_ordinal == one_by_one._job_ordinal
+    assert columnar.state() == one_by_one.state()
     assert one_by_one.stages[3].operator.startswith("j0.d0:") and one_by_one.stages[4].operator.startswith("j1.d0:")
     assert one_by_one.stages[0].operator.startswith("j0.d2:")  # the shorter path counts

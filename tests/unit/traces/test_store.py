@@ -186,7 +186,7 @@ def test_a_part_refused_after_others_were_normalized_starts_over_line_by_line(tm
     # DuckDB refuses a corrupt line in a small file before handing on anything; in a big one it can fail in a
     # later part: here the third part is refused.
     monkeypatch.setattr(event_table, "DUCKDB_PART_ROWS", 3)
-    parts, part_table = [], event_table._part_table
+    parts, part_table = [], event_table.part_table
 
     def third_part_refused(batch, schema):
         parts.append(len(parts))
@@ -194,7 +194,7 @@ def test_a_part_refused_after_others_were_normalized_starts_over_line_by_line(tm
             raise pa.ArrowInvalid("refused in the third part")
         return part_table(batch, schema)
 
-    monkeypatch.setattr(event_table, "_part_table", third_part_refused)
+    monkeypatch.setattr(event_table, "part_table", third_part_refused)
     rows, normalizer, read = normalize_log(log, None, start)
     assert len(parts) == 3 and isinstance(read, ReadResult)
     assert normalizer is start  # the two parts went to a copy, dropped: the line-by-line read went on from ``start``
