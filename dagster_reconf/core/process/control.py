@@ -1,4 +1,5 @@
-"""The driver's control endpoint (HTTP + JSON on 127.0.0.1) and its client.
+"""The driver's control endpoint: its operations, their request models, and the client (the server is
+:mod:`dagster_reconf.core.process.control_server`).
 
 Chi's idea, on Spark: the controller talks to the running job. The endpoint lives in
 the driver process next to the query, so a stop or a settings change reuses the warm
@@ -29,18 +30,13 @@ the query runs), ``POST executors`` (more executors, ahead of a cores change), `
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import secrets
-import sys
-import threading
-import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +44,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from dagster_reconf.core.errors import (
     ControlRequestError,
-    ReconfError,
-    SpecError,
-    StreamStateError,
     format_validation_error,
 )
 
@@ -58,7 +51,6 @@ __all__ = [
     "OPERATIONS",
     "CodeCheckRequest",
     "ControlClient",
-    "ControlServer",
     "ExecutorsRequest",
     "Operation",
     "MigrateRequest",
@@ -76,8 +68,8 @@ __all__ = [
 ]
 
 LOOPBACK = "127.0.0.1"
-MAX_BODY_BYTES = 1 << 20
 DEFAULT_REQUEST_TIMEOUT_S = 300.0
+STATUS_TIMEOUT_S = 10.0  # a driver answers status beside any operation: longer, it is stopped or starved
 
 
 class StopRequest(BaseModel):
@@ -250,125 +242,6 @@ def routes(handlers: Mapping[str, Handler]) -> Routes:
     return {(op.method, f"/v1/{name}"): (op.request, handlers[name]) for name, op in OPERATIONS.items()}
 
 
-class ControlServer:
-    """Serves the control endpoint for one driver (port 0: the OS picks one).
-
-    Args:
-        token: the secret every request must present.
-        routes: ``{(method, path): (request model or None, handler)}`` (see :func:`routes`); handlers get the
-            validated body and return a JSON-able dict.
-        host: the address to listen on (default 127.0.0.1).
-    """
-
-    def __init__(
-        self,
-        token: str,
-        routes: Routes,
-        port: int = 0,
-        host: str = LOOPBACK,
-    ) -> None:
-        self._token = token
-        self._routes = routes
-        self._busy = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def host(self) -> str:
-        """The address it listens on."""
-        return str(self._httpd.server_address[0])
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="reconf-control", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
-    def handle(self, method: str, path: str, authorization: str | None, body: bytes) -> tuple[int, dict[str, Any]]:
-        """Authenticate, validate and dispatch one request (transport-independent, unit-testable)."""
-        expected = f"Bearer {self._token}"
-        if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
-            return 401, {
-                "error": "missing or wrong token: send 'Authorization: Bearer <token>' with the stream's token file"
-            }
-        route = self._routes.get((method, path))
-        if route is None:
-            known = ", ".join(f"{m} {p}" for m, p in sorted(self._routes))
-            return 404, {"error": f"no endpoint {method} {path}; endpoints: {known}"}
-        model, handler = route
-        payload: Any = None
-        if model is not None:
-            try:
-                data = json.loads(body or b"{}")
-            except json.JSONDecodeError as exc:
-                return 400, {"error": f"request body is not JSON: {exc.msg} at position {exc.pos}"}
-            if not isinstance(data, dict):
-                return 400, {"error": f"request body must be a JSON object, got {type(data).__name__}"}
-            try:
-                payload = model.model_validate(data)
-            except ValidationError as exc:
-                return 400, {"error": format_validation_error(f"{path} request", exc, data)}
-        if method == "GET":
-            return self._call(handler, payload)
-        if not self._busy.acquire(blocking=False):
-            return 409, {"error": "another control operation is in progress; retry when it has finished"}
-        try:
-            return self._call(handler, payload)
-        finally:
-            self._busy.release()
-
-    @staticmethod
-    def _call(handler: Handler, payload: Any) -> tuple[int, dict[str, Any]]:
-        try:
-            return 200, handler(payload)
-        except SpecError as exc:
-            return 400, {"error": str(exc)}
-        except (StreamStateError, ControlRequestError) as exc:
-            return 409, {"error": str(exc)}
-        except ReconfError as exc:
-            return 500, {"error": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - Spark's, py4j's: answered, not a dropped connection; the traceback goes to the log
-            traceback.print_exc(file=sys.stderr)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            return 500, {"error": f"unexpected {type(exc).__name__}: {first} (the driver's log has the traceback)"}
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class RequestHandler(BaseHTTPRequestHandler):
-            def _serve(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY_BYTES:
-                    status, reply = 413, {"error": f"request body of {length} bytes exceeds {MAX_BODY_BYTES} bytes"}
-                else:
-                    body = self.rfile.read(length) if length else b""
-                    status, reply = server.handle(method, self.path, self.headers.get("Authorization"), body)
-                data = json.dumps(reply, default=str).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server naming
-                self._serve("GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                self._serve("POST")
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                """Requests are not logged: the status and lifecycle records say what happened."""
-
-        return RequestHandler
-
-
 def log_tail(path: Path, lines: int = 30, *, without_stack_frames: bool = False) -> str:
     """The last ``lines`` lines of a driver's log (JVM stack frames left out on request: the errors stay readable)."""
     if not path.exists():
@@ -411,7 +284,13 @@ class ControlClient:
             raise ControlRequestError(message, exc.code) from None
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
-            message = f"control endpoint {self.base} unreachable: {reason}"
+            if isinstance(reason, TimeoutError):
+                message = (
+                    f"the driver does not answer: control endpoint {self.base} gave no reply within {timeout_s:g} s "
+                    "(stopped, e.g. by SIGSTOP, or starved of CPU or memory)"
+                )
+            else:
+                message = f"control endpoint {self.base} unreachable: {reason}"
             if self.log is not None and self.log.exists():
                 message += f"; the driver's log ({self.log}) ends:\n{log_tail(self.log, 12, without_stack_frames=True)}"
             raise ControlRequestError(message, 503) from None
@@ -435,7 +314,8 @@ class ControlClient:
         return self.request(op.method, name, body, wait_s)
 
     def status(self) -> dict[str, Any]:
-        return self.call("status")
+        """The driver's status; a driver that gives none within :data:`STATUS_TIMEOUT_S` is reported (503)."""
+        return self.call("status", wait_s=STATUS_TIMEOUT_S)
 
     def stop(self, timeout_s: float = 120.0, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
         fields = {"timeout_s": timeout_s, "finish": finish, "keep_interrupted": keep_interrupted}

@@ -44,7 +44,6 @@ from typing import Any
 
 from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.process.control import (
-    ControlServer,
     Handler,
     RestartRequest,
     ResumeRequest,
@@ -53,6 +52,7 @@ from dagster_reconf.core.process.control import (
     read_token,
     routes,
 )
+from dagster_reconf.core.process.control_server import ControlServer
 from dagster_reconf.core.spark.python_worker_cpu import stop_python_workers
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spark.state_migrator import StreamMigrator

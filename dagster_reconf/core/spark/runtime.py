@@ -61,6 +61,8 @@ from dagster_reconf.core.store.storage import Location, remove_tree
 
 __all__ = ["StopReport", "StreamRuntime"]
 
+STATUS_LOCK_WAIT_S = 2.0  # status answers "busy" rather than wait longer behind a control operation
+
 
 class StreamRuntime:
     """One managed stream in this process (see module docstring for the contract).
@@ -453,8 +455,21 @@ class StreamRuntime:
         return add_executors(self, count, wait_s)
 
     def status(self) -> dict[str, Any]:
-        """Where the stream stands: state, last batch figures, backlog, state rows."""
-        with self.lock:
+        """Where the stream stands: state, last batch figures, backlog, state rows.
+
+        It never waits long behind a control operation (a stop, a migration): then ``state`` is ``busy`` and the
+        figures are the metrics store's and the checkpoint's, without the session's."""
+        if not self.lock.acquire(timeout=STATUS_LOCK_WAIT_S):
+            return {
+                "name": self.spec.name,
+                "entrypoint": self.spec.entrypoint,
+                "state": "busy",
+                "master": self.spec.master,
+                **status_figures(self.store.last_progress()),
+                "checkpoint": checkpoint_facts(self.paths.checkpoint).summary(),
+                "spec": self.spec.model_dump(),
+            }
+        try:
             record = self.store.last_progress()
             failure = self._recorder.failure if self._recorder else None
             state = "running" if self.is_active else ("failed" if failure else "stopped")
@@ -477,6 +492,8 @@ class StreamRuntime:
                 "checkpoint": checkpoint.summary(),
                 "spec": self.spec.model_dump(),
             }
+        finally:
+            self.lock.release()
 
     def shutdown(self, timeout_s: float = 120.0, *, finish: bool = True) -> StopReport | None:
         """Stop the query at a batch boundary (forcibly if that fails) and the session we own.

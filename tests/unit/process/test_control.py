@@ -8,12 +8,12 @@ from dagster_reconf.core.errors import ControlRequestError, StreamStateError
 from dagster_reconf.core.process.control import (
     OPERATIONS,
     ControlClient,
-    ControlServer,
     RestartRequest,
     StopRequest,
     new_token,
     routes,
 )
+from dagster_reconf.core.process.control_server import ControlServer
 
 TOKEN = "s3cret-token"
 

@@ -99,7 +99,8 @@ def test_the_driver_refuses_bad_arguments(argv, capsys):
 
 FAKE_DRIVER = """
 import json, os, sys, threading
-from dagster_reconf.core.process.control import ControlServer, StartRequest, read_token
+from dagster_reconf.core.process.control import StartRequest, read_token
+from dagster_reconf.core.process.control_server import ControlServer
 from dagster_reconf.core.errors import StreamStateError
 from pathlib import Path
 role, root, record = sys.argv[1], Path(sys.argv[3]), Path(sys.argv[4])

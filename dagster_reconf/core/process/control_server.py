@@ -1,0 +1,283 @@
+"""The driver's control endpoint server: HTTP + JSON, on 127.0.0.1 unless the spec names another address.
+
+Every rule below holds before a handler runs, so a refused request changes nothing and is answered
+``{"error": "..."}``; the connection is never dropped without a reply it could still take.
+
+* Authentication first: ``Authorization: Bearer <token>`` (the stream's token file, mode 0600) is checked from
+  the headers, before any body is read (401).
+* The body's size comes from a valid ``Content-Length`` only: missing means empty; negative, non-numeric or chunked
+  is refused (400, 411) and one over :data:`MAX_BODY_BYTES` too (413), all without reading it.
+* The body is a JSON object at most :data:`MAX_JSON_DEPTH` deep, its numbers at most :data:`MAX_NUMBER_CHARS`
+  characters and finite (400), validated by the operation's pydantic model (unknown fields refused, 400).
+* A connection idle or stalled for :data:`IO_TIMEOUT_S` is closed; at most :data:`MAX_CONNECTIONS` are served at
+  once, and one more is answered 503 at once.
+* One mutating operation at a time (409 for another); ``GET status`` answers beside it.
+* A failure the handler did not expect (Spark's own, a lost JVM) answers 500 with its type and first line, its
+  traceback in the driver's log.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+import re
+import socket
+import sys
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from dagster_reconf.core.errors import (
+    ControlRequestError,
+    ReconfError,
+    SpecError,
+    StreamStateError,
+    format_validation_error,
+)
+from dagster_reconf.core.process.control import LOOPBACK, Handler, Routes
+
+__all__ = ["IO_TIMEOUT_S", "MAX_BODY_BYTES", "MAX_CONNECTIONS", "MAX_JSON_DEPTH", "ControlServer", "parse_body"]
+
+MAX_BODY_BYTES = 1 << 20
+MAX_JSON_DEPTH = 32  # the deepest request model nests 3
+MAX_NUMBER_CHARS = 40  # a number's characters, digits and exponent included
+IO_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 32
+
+Reply = tuple[int, dict[str, Any]]
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_OPEN, _CLOSE = np.frombuffer(b"[{", dtype=np.uint8), np.frombuffer(b"]}", dtype=np.uint8)
+
+
+def _json_depth(body: bytes) -> int:
+    """How deep ``body``'s arrays and objects nest (strings skipped), without parsing it."""
+    codes = np.frombuffer(_STRING.sub(b'""', body), dtype=np.uint8)
+    steps = np.isin(codes, _OPEN).astype(np.int32) - np.isin(codes, _CLOSE)
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def _bounded_number(text: str) -> int | float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS})")
+    value = float(text) if any(c in text for c in ".eE") else int(text)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a request may carry")
+
+
+def parse_body(body: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """The request body as a JSON object, or why it is refused (see module docstring)."""
+    depth = _json_depth(body)
+    if depth > MAX_JSON_DEPTH:
+        return None, f"request body nests {depth} deep (at most {MAX_JSON_DEPTH})"
+    try:
+        data = json.loads(
+            body or b"{}", parse_int=_bounded_number, parse_float=_bounded_number, parse_constant=_no_constant
+        )
+    except json.JSONDecodeError as exc:
+        return None, f"request body is not JSON: {exc.msg} at position {exc.pos}"
+    except (ValueError, RecursionError) as exc:
+        return None, f"request body refused: {exc}"
+    if not isinstance(data, dict):
+        return None, f"request body must be a JSON object, got {type(data).__name__}"
+    return data, None
+
+
+def content_length(value: str | None, transfer_encoding: str | None) -> tuple[int, Reply | None]:
+    """The body's length from its headers, or the reply refusing it (nothing is read either way)."""
+    if transfer_encoding is not None:
+        return 0, (411, {"error": f"Transfer-Encoding {transfer_encoding!r} is not accepted; send Content-Length"})
+    if value is None or value.strip() == "":
+        return 0, None
+    text = value.strip()
+    if not text.isdigit():  # "-1", "abc", "1e3", "+5"
+        return 0, (400, {"error": f"Content-Length {value[:40]!r} is not a byte count (a non-negative integer)"})
+    if len(text) > 12 or int(text) > MAX_BODY_BYTES:
+        return 0, (413, {"error": f"request body of {text[:20]} bytes exceeds {MAX_BODY_BYTES} bytes"})
+    return int(text), None
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server that serves at most ``limit`` connections at once and answers one more 503."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int) -> None:
+        self._slots = threading.BoundedSemaphore(limit)
+        self._limit = limit
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            _answer_raw(request, 503, {"error": f"{self._limit} control connections are open; retry shortly"})
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def _answer_raw(request: socket.socket, status: int, reply: dict[str, Any]) -> None:
+    data = json.dumps(reply).encode()
+    head = f"HTTP/1.0 {status} Refused\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+    try:
+        request.settimeout(1.0)
+        request.sendall(head.encode() + data)
+    except OSError:
+        pass  # the client went away: nothing to tell it
+
+
+class ControlServer:
+    """Serves the control endpoint for one driver (port 0: the OS picks one).
+
+    Args:
+        token: the secret every request must present.
+        routes: ``{(method, path): (request model or None, handler)}`` (see
+            :func:`~dagster_reconf.core.process.control.routes`); handlers get the validated body and return a
+            JSON-able dict.
+        host: the address to listen on (default 127.0.0.1).
+    """
+
+    def __init__(self, token: str, routes: Routes, port: int = 0, host: str = LOOPBACK) -> None:
+        self._token = token
+        self._routes = routes
+        self._busy = threading.Lock()
+        self._httpd = _BoundedServer((host, port), self._handler_class(), MAX_CONNECTIONS)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        """The address it listens on."""
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="reconf-control", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def authenticate(self, authorization: str | None) -> Reply | None:
+        """None where ``authorization`` carries the token, else the 401 reply."""
+        expected = f"Bearer {self._token}"
+        if authorization is not None and hmac.compare_digest(authorization.encode(), expected.encode()):
+            return None
+        return 401, {
+            "error": "missing or wrong token: send 'Authorization: Bearer <token>' with the stream's token file"
+        }
+
+    def handle(self, method: str, path: str, authorization: str | None, body: bytes) -> Reply:
+        """Authenticate, validate and dispatch one request (transport-independent, unit-testable)."""
+        return self.authenticate(authorization) or self.dispatch(method, path, body)
+
+    def dispatch(self, method: str, path: str, body: bytes) -> Reply:
+        """Validate and run one authenticated request."""
+        route = self._routes.get((method, path))
+        if route is None:
+            known = ", ".join(f"{m} {p}" for m, p in sorted(self._routes))
+            return 404, {"error": f"no endpoint {method} {path[:200]}; endpoints: {known}"}
+        model, handler = route
+        payload: Any = None
+        if model is not None:
+            data, problem = parse_body(body)
+            if problem is not None:
+                return 400, {"error": problem}
+            try:
+                payload = model.model_validate(data)
+            except ValidationError as exc:
+                return 400, {"error": format_validation_error(f"{path} request", exc, data)}
+        if method == "GET":
+            return self._call(handler, payload)
+        if not self._busy.acquire(blocking=False):
+            return 409, {"error": "another control operation is in progress; retry when it has finished"}
+        try:
+            return self._call(handler, payload)
+        finally:
+            self._busy.release()
+
+    @staticmethod
+    def _call(handler: Handler, payload: Any) -> Reply:
+        try:
+            return 200, handler(payload)
+        except SpecError as exc:
+            return 400, {"error": str(exc)}
+        except (StreamStateError, ControlRequestError) as exc:
+            return 409, {"error": str(exc)}
+        except ReconfError as exc:
+            return 500, {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - Spark's, py4j's: answered, not a dropped connection; the traceback goes to the log
+            return _unexpected(exc)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class RequestHandler(BaseHTTPRequestHandler):
+            timeout = IO_TIMEOUT_S  # each read and write of the connection; an idle or stalled one is closed
+
+            def _answer(self, method: str) -> Reply:
+                denied = server.authenticate(self.headers.get("Authorization"))
+                if denied is not None:
+                    return denied
+                length, refused = content_length(
+                    self.headers.get("Content-Length"), self.headers.get("Transfer-Encoding")
+                )
+                if refused is not None:
+                    return refused
+                body = self.rfile.read(length) if length else b""
+                if len(body) < length:
+                    return 400, {"error": f"request body ended after {len(body)} of {length} bytes"}
+                return server.dispatch(method, self.path, body)
+
+            def _serve(self, method: str) -> None:
+                self.close_connection = True  # one request per connection: nothing unread is left behind
+                try:
+                    status, reply = self._answer(method)
+                except (TimeoutError, ConnectionError):
+                    return  # stalled or gone mid-body: closed without an answer nobody waits for
+                except Exception as exc:  # noqa: BLE001 - answered, never a dropped connection
+                    status, reply = _unexpected(exc)
+                data = json.dumps(reply, default=str).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server naming
+                self._serve("GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._serve("POST")
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                """Requests are not logged: the status and lifecycle records say what happened."""
+
+        return RequestHandler
+
+
+def _unexpected(exc: BaseException) -> Reply:
+    traceback.print_exception(exc, file=sys.stderr)
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return 500, {"error": f"unexpected {type(exc).__name__}: {first} (the driver's log has the traceback)"}
