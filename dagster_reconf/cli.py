@@ -33,6 +33,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from dagster_reconf.core.errors import ReconfError, SpecError
@@ -58,10 +59,23 @@ def _parse_setting(text: str, flag: str = "--set") -> tuple[str, Any]:
         return key, raw
 
 
+def _spec_file(path: Path) -> dict[str, Any]:
+    """A spec file's fields: a JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"spec file {path} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"spec file {path} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"spec file {path} must hold a JSON object of spec fields, not a {type(data).__name__}")
+    return data
+
+
 def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
-    if args.spec_file and not Path(args.spec_file).is_file():
-        raise SpecError(f"spec file {args.spec_file} not found")
-    data: dict[str, Any] = json.loads(Path(args.spec_file).read_text()) if args.spec_file else {}
+    data = _spec_file(Path(args.spec_file)) if args.spec_file else {}
     data["name"] = args.name
     for field in (
         "entrypoint",
@@ -91,17 +105,19 @@ def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
 
 
 def _fmt(value: Any, unit: str = "") -> str:
+    """A table cell: the value as text, never read as markup (a user's value may hold brackets)."""
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:,.0f}{unit}"
-    return f"{value:,}{unit}" if isinstance(value, int) else f"{value}{unit}"
+    return f"{value:,}{unit}" if isinstance(value, int) else escape(f"{value}{unit}")
 
 
 def status_table(status: dict[str, Any]) -> Table:
     """One stream's status as a two-column table."""
     table = Table(
-        title=f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}", show_header=False
+        title=escape(f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}"),
+        show_header=False,
     )
     rows = [
         ("batch id", _fmt(status.get("batch_id"))),
@@ -302,6 +318,8 @@ def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
             break
         console.print(f"  {step}: done in {reconfiguration.timings.get(step, 0):.2f} s", highlight=False)
     console.print(f"reconfiguration {reconfiguration.id} of {args.name}: [bold]{reconfiguration.outcome}[/]")
+    for line in reconfiguration.explanation():
+        console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
     if reconfiguration.observation is not None:
         console.print_json(data=dataclasses.asdict(reconfiguration.observation))
     return 0 if reconfiguration.outcome in ("succeeded", "noop") else 1
@@ -321,27 +339,29 @@ def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
         if not records:
             raise SpecError(f"no reconfiguration {args.id!r} in the ledger {ledger}; see `reconf audit list`")
         for record in records:
-            console.print(f"[bold]#{record.seq}[/] {_when(record.recorded_at)} {record.kind} {record.step or ''}")
+            line = escape(f"{_when(record.recorded_at)} {record.kind} {record.step or ''}")
+            console.print(f"[bold]#{record.seq}[/] {line}", highlight=False)
+            if record.damage:
+                console.print(f"[red]  damaged record, do not trust it: {escape(record.damage)}[/]", highlight=False)
             console.print_json(data=record.payload)
-        return 0
+        damaged = [r.seq for r in records if r.damage]
+        if damaged:
+            console.print(f"[red]{len(damaged)} damaged record(s): run `reconf audit verify`[/]", highlight=False)
+        return 1 if damaged else 0
     table = Table(title=f"reconfigurations in {ledger}")
     for column in ("#", "when", "stream", "reconfiguration", "event", "outcome / problems"):
         table.add_column(column)
     kinds = ["reconfiguration.started", "reconfiguration.finished", "reconfiguration.refused", "reconfiguration.noop"]
     for record in reversed(ledger.records(stream=args.stream, kinds=kinds, limit=args.limit, newest_first=True)):
         detail = (
-            record.payload.get("outcome")
-            or "; ".join(record.payload.get("problems", []))[:80]
+            f"DAMAGED: {record.damage}"
+            if record.damage
+            else record.payload.get("outcome")
+            or "; ".join(map(str, record.payload.get("problems", [])))[:80]
             or record.payload.get("plan_hash", "")
         )
-        table.add_row(
-            str(record.seq),
-            _when(record.recorded_at),
-            record.stream,
-            record.reconfiguration_id or "-",
-            record.kind.removeprefix("reconfiguration."),
-            detail,
-        )
+        cells = (record.stream, record.reconfiguration_id, record.kind.removeprefix("reconfiguration."), detail)
+        table.add_row(str(record.seq), _when(record.recorded_at), *map(_fmt, cells))
     console.print(table)
     return 0
 
@@ -469,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.group](args, home)
     except ReconfError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
 
 

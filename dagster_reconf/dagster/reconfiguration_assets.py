@@ -282,7 +282,9 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
     metadata: dict[str, Any] = {
         "applied": applied,
         "outcome": reconfiguration.outcome or "in progress",
-        "note": "applied" if applied else f"not applied: {reconfiguration.outcome}",
+        "note": "; ".join(
+            ["applied" if applied else f"not applied: {reconfiguration.outcome}", *reconfiguration.explanation()]
+        ),
         "reconfiguration_id": reconfiguration.id,
         "plan_hash": reconfiguration.plan_hash,
         "strategy": reconfiguration.strategy,

@@ -22,8 +22,10 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -100,6 +102,7 @@ class AuditRecord:
     payload: dict[str, Any]
     prev_hash: str
     hash: str
+    damage: str | None = None  # why the record cannot be trusted (edited, unlinked, unreadable); None: intact
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,6 +145,7 @@ class AuditLedger:
         self.url = _normalized_url(url)
         self.engine = _engine(self.url)
         self._upgrade()
+        self._verified = (0, GENESIS_HASH)  # the chain's prefix walked intact in this process: (last seq, its hash)
 
     def __repr__(self) -> str:
         return f"AuditLedger({self.engine.url.render_as_string(hide_password=True)!r})"
@@ -180,7 +184,12 @@ class AuditLedger:
         reconfiguration_id: str | None = None,
         step: str | None = None,
     ) -> AuditRecord:
-        """Append one record at the head of the chain and return it."""
+        """Append one record at the head of the chain and return it.
+
+        Raises:
+            LedgerError: the chain is broken (an edited, deleted or unlinked record): nothing is added to it.
+        """
+        self._check_chain()
         text = _canonical(payload or {})
         for _ in range(APPEND_ATTEMPTS):
             try:
@@ -195,7 +204,8 @@ class AuditLedger:
                     record = AuditRecord(
                         seq, recorded_at, stream, reconfiguration_id, kind, step, json.loads(text), prev_hash, digest
                     )
-                    connection.execute(RECORDS.insert().values({**record.as_dict(), "payload": text}))
+                    row = {column: getattr(record, column) for column in HASHED_COLUMNS}
+                    connection.execute(RECORDS.insert().values({**row, "payload": text, "hash": digest}))
                 return record
             except IntegrityError:
                 continue  # another writer took this sequence number: append on the new head
@@ -228,7 +238,14 @@ class AuditLedger:
         if limit is not None:
             query = query.limit(limit)
         with self.engine.connect() as connection:
-            return [_to_record(row) for row in connection.execute(query)]
+            records = [_to_record(row) for row in connection.execute(query)]
+            wanted = sorted({r.seq - 1 for r in records} - {0})
+            hashes = {0: GENESIS_HASH}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                found = connection.execute(sa.select(RECORDS.c.seq, RECORDS.c.hash).where(RECORDS.c.seq.in_(chunk)))
+                hashes.update((seq, digest) for seq, digest in found)
+        return [_linked(record, hashes.get(record.seq - 1)) for record in records]
 
     def head(self) -> str:
         """Hash of the newest record (the genesis hash when empty)."""
@@ -243,8 +260,25 @@ class AuditLedger:
             expect_head: a head hash recorded elsewhere; a chain that ends elsewhere (or
                 does not contain it) is reported as truncated or rewritten.
         """
-        previous, count, seen_expected = GENESIS_HASH, 0, expect_head is None
-        for row in self._rows():
+        report = self._walk(0, GENESIS_HASH, expect_head)
+        if report.ok:
+            self._verified = (report.records, report.head)
+        return report
+
+    def _check_chain(self) -> None:
+        """Walk the records added since the last walk (all of them the first time in this process)."""
+        seq, head = self._verified
+        report = self._walk(seq, head, None)
+        if not report.ok:
+            raise LedgerError(
+                f"the audit ledger at {self} has a broken chain ({report.problem}); nothing is appended to it. "
+                "Run `reconf audit verify` and restore the ledger from a backup, or start a new ledger"
+            )
+        self._verified = (report.records, report.head)
+
+    def _walk(self, after_seq: int, previous: str, expect_head: str | None) -> ChainReport:
+        count, seen_expected = after_seq, expect_head is None
+        for row in self._rows(after_seq):
             count += 1
             if row.seq != count:
                 return ChainReport(
@@ -285,10 +319,10 @@ class AuditLedger:
             )
         return ChainReport(True, count, previous)
 
-    def _rows(self) -> Iterator[sa.Row]:
+    def _rows(self, after_seq: int = 0) -> Iterator[sa.Row]:
         with self.engine.connect() as connection:
-            result = connection.execution_options(yield_per=1000).execute(sa.select(RECORDS).order_by(RECORDS.c.seq))
-            yield from result
+            query = sa.select(RECORDS).where(RECORDS.c.seq > after_seq).order_by(RECORDS.c.seq)
+            yield from connection.execution_options(yield_per=1000).execute(query)
 
     # -- locks --------------------------------------------------------------------------------
 
@@ -328,7 +362,27 @@ class AuditLedger:
 
 
 def _to_record(row: sa.Row) -> AuditRecord:
-    return AuditRecord(**{**row._asdict(), "payload": json.loads(row.payload)})
+    """The record as stored, its damage named: a payload that does not parse, or contents that do not match the
+    hash (an edit)."""
+    damage = None
+    try:
+        payload = json.loads(row.payload)
+        if not isinstance(payload, dict):
+            raise ValueError(f"a JSON {type(payload).__name__}")
+    except (ValueError, TypeError) as exc:
+        payload, damage = {"unreadable": str(row.payload)[:200]}, f"its payload is not a JSON object ({exc})"
+    if _record_hash(*(getattr(row, column) for column in HASHED_COLUMNS)) != row.hash:
+        damage = "edited: its contents do not match its hash"
+    return AuditRecord(**{**row._asdict(), "payload": payload, "damage": damage})
+
+
+def _linked(record: AuditRecord, previous_hash: str | None) -> AuditRecord:
+    """``record``, damaged where it does not follow the record before it (a deletion or rewrite)."""
+    if record.damage is not None or previous_hash == record.prev_hash:
+        return record
+    if previous_hash is None:
+        return dataclasses.replace(record, damage=f"record {record.seq - 1} before it is missing: records were deleted")
+    return dataclasses.replace(record, damage=f"it does not follow record {record.seq - 1}: the chain was rewritten")
 
 
 def _normalized_url(url: str) -> str:
@@ -342,12 +396,23 @@ def _normalized_url(url: str) -> str:
     return url
 
 
+def _private_file(path: Path) -> None:
+    """The ledger's SQLite file, readable by its owner only (0600; SQLite gives its journal files the same mode)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
+            path.chmod(0o600)
+    except OSError as exc:
+        raise LedgerError(f"cannot create the audit ledger's file {path}: {exc.strerror}") from None
+
+
 def _engine(url: str) -> Engine:
     try:
         if url.startswith("sqlite"):
             path = url.split(":///", 1)[1] if ":///" in url else ""
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                _private_file(Path(path))
             engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
             @sa.event.listens_for(engine, "connect")

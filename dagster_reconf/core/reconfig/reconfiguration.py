@@ -61,6 +61,7 @@ class Reconfiguration:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     outcome: str | None = None  # succeeded, rolled_back, refused, noop; None while in progress
+    reason: str | None = None  # why it ended as it did, where not plain success (a rollback's cause)
     rolling_back: bool = False
 
     @property
@@ -107,6 +108,13 @@ class Reconfiguration:
     def finished(self) -> bool:
         return self.outcome is not None
 
+    def explanation(self) -> list[str]:
+        """What a reader must know besides the outcome, a line each: why it rolled back, why a precopy fell back."""
+        lines = [f"{self.outcome}: {self.reason}"] if self.reason else []
+        if "migrate" in self.results and self.migrated.fell_back:
+            lines.append(f"the precopy fell back to {self.migrated.fell_back}")
+        return lines
+
     def started_payload(self) -> dict[str, Any]:
         return {
             "strategy": self.strategy,
@@ -149,6 +157,7 @@ class Reconfiguration:
                 reconfiguration.rolling_back = True
             elif record.kind == "reconfiguration.finished":
                 reconfiguration.outcome = record.payload["outcome"]
+                reconfiguration.reason = record.payload.get("reason")
         return reconfiguration
 
 

@@ -227,7 +227,7 @@ class Reconfigurer:
         return result
 
     def _finish(self, reconfiguration: Reconfiguration, outcome: str, details: dict[str, Any]) -> None:
-        reconfiguration.outcome = outcome
+        reconfiguration.outcome, reconfiguration.reason = outcome, details.get("reason")
         payload = {
             **reconfiguration.started_payload(),
             "outcome": outcome,

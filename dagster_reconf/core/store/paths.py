@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.storage import Location, location, location_of, remove_tree
 
@@ -43,7 +44,7 @@ class StreamPaths:
             or "/" in self.name
             or "\\" in self.name
         ):
-            raise ValueError(
+            raise SpecError(
                 f"stream name {self.name!r} cannot name a folder under {self.home / 'streams'}: "
                 "give the stream's name from its spec (lowercase letters, digits, - and _)"
             )

@@ -146,3 +146,34 @@ def test_reopening_keeps_records_and_schema(tmp_path):
 def test_bad_urls_are_refused_with_the_fix(url):
     with pytest.raises(LedgerError, match="ledger url|cannot open ledger url"):
         AuditLedger(url)
+
+
+def test_records_read_back_name_their_damage_and_append_refuses_a_broken_chain(ledger):
+    for k in range(4):
+        ledger.append(stream="orders", kind="note", reconfiguration_id="r1", payload={"k": k})
+    assert all(r.damage is None for r in ledger.records())
+    _drop_append_only_triggers(ledger)
+    with ledger.engine.begin() as connection:
+        connection.execute(sa.text("UPDATE reconf_audit_records SET payload = :p WHERE seq = 2"), {"p": '{"k":99}'})
+        connection.execute(sa.text("UPDATE reconf_audit_records SET payload = :p WHERE seq = 3"), {"p": "not json"})
+    damaged = {r.seq: r.damage for r in ledger.records(reconfiguration_id="r1")}
+    assert damaged[1] is None and damaged[4] is None
+    assert damaged[2] == "edited: its contents do not match its hash"
+    assert damaged[3] == "edited: its contents do not match its hash"  # unreadable, and edited too
+    assert ledger.records(reconfiguration_id="r1")[2].payload == {"unreadable": "not json"}, "shown, not crashed on"
+    with pytest.raises(LedgerError, match=r"broken chain \(record 2 .* was edited.*reconf audit verify"):
+        AuditLedger(ledger.url).append(stream="orders", kind="note")  # a fresh process walks the whole chain
+    with ledger.engine.begin() as connection:
+        connection.execute(sa.text("DELETE FROM reconf_audit_records WHERE seq IN (2, 3)"))
+    (last,) = ledger.records(after_seq=3)
+    assert last.damage == "record 3 before it is missing: records were deleted"
+
+
+def test_the_sqlite_ledger_is_readable_by_its_owner_only(tmp_path):
+    import stat
+
+    AuditLedger(default_ledger_url(tmp_path)).append(stream="orders", kind="note")
+    assert stat.S_IMODE((tmp_path / "ledger.db").stat().st_mode) == 0o600
+    (tmp_path / "ledger.db").chmod(0o644)
+    AuditLedger(default_ledger_url(tmp_path))
+    assert stat.S_IMODE((tmp_path / "ledger.db").stat().st_mode) == 0o600, "an existing one is tightened"

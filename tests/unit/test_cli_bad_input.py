@@ -1,0 +1,59 @@
+"""The CLI on bad input: one clear line and exit 2, never a traceback, never a user's value read as markup."""
+
+import pytest
+import sqlalchemy as sa
+
+from dagster_reconf.cli import main
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, " ".join((captured.out + captured.err).split())
+
+
+@pytest.mark.parametrize("action", ["status", "stop", "watch"])
+@pytest.mark.parametrize("name", ["../x", "a/b", ".."])
+def test_a_stream_name_that_is_no_folder_is_one_line(tmp_path, capsys, action, name):
+    code, out = _run(capsys, "--home", str(tmp_path), "stream", action, name)
+    assert code == 2 and f"stream name '{name}' cannot name a folder" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("action", [["reconfigure", "plan"], ["reconfigure", "abort"]])
+def test_reconfigure_with_a_bad_name_is_one_line(tmp_path, capsys, action):
+    code, out = _run(capsys, "--home", str(tmp_path), *action, "../x")
+    assert code == 2 and "cannot name a folder" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        ("{not json", "is not JSON: Expecting property name"),
+        ("[1, 2]", "must hold a JSON object of spec fields, not a list"),
+    ],
+)
+def test_a_bad_spec_file_is_named(tmp_path, capsys, content, match):
+    spec = tmp_path / "spec.json"
+    spec.write_text(content)
+    code, out = _run(capsys, "--home", str(tmp_path), "stream", "start", "s", "--spec-file", str(spec))
+    assert code == 2 and match in out and "Traceback" not in out
+
+
+def test_values_with_brackets_are_printed_not_interpreted(tmp_path, capsys):
+    code, out = _run(
+        capsys, "--home", str(tmp_path), "stream", "start", "s", "--entrypoint", "m:f", "--set", "master=[/bold]"
+    )
+    assert code == 2 and "master '[/bold]' is not a Spark master URL" in out
+
+
+def test_audit_show_warns_on_a_forged_record(tmp_path, capsys):
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    ledger.append(stream="s", kind="reconfiguration.started", reconfiguration_id="r1", payload={"strategy": "native"})
+    with ledger.engine.begin() as connection:
+        connection.execute(sa.text("DROP TRIGGER reconf_audit_records_no_update"))
+        connection.execute(sa.text("UPDATE reconf_audit_records SET payload = :p"), {"p": '{"strategy":"forged"}'})
+    code, out = _run(capsys, "--home", str(tmp_path), "audit", "show", "r1")
+    assert code == 1 and "damaged record, do not trust it: edited" in out and "run `reconf audit verify`" in out
+    code, out = _run(capsys, "--home", str(tmp_path), "audit", "list")
+    assert code == 0 and "DAMAGED" in out
