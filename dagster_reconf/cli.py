@@ -133,6 +133,7 @@ def status_table(status: dict[str, Any]) -> Table:
             else "-",
         ),
         ("sources", _fmt(status.get("source_kinds"))),
+        ("guarantee", _fmt((status.get("delivery") or {}).get("guarantee"))),
         ("watermark", _fmt(status.get("watermark"))),
         ("master", _fmt(status.get("master"))),
         ("Spark UI", _fmt(status.get("spark_ui"))),

@@ -15,6 +15,7 @@ stream's data or identity and are never changed in place.
 
 from __future__ import annotations
 
+import os
 import re
 from enum import Enum
 from typing import Annotated, Any, Literal
@@ -51,9 +52,18 @@ Strategy = Literal["native", "replay", "precopy"]  # how a change of state parti
 STRATEGIES: tuple[str, ...] = ("native", "replay", "precopy")
 
 
+LOCAL_SLOTS_PER_CPU = 16  # local[N] beyond this many task slots per CPU of the machine is a typo, not a plan
+_LOCAL_SLOTS = re.compile(r"^local\[(\d+)")
+
+
 def validate_master(master: str) -> str:
     """Return ``master`` if it is a Spark master URL Spark understands, else raise SpecError."""
     if any(p.match(master) for p in _MASTER_PATTERNS):
+        slots = _LOCAL_SLOTS.match(master)
+        if slots and len(slots.group(1)) > 6:
+            raise SpecError(
+                f"master {master!r} asks for {slots.group(1)} task slots; use local[N] with N the cores to use"
+            )
         return master
     raise SpecError(
         f"master {master!r} is not a Spark master URL; use local[N] (e.g. local[2]), "
@@ -69,6 +79,9 @@ def _master_field(value: str) -> str:
 
 
 MasterUrl = Annotated[str, AfterValidator(_master_field)]  # a model field holding a Spark master URL
+
+
+MAX_PER_TRIGGER = 1 << 53  # Spark reads the cap as a Long; beyond 2^53 a JSON number is no longer exact
 
 
 class StreamSpec(BaseModel):
@@ -133,6 +146,7 @@ class StreamSpec(BaseModel):
     max_per_trigger: int | None = Field(
         None,
         ge=1,
+        le=MAX_PER_TRIGGER,
         description="Cap per micro-batch in the source's own unit (records, "
         "offsets, files), where the definition maps this knob (knob_options).",
     )
@@ -140,6 +154,12 @@ class StreamSpec(BaseModel):
         default_factory=dict,
         description="Knob -> source option name, overriding the "
         "definition's (e.g. {'source_partitions': 'minPartitions'}).",
+    )
+    accept_loss: bool = Field(
+        False,
+        description="Accept losing a source's in-flight input at a stop and restart, where a source cannot resume "
+        "exactly (a socket, a memory stream, a source of unknown kind): reconfigurations then go ahead and say so. "
+        "False: they are refused at preflight.",
     )
     instrumentation: bool = Field(
         True, description="Event log and progress listener on (off only for overhead benchmarks)."
@@ -354,6 +374,13 @@ def validate_spec(spec: StreamSpec, definition: StreamDefinition | None = None) 
         raise SpecError(
             f"stream {spec.name!r} is attached: dagster-reconf observes it from its event logs and recommends "
             "plans for it, but has no definition to run; start and change it where it runs"
+        )
+    slots = _LOCAL_SLOTS.match(spec.master)
+    cpus = os.cpu_count() or 1
+    if slots and int(slots.group(1)) > LOCAL_SLOTS_PER_CPU * cpus:
+        raise SpecError(
+            f"master {spec.master!r} runs {slots.group(1)} tasks at once on this machine's {cpus} CPU(s), more than "
+            f"{LOCAL_SLOTS_PER_CPU} per CPU; use local[{cpus}] (or a cluster master for more cores)"
         )
     definition = definition or load_definition(spec.entrypoint)
     definition.parse_options(spec.options)

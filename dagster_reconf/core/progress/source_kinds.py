@@ -17,7 +17,10 @@ read only those figures.
 * ``file``: the progress carries no latest offset; the driver lists the directory and
   reads the source's file log (:class:`FileBacklogProbe`) and records the files and bytes
   not yet read, turned into events by the rows per byte of the batches read so far.
-* ``unknown``: events from ``numInputRows``, backlog None (the sensor says so).
+* ``socket`` (``TextSocketV2``) and ``memory`` (``MemoryStream``): events from ``numInputRows``; their backlog is
+  unknown (a socket's lines not yet received; a memory stream's rows not yet added), and neither can replay.
+* ``unknown``: where its offsets are counters, read as events (as ``python``'s); else events from
+  ``numInputRows`` and backlog None (the sensor says so).
 
 Pure functions over progress JSON (plus the probe for files), so they are unit-tested
 without Spark and read event logs of streams the control plane never started.
@@ -32,7 +35,7 @@ from typing import Any
 
 from dagster_reconf.core.store.storage import Location, location_of
 
-__all__ = ["FileBacklogProbe", "SourceFigures", "source_figures", "source_kind"]
+__all__ = ["SOURCE_KINDS", "FileBacklogProbe", "SourceFigures", "source_figures", "source_kind"]
 
 _RATE_PER_SECOND = re.compile(r"rowsPerSecond=(\d+)")
 _FILE_PATH = re.compile(r"^FileStreamSource\[(?P<path>.*)\]$")
@@ -43,7 +46,8 @@ class SourceFigures:
     """One source's part of a micro-batch, in events (see module docstring).
 
     Attributes:
-        kind: ``python``, ``kafka``, ``rate``, ``file`` or ``unknown``.
+        kind: ``python``, ``kafka``, ``rate``, ``rate-micro-batch``, ``file``, ``socket``, ``memory`` or
+            ``unknown`` (:data:`SOURCE_KINDS`).
         description: Spark's description of the source.
         events: events the batch consumed.
         end: the source's position after the batch, where its offsets count events (else None).
@@ -62,19 +66,26 @@ class SourceFigures:
         return asdict(self)
 
 
+SOURCE_KINDS = ("file", "kafka", "rate", "rate-micro-batch", "python", "socket", "memory", "unknown")
+
+
 def source_kind(description: str) -> str:
-    """The adapter that reads a source, from Spark's description of it."""
+    """The kind of a source, from Spark's description of it (one of :data:`SOURCE_KINDS`)."""
+    head = description.split("[")[0].split("@")[0]
     if description.startswith("FileStreamSource["):
         return "file"
-    if (
-        description.startswith(("KafkaV2[", "KafkaSource[", "KafkaMicroBatchStream"))
-        or "Kafka" in description.split("[")[0]
-    ):
+    if description.startswith(("KafkaV2[", "KafkaSource[", "KafkaMicroBatchStream")) or "Kafka" in head:
         return "kafka"
-    if description.startswith(("RateStreamV2[", "RatePerMicroBatchStream[")):
+    if description.startswith("RateStreamV2["):
         return "rate"
+    if description.startswith("RatePerMicroBatchStream["):
+        return "rate-micro-batch"
     if "PythonMicroBatchStream" in description:
         return "python"
+    if head.startswith(("TextSocketV2", "TextSocketSource", "TextSocketMicroBatchStream")):
+        return "socket"
+    if head.rsplit(".", 1)[-1].startswith(("MemoryStream", "ContinuousMemoryStream")):
+        return "memory"
     return "unknown"
 
 
@@ -124,8 +135,8 @@ def source_figures(source: dict[str, Any], extra: dict[str, Any] | None = None) 
     rows = _int(source.get("numInputRows"))
     if kind == "file":
         return _file(description, rows, extra or {})
-    if kind == "rate":
-        return _rate(source, description, rows)
+    if kind in ("rate", "rate-micro-batch"):
+        return _rate(source, kind, description, rows)
     if kind in ("python", "kafka", "unknown"):
         start, end, latest = (_position(source.get(k)) for k in ("startOffset", "endOffset", "latestOffset"))
         if start is not None and end is not None and (kind != "unknown" or latest is not None):
@@ -133,9 +144,9 @@ def source_figures(source: dict[str, Any], extra: dict[str, Any] | None = None) 
             detail: dict[str, Any] = {}
             if kind == "kafka":
                 backlog, detail = _kafka_lag(source, backlog)
-            return SourceFigures(
-                kind if kind != "unknown" else "python", description, int(end - start), end, backlog, detail
-            )
+            if kind == "unknown":
+                detail = {"note": "offsets read as event counters: the source's kind is not known"}
+            return SourceFigures(kind, description, int(end - start), end, backlog, detail)
     return SourceFigures(kind, description, rows, None, None, {"reason": _unknown_reason(kind, source)})
 
 
@@ -144,6 +155,10 @@ def _unknown_reason(kind: str, source: dict[str, Any]) -> str:
         return "the Kafka source reported no offsets for this batch"
     if kind == "python":
         return "the Python source's offsets are not counters, so events and backlog cannot be derived from them"
+    if kind == "socket":
+        return "a socket source keeps no offsets: the lines not yet received are unknown"
+    if kind == "memory":
+        return "a memory stream's rows not yet added are unknown"
     return (
         f"source {source.get('description')!r} is of no kind the control plane reads offsets of (files, Kafka, "
         "rate, Python sources with counter offsets); events come from numInputRows and the backlog is unknown"
@@ -175,11 +190,11 @@ def _kafka_lag(source: dict[str, Any], backlog: float | None) -> tuple[float | N
     return backlog, detail
 
 
-def _rate(source: dict[str, Any], description: str, rows: int) -> SourceFigures:
-    if description.startswith("RatePerMicroBatchStream["):
+def _rate(source: dict[str, Any], kind: str, description: str, rows: int) -> SourceFigures:
+    if kind == "rate-micro-batch":
         end = _parse(source.get("endOffset"))
         position = float(end["offset"]) if isinstance(end, dict) and "offset" in end else None
-        return SourceFigures("rate", description, rows, position, 0.0, {"note": "one batch per trigger: never behind"})
+        return SourceFigures(kind, description, rows, position, 0.0, {"note": "one batch per trigger: never behind"})
     per_second = _RATE_PER_SECOND.search(description)
     start, end, latest = (_position(source.get(k)) for k in ("startOffset", "endOffset", "latestOffset"))
     if per_second is None or end is None:

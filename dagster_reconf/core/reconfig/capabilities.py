@@ -1,8 +1,9 @@
 """What a stream can do, checked at preflight rather than assumed.
 
-* ``pause``: stop at a micro-batch boundary and start again from the checkpoint. Every
-  micro-batch query can, except into Spark's ``memory`` sink, which cannot restart from a
-  checkpoint.
+* ``pause``: stop at a micro-batch boundary and start again from the checkpoint without losing input. Only where
+  every source is known to resume exactly from its logged offsets and the sink can restart
+  (:mod:`dagster_reconf.core.progress.delivery`): never a socket, a memory stream or a source of unknown kind (unless
+  the definition declares it replayable, or the spec accepts the loss), nor Spark's ``memory`` sink.
 * ``replay``: rebuild state from the source's retained data (the replay strategy). The
   sources must replay from logged offsets (files, Kafka, the rate sources, Python sources
   whose offsets are counters), unless the definition says otherwise, and the offset log
@@ -19,13 +20,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dagster_reconf.core.definition import StreamDefinition
+from dagster_reconf.core.progress.delivery import Delivery, delivery
 from dagster_reconf.core.progress.source_kinds import source_figures
 from dagster_reconf.core.store.checkpoint import replay_problem
 from dagster_reconf.core.store.storage import Location
 
 __all__ = ["REPLAYABLE_KINDS", "Capabilities", "stream_capabilities"]
 
-REPLAYABLE_KINDS = frozenset({"file", "kafka", "rate", "python"})
+REPLAYABLE_KINDS = frozenset({"file", "kafka", "rate", "rate-micro-batch", "python"})
 
 
 @dataclass(frozen=True)
@@ -37,24 +39,27 @@ class Capabilities:
     oracle: bool
     reasons: dict[str, str]
     replay_recent: bool = False  # the sources replay recent batches from their logged offsets (a precopy's delta)
+    delivery: Delivery | None = None  # the sources' and sink's kinds and the end-to-end guarantee
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def stream_capabilities(
-    definition: StreamDefinition, last_progress: dict[str, Any] | None, checkpoint: Location
+    definition: StreamDefinition,
+    last_progress: dict[str, Any] | None,
+    checkpoint: Location,
+    *,
+    accept_loss: bool = False,
 ) -> Capabilities:
-    """The capabilities of a stream from its definition, its last progress record and its checkpoint."""
+    """The capabilities of a stream from its definition, its last progress record and its checkpoint (``accept_loss``:
+    the spec's)."""
     reasons: dict[str, str] = {}
     progress = (last_progress or {}).get("progress") or {}
-    sink = str((progress.get("sink") or {}).get("description") or "")
-    pause = "MemorySink" not in sink
-    if not pause:
-        reasons["pause"] = (
-            f"sink {sink} is Spark's memory sink, which cannot restart from a checkpoint; write to a "
-            "sink that recovers (files, Kafka, an idempotent foreachBatch)"
-        )
+    found = delivery(progress, replayable=definition.replayable, accept_loss=accept_loss)
+    pause = found.restartable
+    if found.problems:
+        reasons["pause"] = "; ".join(found.problems)
     if definition.replayable is not None:
         replay = definition.replayable
         if not replay:
@@ -81,4 +86,4 @@ def stream_capabilities(
     oracle = definition.oracle is not None
     if not oracle:
         reasons["oracle"] = f"stream definition {definition.name} has no oracle to compare its output with"
-    return Capabilities(pause, replay, oracle, reasons, replay_recent)
+    return Capabilities(pause, replay, oracle, reasons, replay_recent, found)

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dagster_reconf.core.errors import SpecError, validated
-from dagster_reconf.core.spec import SESSION_FIELDS, MasterUrl, RestartScope, StreamSpec, context_scope
+from dagster_reconf.core.spec import MAX_PER_TRIGGER, SESSION_FIELDS, MasterUrl, RestartScope, StreamSpec, context_scope
 
 __all__ = ["Action", "ExecutionLogic", "ExecutionPlan", "Partitioning", "PlanDiff", "Resources", "diff_plans"]
 
@@ -80,7 +80,7 @@ class Partitioning(BaseModel):
     )
     trigger_interval_s: float = Field(..., ge=0, le=3600, description="Processing-time trigger interval in seconds.")
     max_per_trigger: int | None = Field(
-        None, ge=1, description="Cap per micro-batch in the source's own unit (None: no cap)."
+        None, ge=1, le=MAX_PER_TRIGGER, description="Cap per micro-batch in the source's own unit (None: no cap)."
     )
 
     @model_validator(mode="before")

@@ -56,12 +56,20 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
             f"checkpoint {checkpoint} has batch {facts.last_offset_batch} planned but not committed; "
             "start the stream so it finishes that batch"
         )
+    spec = stream.spec()
     capabilities = stream_capabilities(
-        stream.definition(), MetricsStore(stream.paths.metrics).last_progress(), checkpoint
+        stream.definition(),
+        MetricsStore(stream.paths.metrics).last_progress(),
+        checkpoint,
+        accept_loss=spec.accept_loss,
     )
     checks["capabilities"] = capabilities.as_dict()
     if not capabilities.pause:
-        problems.append(f"stream {r.stream!r} cannot pause at a batch boundary: {capabilities.reasons['pause']}")
+        problems.append(
+            f"stream {r.stream!r} cannot stop and restart without losing data: {capabilities.reasons['pause']}"
+        )
+    elif capabilities.delivery is not None and capabilities.delivery.loss_accepted:
+        checks["accepted_loss"] = capabilities.reasons["pause"]  # journaled with the preflight's result
     if r.needs_migration and r.strategy == "replay" and not capabilities.replay:
         problems.append(
             f"the replay strategy cannot rebuild the state of stream {r.stream!r}: "

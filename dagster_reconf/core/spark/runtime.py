@@ -30,6 +30,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from dagster_reconf.core.definition import StreamContext
 from dagster_reconf.core.errors import SpecError, StreamStartError, StreamStateError
+from dagster_reconf.core.progress.delivery import Delivery, delivery
 from dagster_reconf.core.progress.lifecycle import (
     ExecutorsResized,
     FileSinkLogAligned,
@@ -50,18 +51,17 @@ from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_
 from dagster_reconf.core.spark.python_worker_cpu import PythonCpuSampler
 from dagster_reconf.core.spark.query_builder import build_writer, start_writer, stream_context
 from dagster_reconf.core.spark.session import build_spark_session
+from dagster_reconf.core.spark.stream_status import stream_status
 from dagster_reconf.core.spark.termination import first_line
 from dagster_reconf.core.spark.warm_up import warm_up_file_write, warm_up_job, warm_up_state_query
 from dagster_reconf.core.spec import RestartScope, StreamSpec, restart_scope, validate_spec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_file_sink_log
-from dagster_reconf.core.store.metrics import MetricsStore, status_figures
+from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import Location, remove_tree
 
 __all__ = ["StopReport", "StreamRuntime"]
-
-STATUS_LOCK_WAIT_S = 2.0  # status answers "busy" rather than wait longer behind a control operation
 
 
 class StreamRuntime:
@@ -455,45 +455,23 @@ class StreamRuntime:
         return add_executors(self, count, wait_s)
 
     def status(self) -> dict[str, Any]:
-        """Where the stream stands: state, last batch figures, backlog, state rows.
+        """Where the stream stands (:func:`~dagster_reconf.core.spark.stream_status.stream_status`)."""
+        return stream_status(self)
 
-        It never waits long behind a control operation (a stop, a migration): then ``state`` is ``busy`` and the
-        figures are the metrics store's and the checkpoint's, without the session's."""
-        if not self.lock.acquire(timeout=STATUS_LOCK_WAIT_S):
-            return {
-                "name": self.spec.name,
-                "entrypoint": self.spec.entrypoint,
-                "state": "busy",
-                "master": self.spec.master,
-                **status_figures(self.store.last_progress()),
-                "checkpoint": checkpoint_facts(self.paths.checkpoint).summary(),
-                "spec": self.spec.model_dump(),
-            }
-        try:
-            record = self.store.last_progress()
-            failure = self._recorder.failure if self._recorder else None
-            state = "running" if self.is_active else ("failed" if failure else "stopped")
-            checkpoint = checkpoint_facts(self.paths.checkpoint)
-            spark = self._spark
-            return {
-                "name": self.spec.name,
-                "entrypoint": self.spec.entrypoint,
-                "state": state,
-                "failure": failure,
-                "app_id": spark.sparkContext.applicationId if spark is not None else None,
-                "spark_ui": spark.sparkContext.uiWebUrl if spark is not None else None,
-                "master": self.spec.master,
-                "executors": len(executor_ids(spark))
-                if spark is not None and self.spec.executors is not None
-                else None,
-                "run_id": str(self.query.runId) if self.query is not None else None,
-                "query_id": str(self.query.id) if self.query is not None else None,
-                **status_figures(record),
-                "checkpoint": checkpoint.summary(),
-                "spec": self.spec.model_dump(),
-            }
-        finally:
-            self.lock.release()
+    @property
+    def failure(self) -> str | None:
+        """Why the query failed, as the progress listener saw it (None: it did not)."""
+        return self._recorder.failure if self._recorder else None
+
+    @property
+    def session_if_started(self) -> SparkSession | None:
+        """The session, without building one."""
+        return self._spark
+
+    def delivery(self, record: dict[str, Any] | None = None) -> Delivery:
+        """What a stop and restart does to the stream's data, from its last progress (or ``record``)."""
+        progress = (record or self.store.last_progress() or {}).get("progress")
+        return delivery(progress, replayable=self.definition.replayable, accept_loss=self.spec.accept_loss)
 
     def shutdown(self, timeout_s: float = 120.0, *, finish: bool = True) -> StopReport | None:
         """Stop the query at a batch boundary (forcibly if that fails) and the session we own.

@@ -23,12 +23,18 @@ KAFKA = {
         ("FileStreamSource[file:/data/in]", "file"),
         ("KafkaV2[Subscribe[orders]]", "kafka"),
         ("RateStreamV2[rowsPerSecond=50, rampUpTimeSeconds=0, numPartitions=default", "rate"),
-        ("RatePerMicroBatchStream[rowsPerBatch=50, numPartitions=2, startTimestamp=0, advanceMsPerBatch=1000]", "rate"),
+        (
+            "RatePerMicroBatchStream[rowsPerBatch=50, numPartitions=2, startTimestamp=0, advanceMsPerBatch=1000]",
+            "rate-micro-batch",
+        ),
         (
             "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@6a30a3d9",
             "python",
         ),
-        ("TextSocketV2[host: localhost, port: 9999]", "unknown"),
+        ("TextSocketV2[host: localhost, port: 9999]", "socket"),
+        ("MemoryStream[value#12]", "memory"),
+        ("org.apache.spark.sql.execution.streaming.MemoryStream@1f2e", "memory"),
+        ("MyCustomStream[x]", "unknown"),
     ],
 )
 def test_source_kind_from_sparks_description(description, kind):

@@ -81,7 +81,7 @@ def test_progress_row_accepts_offsets_as_json_text():
     assert row["source_kinds"] == "python" and row["latest_offset"] is None
 
 
-def test_an_unknown_source_counts_rows_and_says_why_its_backlog_is_unknown():
+def test_a_socket_source_counts_rows_and_says_why_its_backlog_is_unknown():
     socket = {
         **PROGRESS,
         "sources": [
@@ -94,8 +94,12 @@ def test_an_unknown_source_counts_rows_and_says_why_its_backlog_is_unknown():
         ],
     }
     row = progress_row(socket)
-    assert row["events"] == 17 and row["backlog_events"] is None and row["source_kinds"] == "unknown"
-    assert "TextSocketV2" in row["backlog_unknown"] and "backlog is unknown" in row["backlog_unknown"]
+    assert row["events"] == 17 and row["backlog_events"] is None and row["source_kinds"] == "socket"
+    assert "socket source keeps no offsets" in row["backlog_unknown"]
+    # with a latest offset too (as Spark reports it), it is still a socket, its backlog unknown: no "python", no 0
+    socket["sources"][0]["latestOffset"] = 9
+    row = progress_row(socket)
+    assert (row["source_kinds"], row["events"], row["backlog_events"]) == ("socket", 17, None)
 
 
 def test_progress_frame_orders_by_batch_and_skips_lifecycle_records():
