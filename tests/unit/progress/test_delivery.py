@@ -8,7 +8,7 @@ SOURCES = {
     "file": "FileStreamSource[file:/data/in]",
     "kafka": "KafkaV2[Subscribe[orders]]",
     "rate": "RateStreamV2[rowsPerSecond=5, rampUpTimeSeconds=0, numPartitions=default",
-    "rate-micro-batch": "RatePerMicroBatchStream[rowsPerBatch=5, numPartitions=1, startTimestamp=0, advanceMsPerBatch=1]",
+    "rate-micro-batch": "RatePerMicroBatchStream[rowsPerBatch=5, numPartitions=1, startTimestamp=0]",
     "python": "org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStreamWithAdmissionControl@1",
     "socket": "TextSocketV2[host: localhost, port: 9999]",
     "memory": "MemoryStream[value#3]",
