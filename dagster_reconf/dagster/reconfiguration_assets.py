@@ -99,11 +99,11 @@ def _run_step(
             "the journal in the ledger says what is done.",
             metadata={"reconfiguration_id": reconfiguration.id},
         ) from exc
-    if reconfiguration.outcome == "rolled_back" and step == "verify":
+    if reconfiguration.outcome in ("rolled_back", "failed_after_resume") and step in ("verify", "observe", "record"):
         raise dg.Failure(
-            description=f"{reconfiguration.stream}: verification failed, the migration was rolled back and the stream "
-            f"runs as before: {result.get('problems') or result.get('gx')}",
-            metadata={"verification": dg.MetadataValue.json(result)},
+            description=f"{reconfiguration.stream}: {'; '.join(reconfiguration.explanation())}; the stream was rolled "
+            "back and runs as before",
+            metadata={step: dg.MetadataValue.json(result)},
             allow_retries=False,
         )
     context.log.info(f"{reconfiguration.stream}: {step} done in {reconfiguration.timings.get(step, 0.0):.2f} s")

@@ -54,6 +54,11 @@ class StreamHandle(ABC):
     def ensure_running(self) -> dict[str, Any]:
         """Make sure the stream's query runs with the settings in force."""
 
+    def restart_lost_driver(self) -> dict[str, Any]:
+        """Start the stream's driver again if it is gone (a kill, a lost host); never restarts a query that failed
+        (that is for the health gate to judge). What it did, for the journal."""
+        return {"started": False}
+
     @abstractmethod
     def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
         """Stop at a micro-batch boundary; the last batch is committed when this returns (with ``finish``; without,
@@ -197,6 +202,12 @@ class DriverStream(StreamHandle):
     def ensure_driver(self) -> None:
         if self.supervisor.driver_info(self.name) is None:
             self.supervisor.start(self.spec(), paused=True)
+
+    def restart_lost_driver(self) -> dict[str, Any]:
+        if self.supervisor.driver_info(self.name) is None:
+            self.supervisor.start(self.spec())
+            return {"started": True, "driver": "new"}
+        return {"started": False}
 
     def ensure_running(self) -> dict[str, Any]:
         if self.supervisor.driver_info(self.name) is None:

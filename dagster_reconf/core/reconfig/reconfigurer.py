@@ -38,7 +38,8 @@ from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.progress.lifecycle import Paused
 from dagster_reconf.core.reconfig.admission import admit
 from dagster_reconf.core.reconfig.handles import StreamHandle
-from dagster_reconf.core.reconfig.observe import committed_batches, observe_change, recent_backlog
+from dagster_reconf.core.reconfig.health import watch_resumed
+from dagster_reconf.core.reconfig.observe import recent_backlog
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
 from dagster_reconf.core.reconfig.preflight import preflight
@@ -62,7 +63,6 @@ STEPS = ("preflight", "prepare", "pause", "migrate", "verify", "resume", "observ
 # The steps while the stream is stopped: a caller that runs steps one at a time (a Dagster op each) runs these back to
 # back, since any time it spends between them is the stream's downtime.
 PAUSED_STEPS = ("pause", "migrate", "verify", "resume")
-OBSERVE_POLL_S = 0.5
 # How far back the metrics store is read: the batches before a pause (their backlog and pace), the live batches a
 # precopy's replays are checked against, and the batches since a pause until the stream caught up.
 HISTORY_TAIL_BYTES = 1 << 20
@@ -425,11 +425,16 @@ class Reconfigurer:
     def _metrics_tail(self) -> list[dict[str, Any]]:
         return MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)[0]
 
-    def _rollback(self, r: Reconfiguration, reason: str) -> dict[str, Any]:
-        """Return the checkpoint to the paused batch and resume the stream as it was; finish as rolled back."""
-        self.ledger.append(stream=r.stream, kind="rollback.begin", reconfiguration_id=r.id, payload={"reason": reason})
+    def _rollback(self, r: Reconfiguration, reason: str, *, after_resume: bool = False) -> dict[str, Any]:
+        """Return the checkpoint to the paused batch and resume the stream as it was; finish as rolled back
+        (``after_resume``: the resumed stream failed the health gate, so it is stopped first and every setting goes
+        back; the outcome is ``failed_after_resume``)."""
+        payload = {"reason": reason, "after_resume": after_resume}
+        self.ledger.append(stream=r.stream, kind="rollback.begin", reconfiguration_id=r.id, payload=payload)
         r.rolling_back = True
         self.stream.ensure_driver()
+        if after_resume:  # the new query's batches are dropped with the checkpoint's return: none is finished here
+            self.stream.pause(self.pause_timeout_s, finish=False)
         paused = r.paused if "pause" in r.results else None
         undone: dict[str, Any] = {}
         if paused is not None:
@@ -440,9 +445,9 @@ class Reconfigurer:
                 undone.update(self.stream.rollback_replay(paused.generation))
         # Idempotent: a stream never paused keeps running. A standby that took over has the new settings
         # (all but the state partitions and code version): it goes back to the old ones.
-        before = {a["knob"]: a["before"] for a in r.actions if a["knob"] in r.standby_changes}
-        undone["resume"] = self.stream.resume(before if r.handed_over else {})
-        self._finish(r, "rolled_back", {"reason": reason, "undone": undone})
+        before = {a["knob"]: a["before"] for a in r.actions if after_resume or a["knob"] in r.standby_changes}
+        undone["resume"] = self.stream.resume(before if r.handed_over or after_resume else {})
+        self._finish(r, "failed_after_resume" if after_resume else "rolled_back", {"reason": reason, "undone": undone})
         return {"reason": reason, **undone}
 
     def _resume(self, r: Reconfiguration) -> dict[str, Any]:
@@ -451,25 +456,35 @@ class Reconfigurer:
         return {**result, "resumed_at": time.time()}
 
     def _observe(self, r: Reconfiguration) -> dict[str, Any]:
-        started = self.stream.ensure_running()  # a driver that died after the resume is started again
-        paused_at, resumed_at = r.paused.paused_at, r.resumed.resumed_at
-        normal = r.prepared.history.normal_backlog_events
-        store = MetricsStore(self.stream.paths.metrics)
-        records, offset = store.tail(OBSERVED_TAIL_BYTES)
-        deadline = time.monotonic() + self.observe_timeout_s
-        while True:
-            batches = committed_batches(records)
-            observation = observe_change(batches, paused_at=paused_at, resumed_at=resumed_at, normal=normal)
-            if observation.caught_up or time.monotonic() > deadline:
-                return {**observation.as_dict(), "restarted": started}
-            time.sleep(OBSERVE_POLL_S)
-            # Only what came since: the tail is read once (at 4 MiB, 130-160 ms of CPU a read, taken from the stream's
-            # first batches after the resume on a small machine).
-            new, offset = store.read(offset)
-            records.extend(new)
+        """Watch the resumed stream catch up, through the health gate (:mod:`~dagster_reconf.core.reconfig.health`):
+        a stream that fails it is rolled back, and the reconfiguration ends ``failed_after_resume``."""
+        if r.rolling_back:
+            return self._rollback(r, "an interrupted rollback was finished", after_resume=True)
+        started = self.stream.restart_lost_driver()  # a driver killed after the resume (its query never restarts)
+        observation, health = watch_resumed(
+            self.stream.status,
+            MetricsStore(self.stream.paths.metrics),
+            paused_at=r.paused.paused_at,
+            resumed_at=r.resumed.resumed_at,
+            normal=r.prepared.history.normal_backlog_events,
+            timeout_s=self.observe_timeout_s,
+        )
+        result = {**observation.as_dict(), "health": health.as_dict(), "restarted": started}
+        if health.verdict == "failed":
+            where = f"; the whole trace: {self.stream.paths.driver_log}" if health.error else ""
+            result["rolled_back"] = self._rollback(
+                r, f"failed after resume: {health.problem}{where}", after_resume=True
+            )
+        return result
 
     def _record(self, r: Reconfiguration) -> dict[str, Any]:
-        self.stream.ensure_running()
+        self.stream.restart_lost_driver()
+        status = self.stream.status()
+        if status.get("state") == "failed":  # passed the gate, failed since: never recorded as a success
+            first = str(status.get("failure") or "no message").strip().splitlines()[0]
+            return self._rollback(
+                r, f"failed after resume: the query failed after the gate: {first}", after_resume=True
+            )
         details = {
             "batches": {
                 "paused_at": r.paused.batch_id,

@@ -49,6 +49,7 @@ def stream_status(runtime: StreamRuntime) -> dict[str, Any]:
             "executors": len(executor_ids(spark)) if spark is not None and runtime.spec.executors is not None else None,
             "run_id": str(runtime.query.runId) if runtime.query is not None else None,
             "query_id": str(runtime.query.id) if runtime.query is not None else None,
+            "query_status": runtime.query.status.get("message") if runtime.is_active else None,
             **status_figures(record),
             "delivery": runtime.delivery(record).as_dict(),
             "checkpoint": checkpoint.summary(),

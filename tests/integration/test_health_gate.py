@@ -1,0 +1,58 @@
+"""The health gate: a reconfiguration whose resumed stream fails in its first batch is never called a success. It
+rolls back to the checkpoint and settings from before the pause, ends ``failed_after_resume`` with Spark's error,
+and the stream runs again as it was, nothing lost."""
+
+import pytest
+
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfigurer
+from dagster_reconf.core.spark.runtime import StreamRuntime
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.paths import StreamPaths
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def committed(runtime: StreamRuntime) -> int:
+    return checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1
+
+
+def test_a_stream_that_fails_after_the_resume_is_rolled_back_and_recorded(spark, tmp_path):
+    output = tmp_path / "out"
+    spec = StreamSpec(
+        name="bad-deploy",
+        entrypoint="tests.user_streams.bad_deploy:values",
+        options={"output_dir": str(output)},
+        state_partitions=2,
+        trigger_interval_s=0.5,
+    )
+    runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", spec.name), spark=spark)
+    runtime.start()
+    ledger = AuditLedger(default_ledger_url(runtime.paths.home))
+    try:
+        wait_until(lambda: committed(runtime) >= 1, what="two batches")
+        plan = ExecutionPlan.of(runtime.spec).model_dump()
+        plan["partitioning"]["state_partitions"] = 3  # a migration, then the new code
+        plan["logic"]["code_version"] = "2"
+        result = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=30).run(plan)
+
+        assert result.outcome == "failed_after_resume", (result.outcome, result.results.get("observe"))
+        assert "version 2 cannot write batch" in result.reason and "the resumed query failed" in result.reason
+        assert result.observation.health["verdict"] == "failed"
+        # back as it was: the old code, the old state partitions, the checkpoint from before the pause
+        assert runtime.spec.code_version == "1" and runtime.spec.state_partitions == 2
+        assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
+        back = committed(runtime)
+        wait_until(lambda: committed(runtime) >= back + 2, what="batches after the rollback")
+        assert runtime.is_active and runtime.status()["state"] == "running"
+        (finished,) = ledger.records(reconfiguration_id=result.id, kinds=["reconfiguration.finished"])
+        assert finished.payload["outcome"] == "failed_after_resume" and "version 2" in finished.payload["reason"]
+        assert ledger.lock("bad-deploy") is None, "the stream is free for the next plan"
+        runtime.stop_at_batch_boundary()
+    finally:
+        runtime.shutdown()
+    values = [row.value for row in spark.read.json(str(output)).select("value").collect()]
+    assert values and len(values) == len(set(values)) == max(values) + 1, "nothing lost, nothing twice"
