@@ -312,16 +312,17 @@ def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
             raise SpecError("reconfigure apply needs --plan FILE or at least one --set key=value")
         target = ExecutionPlan.of_changes(stream.spec(), settings)
     reconfiguration = reconfigurer.begin(target, trigger={"kind": "cli", "user": holder})
-    for step in STEPS:
-        with console.status(f"{args.name}: {step}..."):
-            reconfigurer.step(reconfiguration, step)
-        if reconfiguration.finished and step != "record":
-            break
-        console.print(f"  {step}: done in {reconfiguration.timings.get(step, 0):.2f} s", highlight=False)
+    with reconfigurer.holding(reconfiguration):
+        for step in STEPS:
+            with console.status(f"{args.name}: {step}..."):
+                reconfigurer.step(reconfiguration, step)
+            if reconfiguration.finished and step != "record":
+                break
+            console.print(f"  {step}: done in {reconfiguration.timings.get(step, 0):.2f} s", highlight=False)
     console.print(f"reconfiguration {reconfiguration.id} of {args.name}: [bold]{reconfiguration.outcome}[/]")
     for line in reconfiguration.explanation():
         console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
-    if reconfiguration.observation is not None:
+    if "observe" in reconfiguration.results:
         console.print_json(data=dataclasses.asdict(reconfiguration.observation))
     return 0 if reconfiguration.outcome in ("succeeded", "noop") else 1
 

@@ -301,8 +301,8 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
     if "verify" in reconfiguration.results and reconfiguration.verification.stores:
         metadata["verification"] = _frame_md(reconfiguration.verification.stores)
         metadata["verified"] = reconfiguration.verification.ok
-    observation = reconfiguration.observation
-    if observation is not None:
+    if "observe" in reconfiguration.results:
+        observation = reconfiguration.observation
         figures = {"downtime_s": observation.downtime_s, "pause_s": observation.pause_s}
         figures.update(catch_up_s=observation.catch_up_s, max_event_latency_s=observation.max_event_latency_s)
         metadata.update({key: float(value) for key, value in figures.items() if value is not None})

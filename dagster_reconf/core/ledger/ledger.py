@@ -38,7 +38,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from dagster_reconf.core.errors import ReconfError
-from dagster_reconf.core.ledger.schema import LOCKS, METADATA, RECORDS, VERSION_TABLE
+from dagster_reconf.core.ledger.locks import StreamLock, StreamLocks
+from dagster_reconf.core.ledger.schema import METADATA, RECORDS, VERSION_TABLE
 
 __all__ = ["AuditLedger", "AuditRecord", "ChainReport", "LedgerError", "StreamLock", "default_ledger_url"]
 
@@ -119,17 +120,6 @@ class ChainReport:
     first_bad_seq: int | None = None
 
 
-@dataclass(frozen=True)
-class StreamLock:
-    """The reconfiguration holding a stream."""
-
-    stream: str
-    reconfiguration_id: str
-    plan_hash: str
-    holder: str
-    acquired_at: float
-
-
 class AuditLedger:
     """The audit ledger at a SQLAlchemy ``url`` (schema created or upgraded on open).
 
@@ -145,6 +135,7 @@ class AuditLedger:
         self.url = _normalized_url(url)
         self.engine = _engine(self.url)
         self._upgrade()
+        self.locks = StreamLocks(self.engine)
         self._verified = (0, GENESIS_HASH)  # the chain's prefix walked intact in this process: (last seq, its hash)
 
     def __repr__(self) -> str:
@@ -327,38 +318,18 @@ class AuditLedger:
     # -- locks --------------------------------------------------------------------------------
 
     def acquire_lock(self, *, stream: str, reconfiguration_id: str, plan_hash: str, holder: str) -> StreamLock:
-        """Take the stream for ``reconfiguration_id``; return the lock that holds it afterwards.
-
-        The caller owns the stream only if the returned lock names its reconfiguration.
-        """
-        wanted = StreamLock(stream, reconfiguration_id, plan_hash, holder, acquired_at=time.time())
-        try:
-            with self.engine.begin() as connection:
-                connection.execute(LOCKS.insert().values(asdict(wanted)))
-        except IntegrityError:
-            pass  # held already (by this reconfiguration, or another one)
-        lock = self.lock(stream)
-        if lock is None:  # released between our insert and read: try again
-            return self.acquire_lock(
-                stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder
-            )
-        return lock
+        """Take the stream for ``reconfiguration_id`` (:meth:`StreamLocks.acquire`)."""
+        return self.locks.acquire(
+            stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder
+        )
 
     def lock(self, stream: str) -> StreamLock | None:
         """The lock on ``stream``, if any."""
-        with self.engine.connect() as connection:
-            row = connection.execute(sa.select(LOCKS).where(LOCKS.c.stream == stream)).first()
-        return (
-            StreamLock(row.stream, row.reconfiguration_id, row.plan_hash, row.holder, row.acquired_at) if row else None
-        )
+        return self.locks.get(stream)
 
     def release_lock(self, stream: str, reconfiguration_id: str) -> bool:
         """Release the stream if ``reconfiguration_id`` holds it; True if it did."""
-        with self.engine.begin() as connection:
-            result = connection.execute(
-                LOCKS.delete().where(LOCKS.c.stream == stream, LOCKS.c.reconfiguration_id == reconfiguration_id)
-            )
-        return result.rowcount > 0
+        return self.locks.release(stream, reconfiguration_id)
 
 
 def _to_record(row: sa.Row) -> AuditRecord:

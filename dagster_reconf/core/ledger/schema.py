@@ -5,7 +5,8 @@
   one record that carries its whole story. Triggers refuse UPDATE and DELETE.
 * ``reconf_stream_locks``: at most one reconfiguration per stream (the primary key is
   the stream). Mutable by design and not part of the chain; taking and releasing a lock
-  is journaled in the chain.
+  is journaled in the chain. Its lease (``owner``, ``heartbeat_at``) names the process running a step right now, so
+  a second run of the same plan waits for it instead of running steps beside it.
 """
 
 from __future__ import annotations
@@ -39,4 +40,6 @@ LOCKS = Table(
     Column("plan_hash", String(64), nullable=False),
     Column("holder", String(256), nullable=False, comment="who took it: run id, user, host:pid"),
     Column("acquired_at", Float, nullable=False),
+    Column("owner", String(256), nullable=True, comment="the process running a step now: host:pid:start; NULL: none"),
+    Column("heartbeat_at", Float, nullable=True, comment="the owner's last heartbeat, Unix time"),
 )

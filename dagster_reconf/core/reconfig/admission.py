@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from dagster_reconf.core.errors import ReconfigurationRefused, SpecError
 from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.ledger.locks import LEASE_S, this_process
 from dagster_reconf.core.reconfig.handles import StreamHandle
 from dagster_reconf.core.reconfig.plan import ExecutionPlan, diff_plans
 from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration
@@ -68,6 +69,18 @@ def admit(
                     f"(plan {lock.plan_hash}, since {since}, by {lock.holder}); re-run that plan to finish it, "
                     "or abort it with "
                     f"`reconf reconfigure abort {stream}`"
+                ],
+                trigger,
+            )
+        running = lock.lease_holder(this_process())
+        if running is not None:
+            refuse(
+                ledger,
+                stream,
+                [
+                    f"stream {stream!r} is being reconfigured to this plan by {lock.reconfiguration_id}, whose step "
+                    f"runs in {running}; wait for it to finish (a re-run continues it only once that process is gone "
+                    f"or {LEASE_S:.0f} s pass without its heartbeat)"
                 ],
                 trigger,
             )

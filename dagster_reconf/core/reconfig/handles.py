@@ -18,8 +18,9 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.definition import StreamDefinition, load_definition
-from dagster_reconf.core.errors import ControlRequestError, StreamStateError
+from dagster_reconf.core.errors import ControlRequestError, ReconfError, StreamStateError
 from dagster_reconf.core.spec import StreamSpec, validate_spec
+from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts
 from dagster_reconf.core.store.paths import StreamPaths
 
 if TYPE_CHECKING:
@@ -270,3 +271,54 @@ class DriverStream(StreamHandle):
 
     def clean_up_drivers(self) -> list[int]:
         return self.supervisor.clean_up_drivers(self.name)
+
+
+def migrate_natively(
+    stream: StreamHandle,
+    snapshot: CheckpointSnapshot,
+    partitions: int,
+    batch_id: int | None,
+    generation: int,
+    fell_back: str | None = None,
+) -> dict[str, Any]:
+    """The native migration of the paused ``stream`` to ``partitions``, after a restorable ``snapshot`` of its
+    checkpoint at ``batch_id``. Idempotent: one that ended before an interruption is not run again; one that was
+    interrupted is restored to the paused batch first (``fell_back``: why a precopy came this way)."""
+    checkpoint = stream.paths.checkpoint
+    restored = None
+    if snapshot.exists and snapshot.manifest()["batch_id"] == batch_id:
+        facts = checkpoint_facts(checkpoint)
+        if facts.state_partitions == partitions and facts.committed:
+            return {
+                "strategy": "native",
+                "skipped": True,
+                "reason": "migrated before an interruption",
+                "batch_id": facts.last_committed_batch,
+                "generation": generation,
+            }
+        restored = snapshot.restore()  # an interrupted attempt: back to the paused batch, then again
+    else:
+        snapshot.take(checkpoint, batch_id)
+    result = stream.migrate(partitions, "native")
+    if fell_back is not None:
+        result["fell_back"] = f"native: {fell_back}"
+    return {**result, "snapshot": str(snapshot.directory), "restored_partial_attempt": restored}
+
+
+def finish_interrupted(stream: StreamHandle, report: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Finish, in the driver now in charge, a batch the old driver's stop left planned (``report``: that stop's)."""
+    try:
+        finished = stream.pause(timeout_s)
+    except ReconfError as exc:  # once more, with the retired driver gone (not still exiting beside it)
+        stream.clean_up_drivers()
+        stream.ensure_driver()
+        finished = {**stream.pause(timeout_s), "first_attempt_failed": str(exc)}
+    report = {
+        **report,
+        "last_committed_batch": finished["last_committed_batch"],
+        "finished_batch": finished.get("finished_batch"),
+        "seconds": round(report["seconds"] + finished["seconds"], 3),
+    }
+    if "first_attempt_failed" in finished:
+        report["first_attempt_failed"] = finished["first_attempt_failed"]
+    return report

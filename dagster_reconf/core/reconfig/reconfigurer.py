@@ -15,8 +15,9 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
 
 Crash safety: each step is journaled before and after it runs, and each is idempotent; a re-run of the same plan
 continues after the last step that ended (:mod:`~dagster_reconf.core.reconfig.admission`), a driver that died is
-started again paused. One reconfiguration per stream at a time: the ledger's lock. ``docs/reconfiguration.md`` says
-each step in full.
+started again paused. One reconfiguration per stream at a time, one process running its steps at a time: the
+ledger's lock and its lease (:mod:`~dagster_reconf.core.ledger.locks`). ``docs/reconfiguration.md`` says each step
+in full.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dagster_reconf.core.errors import (
@@ -35,9 +37,10 @@ from dagster_reconf.core.errors import (
     StreamStateError,
 )
 from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.ledger.locks import this_process
 from dagster_reconf.core.progress.lifecycle import Paused
 from dagster_reconf.core.reconfig.admission import admit
-from dagster_reconf.core.reconfig.handles import StreamHandle
+from dagster_reconf.core.reconfig.handles import StreamHandle, finish_interrupted, migrate_natively
 from dagster_reconf.core.reconfig.health import watch_resumed
 from dagster_reconf.core.reconfig.observe import recent_backlog
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
@@ -48,7 +51,7 @@ from dagster_reconf.core.reconfig.step_results import PrepareResult
 from dagster_reconf.core.reconfig.verification import precopy_delta, verify_migration, warm_up_verification
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.spec import STRATEGIES
-from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts
+from dagster_reconf.core.store.checkpoint import CheckpointSnapshot
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import remove_generations
 from dagster_reconf.core.store.storage import spark_uri
@@ -108,6 +111,7 @@ class Reconfigurer:
         self.ledger = ledger
         self.strategy = strategy
         self.holder = holder or _holder()
+        self._holding: str | None = None  # the reconfiguration whose lease this reconfigurer holds
         self.pause_timeout_s = pause_timeout_s
         self.observe_timeout_s = observe_timeout_s
         self.after_step = after_step
@@ -128,9 +132,28 @@ class Reconfigurer:
     def run(self, target: PlanInput, *, trigger: Notes = None, evidence: Notes = None) -> Reconfiguration:
         """Begin (or continue) the reconfiguration to ``target`` and run every step that has not ended."""
         reconfiguration = self.begin(target, trigger=trigger, evidence=evidence)
-        for name in STEPS:
-            self.step(reconfiguration, name)
+        with self.holding(reconfiguration):
+            for name in STEPS:
+                self.step(reconfiguration, name)
         return reconfiguration
+
+    @contextmanager
+    def holding(self, reconfiguration: Reconfiguration) -> Iterator[None]:
+        """Hold the reconfiguration's lease across the steps run in the block (no other run can slip in between
+        them); without it, each step takes and gives back the lease itself.
+
+        Raises:
+            ReconfigurationRefused: another process runs its steps.
+        """
+        if reconfiguration.finished or self._holding == reconfiguration.id:
+            yield
+            return
+        with self.ledger.locks.leased(reconfiguration.stream, reconfiguration.id, this_process()):
+            self._holding = reconfiguration.id
+            try:
+                yield
+            finally:
+                self._holding = None
 
     def begin(self, target: PlanInput, *, trigger: Notes = None, evidence: Notes = None) -> Reconfiguration:
         """Take the stream for a new reconfiguration to ``target``, or continue the unfinished one of the same plan
@@ -158,6 +181,12 @@ class Reconfigurer:
         lock = self.ledger.lock(self.stream.name)
         if lock is None:
             return None
+        held = lock.lease_holder(this_process())
+        if held is not None:
+            raise ReconfigurationRefused(
+                self.stream.name,
+                [f"reconfiguration {lock.reconfiguration_id} is running a step in {held}; abort it once that ends"],
+            )
         reconfiguration = Reconfiguration.from_ledger(self.ledger, lock.reconfiguration_id)
         if "resume" in reconfiguration.results:
             raise ReconfigurationRefused(
@@ -188,6 +217,10 @@ class Reconfigurer:
             raise ReconfigurationInterrupted(
                 f"step {name} of reconfiguration {reconfiguration.id} needs {missing} first"
             )
+        with self.holding(reconfiguration):  # or refused: another process runs a step
+            return self._run_step(reconfiguration, name)
+
+    def _run_step(self, reconfiguration: Reconfiguration, name: str) -> dict[str, Any]:
         stream, rid = reconfiguration.stream, reconfiguration.id
         self.ledger.append(
             stream=stream, kind="step.begin", step=name, reconfiguration_id=rid, payload={"holder": self.holder}
@@ -314,7 +347,7 @@ class Reconfigurer:
                 self.stream.clean_up_drivers()
             self.stream.ensure_driver()
             if not keep:
-                report = self._finish_interrupted(report)
+                report = finish_interrupted(self.stream, report, self.pause_timeout_s)
         if keep:
             report["interrupted_batch_kept"] = report.get("attempts") == 2
         result = {
@@ -334,24 +367,6 @@ class Reconfigurer:
         paused = Paused(stream=self.stream.name, reconfiguration_id=r.id, lead_s=round(lead_s, 3))
         MetricsStore(self.stream.paths.metrics).append(paused.to_record())
 
-    def _finish_interrupted(self, report: dict[str, Any]) -> dict[str, Any]:
-        """Finish in the driver now in charge a batch the live driver's stop left planned (``report``: that stop's)."""
-        try:
-            finished = self.stream.pause(self.pause_timeout_s)
-        except ReconfError as exc:  # once more, with the retired driver gone (not still exiting beside it)
-            self.stream.clean_up_drivers()
-            self.stream.ensure_driver()
-            finished = {**self.stream.pause(self.pause_timeout_s), "first_attempt_failed": str(exc)}
-        report = {
-            **report,
-            "last_committed_batch": finished["last_committed_batch"],
-            "finished_batch": finished.get("finished_batch"),
-            "seconds": round(report["seconds"] + finished["seconds"], 3),
-        }
-        if "first_attempt_failed" in finished:
-            report["first_attempt_failed"] = finished["first_attempt_failed"]
-        return report
-
     def _migrate(self, r: Reconfiguration) -> dict[str, Any]:
         if not r.needs_migration:
             return {"skipped": "no state migration in this plan"}
@@ -370,25 +385,7 @@ class Reconfigurer:
                 self.stream.rollback_replay(paused.generation)
         if r.strategy in ("native", "precopy"):  # a precopy that could not be prepared or finished falls back to native
             snapshot = CheckpointSnapshot(self._snapshot_dir(r))
-            checkpoint = self.stream.paths.checkpoint
-            if snapshot.exists and snapshot.manifest()["batch_id"] == paused.batch_id:
-                facts = checkpoint_facts(checkpoint)
-                if facts.state_partitions == partitions and facts.committed:
-                    return {
-                        "strategy": "native",
-                        "skipped": True,
-                        "reason": "migrated before an interruption",
-                        "batch_id": facts.last_committed_batch,
-                        "generation": paused.generation,
-                    }
-                restored = snapshot.restore()  # an interrupted attempt: back to the paused batch, then again
-            else:
-                snapshot.take(checkpoint, paused.batch_id)
-                restored = None
-            result = self.stream.migrate(partitions, "native")
-            if fell_back is not None:
-                result["fell_back"] = f"native: {fell_back}"
-            return {**result, "snapshot": str(snapshot.directory), "restored_partial_attempt": restored}
+            return migrate_natively(self.stream, snapshot, partitions, paused.batch_id, paused.generation, fell_back)
         return self.stream.migrate(partitions, "replay")
 
     def _verify(self, r: Reconfiguration) -> dict[str, Any]:

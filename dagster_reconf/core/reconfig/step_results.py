@@ -147,4 +147,6 @@ class ObserveResult(StepRecord):
     batches_observed: int = 0
     caught_up: bool = False
     normal_backlog_events: float = 0.0
-    restarted: bool = False  # the driver had died after the resume and was started again
+    restarted: dict[str, Any] | bool = False  # a driver that died after the resume, started again: what was done
+    health: dict[str, Any] | None = None  # the health gate's verdict (see reconfig/health.py)
+    rolled_back: dict[str, Any] | None = None  # what a failed gate undid
