@@ -56,3 +56,50 @@ def test_a_stream_that_fails_after_the_resume_is_rolled_back_and_recorded(spark,
         runtime.shutdown()
     values = [row.value for row in spark.read.json(str(output)).select("value").collect()]
     assert values and len(values) == len(set(values)) == max(values) + 1, "nothing lost, nothing twice"
+
+
+def test_the_same_plan_started_again_while_the_first_run_migrates_is_refused(spark, tmp_path):
+    import threading
+
+    from dagster_reconf.core.reconfig import ReconfigurationRefused
+
+    spec = StreamSpec(
+        name="race",
+        entrypoint="tests.user_streams.bad_deploy:values",
+        options={"output_dir": str(tmp_path / "out")},
+        state_partitions=2,
+        trigger_interval_s=0.5,
+    )
+    runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", spec.name), spark=spark)
+    runtime.start()
+    ledger = AuditLedger(default_ledger_url(runtime.paths.home))
+    second: list[object] = []
+    try:
+        wait_until(lambda: committed(runtime) >= 1, what="two batches")
+        plan = ExecutionPlan.of(runtime.spec).model_dump()
+        plan["partitioning"]["state_partitions"] = 3
+
+        def second_run(step: str) -> None:
+            if step != "pause":
+                return
+
+            def run() -> None:  # another thread, as a second Dagster run or CLI call would be
+                try:
+                    second.append(Reconfigurer(LocalStream(runtime), ledger).run(plan))
+                except ReconfigurationRefused as exc:
+                    second.append(exc)
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            thread.join(60)
+
+        first = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=30, after_step=second_run).run(plan)
+        (refused,) = second
+        assert isinstance(refused, ReconfigurationRefused), refused
+        assert "whose step runs in process" in str(refused) and first.id in str(refused)
+        assert first.outcome == "succeeded" and first.verification.ok
+        assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3 and runtime.is_active
+        assert [r.kind for r in ledger.records(kinds=["reconfiguration.resumed"])] == [], "never continued beside it"
+        runtime.stop_at_batch_boundary()
+    finally:
+        runtime.shutdown()

@@ -177,3 +177,34 @@ def test_the_sqlite_ledger_is_readable_by_its_owner_only(tmp_path):
     (tmp_path / "ledger.db").chmod(0o644)
     AuditLedger(default_ledger_url(tmp_path))
     assert stat.S_IMODE((tmp_path / "ledger.db").stat().st_mode) == 0o600, "an existing one is tightened"
+
+
+def test_a_lease_admits_one_process_and_is_taken_over_once_its_owner_is_gone(ledger, monkeypatch):
+    from dagster_reconf.core.errors import ReconfigurationRefused
+    from dagster_reconf.core.ledger import locks
+
+    ledger.acquire_lock(stream="orders", reconfiguration_id="r1", plan_hash="p", holder="run a")
+    me = locks.this_process()
+    alive_elsewhere = "otherhost:1:1.0/7"  # another host: only its heartbeat tells
+    assert ledger.locks.claim_lease("orders", "r1", me) is None, "the acquirer holds it"
+    with ledger.locks.leased("orders", "r1", me):
+        held = ledger.locks.claim_lease("orders", "r1", alive_elsewhere)
+        assert held is not None and "whose last heartbeat was 0 s ago" in held
+        with pytest.raises(ReconfigurationRefused, match="is running its steps in process"):
+            with ledger.locks.leased("orders", "r1", alive_elsewhere):
+                pass
+    assert ledger.lock("orders").owner is None, "given back after the block"
+    assert ledger.locks.claim_lease("orders", "r1", alive_elsewhere) is None
+    assert ledger.locks.claim_lease("orders", "r1", me) is not None, "now the other one holds it"
+    monkeypatch.setattr(locks, "LEASE_S", -1.0)  # its heartbeat is stale: taken over
+    assert ledger.locks.claim_lease("orders", "r1", me) is None and ledger.lock("orders").owner == me
+
+
+def test_a_dead_local_owner_is_provably_gone():
+    import socket
+
+    from dagster_reconf.core.ledger.locks import owner_gone, this_process
+
+    assert not owner_gone(this_process())
+    assert owner_gone(f"{socket.gethostname()}:999999999:1.0/1")
+    assert not owner_gone("elsewhere:1:1.0/1")
