@@ -31,21 +31,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from dagster_reconf.cli_views import console, fmt, status_table, watch
 from dagster_reconf.core.errors import ReconfError, SpecError
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.store.metrics import MetricsStore, record_row
+from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import default_home
 
 __all__ = ["main"]
 
 LEDGER_ENV = "RECONF_LEDGER_URL"
-
-console = Console()
 
 
 def _parse_setting(text: str, flag: str = "--set") -> tuple[str, Any]:
@@ -104,82 +101,6 @@ def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
     return StreamSpec.parse(data)
 
 
-def _fmt(value: Any, unit: str = "") -> str:
-    """A table cell: the value as text, never read as markup (a user's value may hold brackets)."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.0f}{unit}"
-    return f"{value:,}{unit}" if isinstance(value, int) else escape(f"{value}{unit}")
-
-
-def status_table(status: dict[str, Any]) -> Table:
-    """One stream's status as a two-column table."""
-    table = Table(
-        title=escape(f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}"),
-        show_header=False,
-    )
-    rows = [
-        ("batch id", _fmt(status.get("batch_id"))),
-        ("input rate", _fmt(status.get("input_rows_per_second"), " rows/s")),
-        ("processed rate", _fmt(status.get("processed_rows_per_second"), " rows/s")),
-        ("batch duration", _fmt(status.get("batch_duration_ms"), " ms")),
-        (
-            "backlog",
-            _fmt(status.get("backlog_events"), " events")
-            if status.get("backlog_events") is not None
-            else f"unknown ({status.get('backlog_unknown')})"
-            if status.get("backlog_unknown")
-            else "-",
-        ),
-        ("sources", _fmt(status.get("source_kinds"))),
-        ("guarantee", _fmt((status.get("delivery") or {}).get("guarantee"))),
-        ("watermark", _fmt(status.get("watermark"))),
-        ("master", _fmt(status.get("master"))),
-        ("Spark UI", _fmt(status.get("spark_ui"))),
-    ]
-    rows += [(f"state rows: {op}", _fmt(n)) for op, n in (status.get("state_rows") or {}).items()]
-    for label, value in rows:
-        table.add_row(label, value)
-    return table
-
-
-def progress_table(name: str, rows: list[dict[str, Any]], limit: int = 12) -> Table:
-    """The last ``limit`` micro-batches of a stream."""
-    table = Table(title=f"stream {name}: live progress")
-    for column in ("batch", "input rows", "in rows/s", "processed rows/s", "duration ms", "backlog", "state rows"):
-        table.add_column(column, justify="right")
-    for row in rows[-limit:]:
-        table.add_row(
-            str(row["batch_id"]),
-            _fmt(row["num_input_rows"]),
-            _fmt(row["input_rows_per_second"]),
-            _fmt(row["processed_rows_per_second"]),
-            _fmt(row["batch_duration_ms"]),
-            _fmt(row["backlog_events"]),
-            _fmt(row["state_rows"]),
-        )
-    return table
-
-
-def watch(store: MetricsStore, name: str, seconds: float) -> list[dict[str, Any]]:
-    """Show a stream's progress live for ``seconds``, reading the metrics store incrementally."""
-    rows: list[dict[str, Any]] = []
-    cursor = store.path.stat().st_size if store.path.exists() else 0
-    deadline = time.monotonic() + seconds
-    with Live(
-        progress_table(name, rows), console=console, refresh_per_second=2, transient=not console.is_terminal
-    ) as live:
-        while time.monotonic() < deadline:
-            records, cursor = store.read(cursor)
-            rows += [record_row(r) for r in records if r.get("kind") == "progress"]
-            live.update(progress_table(name, rows))
-            time.sleep(0.5)
-    if not console.is_terminal:
-        console.print(progress_table(name, rows))
-    return rows
-
-
 def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
     from dagster_reconf.core.process.supervisor import StreamSupervisor
 
@@ -226,6 +147,14 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
             print(json.dumps(status, indent=2, default=str))
         else:
             console.print(status_table(status))
+            if status.get("died"):
+                died = status["died"]
+                console.print(
+                    f"[red]its driver (pid {died['pid']}) died without stopping; last seen "
+                    f"{_when(died['last_seen_at']) if died['last_seen_at'] else 'never'}:[/] see "
+                    f"{escape(str(supervisor.paths(args.name).driver_log))}, then `reconf stream start {args.name}`",
+                    highlight=False,
+                )
     elif args.action == "watch":
         supervisor.status(args.name)  # fails clearly on an unknown stream
         watch(MetricsStore(supervisor.paths(args.name).metrics), args.name, args.seconds)
@@ -243,7 +172,7 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
         for column in columns:
             table.add_column(column.replace("_", " "))
         for row in supervisor.list():
-            table.add_row(*(_fmt(row[column]) for column in columns))
+            table.add_row(*(fmt(row[column]) for column in columns))
         console.print(table)
     return 0
 
@@ -363,7 +292,7 @@ def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
             or record.payload.get("plan_hash", "")
         )
         cells = (record.stream, record.reconfiguration_id, record.kind.removeprefix("reconfiguration."), detail)
-        table.add_row(str(record.seq), _when(record.recorded_at), *map(_fmt, cells))
+        table.add_row(str(record.seq), _when(record.recorded_at), *map(fmt, cells))
     console.print(table)
     return 0
 

@@ -315,6 +315,12 @@ def load_definition(entrypoint: str) -> StreamDefinition:
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise SpecError(f"entrypoint {entrypoint!r}: importing {module_name!r} failed: {exc}") from None
+    except (SystemExit, KeyboardInterrupt) as exc:  # a module's own exit: an error here, not the end of the caller
+        raise StreamStartError(
+            f"entrypoint {entrypoint!r}: importing {module_name!r} raised {type(exc).__name__}"
+            f"{f'({exc.code})' if isinstance(exc, SystemExit) else ''}: a stream definition's module must not exit "
+            "when imported"
+        ) from None
     except Exception as exc:
         raise StreamStartError(
             f"entrypoint {entrypoint!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"

@@ -14,6 +14,7 @@ The supervisor is what the CLI and Dagster resources use. Its guarantees:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -21,6 +22,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +32,14 @@ import psutil
 from dagster_reconf.core.definition import entrypoint_root
 from dagster_reconf.core.errors import (
     ControlRequestError,
+    ReconfError,
     SpecError,
     StreamNotFoundError,
     StreamStartError,
     StreamStateError,
 )
 from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token, read_token
+from dagster_reconf.core.process.definition_probe import IMPORT_TIMEOUT_S, probe_definition
 from dagster_reconf.core.process.process_tree import KILL_GRACE_S, ask_to_leave, terminate_process_tree, wait_for_exit
 from dagster_reconf.core.spec import StreamSpec, restart_scope, validate_spec
 from dagster_reconf.core.store.atomic import replace_text
@@ -66,6 +71,19 @@ def _check_master_reachable(master: str) -> None:
         f"no Spark master reachable at {master} ({'; '.join(errors)}); start one with `reconf cluster start` "
         "or fix the master URL"
     )
+
+
+@contextmanager
+def _start_lock(home: Path, name: str) -> Iterator[None]:
+    """Serialize starts of stream ``name`` under ``home`` (an advisory lock on a file beside the streams)."""
+    folder = Path(home) / "streams"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{name}.start.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def driver_environment(spec: StreamSpec) -> dict[str, str]:
@@ -153,6 +171,19 @@ class StreamSupervisor:
         paths = self.paths(name)
         return self._live_record(paths, paths.driver)
 
+    def driver_death(self, name: str) -> dict[str, Any] | None:
+        """How the stream's driver died, where its record says it runs but no such process lives (a kill, a crash, a
+        lost host): its pid and when it last wrote anything (its record or metrics). None: it runs, or it stopped."""
+        paths = self.paths(name)
+        try:
+            info = json.loads(paths.driver.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if info.get("status") not in ("starting", "running") or self.driver_info(name) is not None:
+            return None
+        written = [p.stat().st_mtime for p in (paths.driver, paths.metrics) if p.exists()]
+        return {"pid": info.get("pid"), "last_seen_at": max(written) if written else None}
+
     def standby_info(self, name: str) -> dict[str, Any] | None:
         """``standby.json`` of a *live* standby driver (see :meth:`start_standby`), or None."""
         paths = self.paths(name)
@@ -193,7 +224,7 @@ class StreamSupervisor:
                     "name": paths.name,
                     "entrypoint": spec.get("entrypoint") or f"attached: {paths.event_log}",
                     "master": spec.get("master"),
-                    "driver": "running" if info else ("attached" if paths.attached.is_file() else "not running"),
+                    "driver": "running" if info else self._not_running(paths),
                     "status": info.get("status") if info else None,
                     "pid": info.get("pid") if info else None,
                     "control_port": info.get("control_port") if info else None,
@@ -201,6 +232,12 @@ class StreamSupervisor:
                 }
             )
         return rows
+
+    def _not_running(self, paths: StreamPaths) -> str:
+        """A stream without a live driver: attached, stopped, or died (its driver vanished while it ran)."""
+        if paths.attached.is_file():
+            return "attached"
+        return "died" if self.driver_death(paths.name) else "not running"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -215,9 +252,21 @@ class StreamSupervisor:
             StreamStartError: the driver failed to start (its error and log tail are in the message).
         """
         paths = self.paths(spec.name)
-        if self.driver_info(spec.name) is not None:
-            raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
-        definition = validate_spec(spec)  # imports the user's module: a missing one fails here, before any process
+        with _start_lock(self.home, spec.name):  # two starts of one stream: the second finds the first's driver
+            if self.driver_info(spec.name) is not None:
+                raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
+            registered = paths.spec.is_file()
+            try:
+                return self._start(paths, spec, timeout_s, paused)
+            except (ReconfError, OSError):
+                if not registered:  # a first start that failed leaves no stream behind (its log stays)
+                    paths.spec.unlink(missing_ok=True)
+                    paths.token.unlink(missing_ok=True)
+                raise
+
+    def _start(self, paths: StreamPaths, spec: StreamSpec, timeout_s: float, paused: bool) -> dict[str, Any]:
+        # The user's module is imported in a child process: a missing, raising, exiting or looping one fails here.
+        frozen = probe_definition(spec, driver_environment(spec), min(timeout_s, IMPORT_TIMEOUT_S))
         if paths.spec.is_file() and checkpoint_facts(paths.checkpoint).last_offset_batch is not None:
             old = StreamSpec.parse(
                 json.loads(paths.spec.read_text())
@@ -226,7 +275,7 @@ class StreamSupervisor:
                 old,
                 spec,
                 stateful=checkpoint_facts(paths.checkpoint).stateful,
-                frozen_options=definition.frozen_options,
+                frozen_options=frozen,
             )
         _check_master_reachable(spec.master)
         _check_writable(self.home, "runtime home")
@@ -406,10 +455,12 @@ class StreamSupervisor:
 
             AttachedReader(paths).refresh()
         spec = json.loads(paths.spec.read_text())
+        death = self.driver_death(name)
         return {
             "name": name,
             "entrypoint": spec.get("entrypoint"),
-            "state": "attached" if attached else "not running",
+            "state": self._not_running(paths),
+            **({"died": death} if death else {}),
             "master": spec.get("master"),
             **status_figures(MetricsStore(paths.metrics).last_progress()),
             "spec": spec,

@@ -1,0 +1,93 @@
+"""What ``reconf`` prints: a stream's status, its live progress, cells that never read a user's value as markup."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from dagster_reconf.core.store.metrics import MetricsStore, record_row
+
+__all__ = ["console", "fmt", "progress_table", "status_table", "watch"]
+
+console = Console()
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    """A table cell: the value as text, never read as markup (a user's value may hold brackets)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}{unit}"
+    return f"{value:,}{unit}" if isinstance(value, int) else escape(f"{value}{unit}")
+
+
+def status_table(status: dict[str, Any]) -> Table:
+    """One stream's status as a two-column table."""
+    table = Table(
+        title=escape(f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}"),
+        show_header=False,
+    )
+    rows = [
+        ("batch id", fmt(status.get("batch_id"))),
+        ("input rate", fmt(status.get("input_rows_per_second"), " rows/s")),
+        ("processed rate", fmt(status.get("processed_rows_per_second"), " rows/s")),
+        ("batch duration", fmt(status.get("batch_duration_ms"), " ms")),
+        (
+            "backlog",
+            fmt(status.get("backlog_events"), " events")
+            if status.get("backlog_events") is not None
+            else f"unknown ({status.get('backlog_unknown')})"
+            if status.get("backlog_unknown")
+            else "-",
+        ),
+        ("sources", fmt(status.get("source_kinds"))),
+        ("guarantee", fmt((status.get("delivery") or {}).get("guarantee"))),
+        ("watermark", fmt(status.get("watermark"))),
+        ("master", fmt(status.get("master"))),
+        ("Spark UI", fmt(status.get("spark_ui"))),
+    ]
+    rows += [(f"state rows: {op}", fmt(n)) for op, n in (status.get("state_rows") or {}).items()]
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+def progress_table(name: str, rows: list[dict[str, Any]], limit: int = 12) -> Table:
+    """The last ``limit`` micro-batches of a stream."""
+    table = Table(title=f"stream {name}: live progress")
+    for column in ("batch", "input rows", "in rows/s", "processed rows/s", "duration ms", "backlog", "state rows"):
+        table.add_column(column, justify="right")
+    for row in rows[-limit:]:
+        table.add_row(
+            str(row["batch_id"]),
+            fmt(row["num_input_rows"]),
+            fmt(row["input_rows_per_second"]),
+            fmt(row["processed_rows_per_second"]),
+            fmt(row["batch_duration_ms"]),
+            fmt(row["backlog_events"]),
+            fmt(row["state_rows"]),
+        )
+    return table
+
+
+def watch(store: MetricsStore, name: str, seconds: float) -> list[dict[str, Any]]:
+    """Show a stream's progress live for ``seconds``, reading the metrics store incrementally."""
+    rows: list[dict[str, Any]] = []
+    cursor = store.path.stat().st_size if store.path.exists() else 0
+    deadline = time.monotonic() + seconds
+    with Live(
+        progress_table(name, rows), console=console, refresh_per_second=2, transient=not console.is_terminal
+    ) as live:
+        while time.monotonic() < deadline:
+            records, cursor = store.read(cursor)
+            rows += [record_row(r) for r in records if r.get("kind") == "progress"]
+            live.update(progress_table(name, rows))
+            time.sleep(0.5)
+    if not console.is_terminal:
+        console.print(progress_table(name, rows))
+    return rows
