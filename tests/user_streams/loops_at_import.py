@@ -1,0 +1,4 @@
+"""A module that never finishes importing (a user's bug)."""
+
+while True:
+    pass
