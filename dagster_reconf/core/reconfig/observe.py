@@ -42,7 +42,9 @@ __all__ = [
 
 RECENT_BATCHES = 20  # the batches before a pause that say what its normal backlog and pace are
 
-_COLUMNS = ["batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "offered", "latency_s"]
+_COLUMNS = [
+    *("batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "end", "offered", "latency_s")
+]
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,9 @@ class Observation:
 
 
 def committed_batches(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per progress record: start and commit time, backlog, the source's offered position, and the
-    oldest event's wait (``latency_s``; NaN where the source's backlog is unknown)."""
+    """One row per progress record: start and commit time, backlog, the source's position after the batch (``end``,
+    where its offsets count events) and offered, and the oldest event's wait (``latency_s``; NaN where the source's
+    backlog is unknown)."""
     rows = []
     for record in records:
         if record.get("kind") != "progress":
@@ -88,9 +91,7 @@ def committed_batches(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         rows, columns=["batch_id", "run_id", "started_at", "committed_at", "events", "backlog_events", "end"]
     )
     if frame.empty:
-        return frame.drop(columns="end").assign(offered=pd.Series(dtype=float), latency_s=pd.Series(dtype=float))[
-            _COLUMNS
-        ]
+        return frame.assign(offered=pd.Series(dtype=float), latency_s=pd.Series(dtype=float))[_COLUMNS]
     events = frame["events"].astype(float)
     # Positions where the offsets count events; otherwise events consumed since the first record.
     end = frame["end"].astype(float) if frame["end"].notna().all() else events.cumsum()

@@ -468,7 +468,9 @@ class Reconfigurer:
         )
         result = {**observation.as_dict(), "health": health.as_dict(), "restarted": started}
         if health.verdict == "failed":
-            where = f"; the whole trace: {self.stream.paths.driver_log}" if health.error else ""
+            log = self.stream.paths.driver_log
+            trace = log if log.is_file() else f"{self.stream.paths.metrics} (its query_terminated record)"
+            where = f"; the whole trace: {trace}" if health.error else ""
             result["rolled_back"] = self._rollback(
                 r, f"failed after resume: {health.problem}{where}", after_resume=True
             )

@@ -21,6 +21,17 @@ def await_termination(query: StreamingQuery, timeout_s: float) -> bool:
 
 
 def first_line(exc: Any) -> str:
-    """The first line of an error: Spark's messages run on with the plan and a JVM stack."""
+    """An error in one line: Spark's messages run on with the plan and a JVM stack. Where the message carries a
+    Python traceback (a ``foreachBatch`` function or a UDF that raised), its exception line is the one that says what
+    went wrong; else the message's first line."""
     text = str(getattr(exc, "desc", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    lines = text.splitlines()
+    marker = next((k for k, line in enumerate(lines) if "Traceback (most recent call last):" in line), None)
+    if marker is not None:
+        after = lines[marker + 1 :]
+        raised = next((line for line in after if line and not line.startswith((" ", "\t"))), None)
+        if raised:
+            return raised.strip()
+    return lines[0]

@@ -6,13 +6,17 @@ batches as they were, except small metadata files. So before migrating, a
 :class:`CheckpointSnapshot` records every file (path, size, modification time) and
 copies the small mutable ones; :meth:`CheckpointSnapshot.restore` deletes what the
 migration added and puts the copies back, which returns the checkpoint exactly to the
-batch it was paused at. The snapshot lives beside the stream until the
-reconfiguration ends, so a re-run after a crash can still roll back.
+batch it was paused at. On a local filesystem the immutable files are kept too, as hard
+links (no data copied): a stream resumed after the migration may delete old state files
+(its state store's maintenance), and a rollback after the resume still finds them. The
+snapshot lives beside the stream until the reconfiguration ends, so a re-run after a
+crash can still roll back.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from dataclasses import dataclass, fields
@@ -294,7 +298,7 @@ class CheckpointSnapshot:
     def take(self, checkpoint: Location, batch_id: int | None) -> dict[str, Any]:
         """Record ``checkpoint`` (paused at ``batch_id``) and copy its mutable files; returns the manifest."""
         files, directories, copied = {}, [], 0
-        copies = self.directory / "files"
+        copies, local = self.directory / "files", is_local(checkpoint)
         if copies.exists():
             shutil.rmtree(copies)
         for path in sorted(checkpoint.rglob("*")):
@@ -304,13 +308,16 @@ class CheckpointSnapshot:
                 continue
             try:
                 signature = _signature(path)
+                target = copies / relative
                 if not path.name.endswith(_IMMUTABLE_SUFFIXES) and not path.name.endswith(
                     tuple(s + ".crc" for s in _IMMUTABLE_SUFFIXES)
                 ):
-                    target = copies / relative
                     target.parent.mkdir(parents=True, exist_ok=True)
                     copy_file(path, target)
                     copied += 1
+                elif local:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    _link_or_copy(path, target)
             except FileNotFoundError:
                 # The paused driver's state store maintenance deletes versions past retention while we walk: a file
                 # gone between the listing and the copy is one Spark no longer needs, so it is not part of the snapshot.
@@ -378,6 +385,15 @@ class CheckpointSnapshot:
     def discard(self) -> None:
         """Forget the snapshot (the reconfiguration ended)."""
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A hard link (no data copied; the content outlives the checkpoint's own name for it), or a copy across
+    filesystems."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def committed_batches(checkpoint: Location) -> set[int]:
