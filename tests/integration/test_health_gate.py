@@ -17,7 +17,8 @@ pytestmark = pytest.mark.spark
 
 
 def committed(runtime: StreamRuntime) -> int:
-    return checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1
+    batch = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
+    return -1 if batch is None else batch
 
 
 def test_a_stream_that_fails_after_the_resume_is_rolled_back_and_recorded(spark, tmp_path):

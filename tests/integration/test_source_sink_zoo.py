@@ -41,7 +41,8 @@ REFUSED = [
 
 
 def committed(runtime: StreamRuntime) -> int:
-    return checkpoint_facts(runtime.paths.checkpoint).last_committed_batch or -1
+    batch = checkpoint_facts(runtime.paths.checkpoint).last_committed_batch
+    return -1 if batch is None else batch
 
 
 class Files:
@@ -95,7 +96,7 @@ def line_server():
 
 def start(spark, tmp_path, source: str, sink: str, **options) -> StreamRuntime:
     spec = StreamSpec(
-        name=f"zoo-{source}-{sink}".lower(),
+        name=f"zoo_{source}_{sink}".lower().replace("-", "_"),  # the memory sink names a view after it
         entrypoint="tests.user_streams.zoo:zoo",
         options={"source": source, "sink": sink, "output_dir": str(tmp_path / "out"), **options},
         state_partitions=2,

@@ -6,8 +6,9 @@ After the resume, the stream must show, within the observe step's timeout:
 * at least :data:`HEALTHY_BATCHES` batches committed since the resume;
 * its sources' position past where the pause left it, where the sources have positions.
 
-A query still waiting for its first input when the time is up passes (``idle``): nothing was offered to prove it
-on, and nothing failed. Anything else fails the gate, and the reconfiguration rolls back (``failed_after_resume``).
+A query that waits with no input offered (no batch running, no data available) passes as ``idle`` once
+:data:`IDLE_PROOF_S` have gone by since the resume, or when the time is up: nothing was offered to prove it on, and
+nothing failed. Anything else fails the gate, and the reconfiguration rolls back (``failed_after_resume``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dagster_reconf.core.store.metrics import MetricsStore
 __all__ = ["HEALTHY_BATCHES", "ResumedHealth", "resumed_health", "watch_resumed"]
 
 HEALTHY_BATCHES = 2
+IDLE_PROOF_S = 5.0
 OBSERVE_POLL_S = 0.5
 OBSERVED_TAIL_BYTES = 4 << 20  # the metrics store's tail read once; after it, only what came since
 WAITING_FOR_DATA = "Waiting for data to arrive"
@@ -50,7 +52,13 @@ class ResumedHealth:
 
 
 def resumed_health(
-    status: dict[str, Any], batches: pd.DataFrame, *, paused_at: float, resumed_at: float, time_is_up: bool
+    status: dict[str, Any],
+    batches: pd.DataFrame,
+    *,
+    paused_at: float,
+    resumed_at: float,
+    time_is_up: bool,
+    now: float | None = None,
 ) -> ResumedHealth:
     """The gate's verdict from the stream's ``status`` and its committed ``batches``
     (:func:`~dagster_reconf.core.reconfig.observe.committed_batches`)."""
@@ -76,10 +84,11 @@ def resumed_health(
                 f"{before['end'].max():g}, where the pause left them",
             )
         return ResumedHealth("waiting", count)
+    idle = status.get("query_idle") or status.get("query_status") == WAITING_FOR_DATA
+    if idle and (time_is_up or (now or time.time()) - resumed_at >= IDLE_PROOF_S):
+        return ResumedHealth("idle", count)
     if not time_is_up:
         return ResumedHealth("waiting", count)
-    if status.get("query_status") == WAITING_FOR_DATA:
-        return ResumedHealth("idle", count)
     return ResumedHealth(
         "failed", count, f"{count} batch(es) committed since the resume, {HEALTHY_BATCHES} needed within the timeout"
     )
@@ -111,7 +120,7 @@ def watch_resumed(
         observation = observe_change(batches, paused_at=paused_at, resumed_at=resumed_at, normal=normal)
         time_is_up = time.monotonic() > deadline
         health = resumed_health(status(), batches, paused_at=paused_at, resumed_at=resumed_at, time_is_up=time_is_up)
-        if health.verdict == "failed" or (health.passed and (observation.caught_up or time_is_up)):
+        if health.verdict in ("failed", "idle") or (health.passed and (observation.caught_up or time_is_up)):
             return observation, health
         time.sleep(OBSERVE_POLL_S)
         new, offset = store.read(offset)

@@ -50,6 +50,7 @@ def stream_status(runtime: StreamRuntime) -> dict[str, Any]:
             "run_id": str(runtime.query.runId) if runtime.query is not None else None,
             "query_id": str(runtime.query.id) if runtime.query is not None else None,
             "query_status": runtime.query.status.get("message") if runtime.is_active else None,
+            "query_idle": _idle(runtime.query.status) if runtime.is_active else None,
             **status_figures(record),
             "delivery": runtime.delivery(record).as_dict(),
             "checkpoint": checkpoint.summary(),
@@ -57,3 +58,8 @@ def stream_status(runtime: StreamRuntime) -> dict[str, Any]:
         }
     finally:
         runtime.lock.release()
+
+
+def _idle(status: dict[str, Any]) -> bool:
+    """Whether the query waits with nothing offered: no batch running, no data available."""
+    return not status.get("isTriggerActive") and not status.get("isDataAvailable")

@@ -39,6 +39,9 @@ def test_too_few_batches_wait_then_fail_unless_the_query_waits_for_data():
     assert "1 batch(es) committed since the resume, 2 needed" in verdict(RUNNING, one, time_is_up=True).problem
     idle = {**RUNNING, "query_status": "Waiting for data to arrive"}
     assert verdict(idle, one, time_is_up=True).verdict == "idle"
+    waiting = {**RUNNING, "query_status": "Waiting for next trigger", "query_idle": True}
+    assert resumed_health(waiting, one, paused_at=10, resumed_at=20, time_is_up=False, now=22).verdict == "waiting"
+    assert resumed_health(waiting, one, paused_at=10, resumed_at=20, time_is_up=False, now=26).verdict == "idle"
 
 
 def test_sources_that_did_not_move_past_the_pause_fail_when_time_is_up():
