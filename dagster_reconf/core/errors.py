@@ -26,6 +26,7 @@ __all__ = [
     "StreamStartError",
     "StreamStateError",
     "format_validation_error",
+    "summary_line",
     "validated",
 ]
 
@@ -66,12 +67,29 @@ class ControlRequestError(ReconfError):
         self.status = status
 
 
+def summary_line(text: str) -> str:
+    """An error message in one line: where it carries a Python traceback (a ``foreachBatch`` function or a UDF that
+    raised, relayed by Spark), the exception's own line; else its first line (Spark's messages run on with the plan
+    and a JVM stack)."""
+    lines = text.strip().splitlines()
+    if not lines:
+        return ""
+    marker = next((k for k, line in enumerate(lines) if "Traceback (most recent call last):" in line), None)
+    if marker is not None:
+        raised = next((line for line in lines[marker + 1 :] if line and not line.startswith((" ", "\t"))), None)
+        if raised:
+            return raised.strip()
+    return lines[0]
+
+
 class ReconfigurationRefused(ReconfError, ValueError):
-    """The plan cannot be applied now; nothing was changed. ``problems`` lists why, each with its fix."""
+    """The plan cannot be applied now; nothing was changed. ``problems`` lists why, each with its fix, in one line
+    each (a problem that quotes Spark keeps its summary line, not the JVM stack)."""
 
     def __init__(self, stream: str, problems: list[str]) -> None:
-        super().__init__(f"reconfiguration of stream {stream!r} refused: " + "; ".join(problems))
-        self.problems = problems
+        self.details = list(problems)  # as given, traces and all (the ledger keeps them)
+        self.problems = [summary_line(p) if "\n" in p else p for p in problems]
+        super().__init__(f"reconfiguration of stream {stream!r} refused: " + "; ".join(self.problems))
 
 
 class ReconfigurationInterrupted(ReconfError, RuntimeError):

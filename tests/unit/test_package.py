@@ -159,3 +159,16 @@ def test_the_example_code_location_loads():
     assert example.ORDERS.entrypoint == "examples.orders.streams:orders"
     offenders = [f"{f}: {n}" for f, n in _imports("examples") if n.startswith("dagster_reconf.")]
     assert offenders == [], "the example imports only dagster_reconf's public names (from dagster_reconf import ...)"
+
+
+def test_a_refusal_quoting_spark_keeps_one_line_per_problem_and_the_whole_text_in_details():
+    from dagster_reconf.core.errors import ReconfigurationRefused
+
+    java = "org.apache.spark.SparkException: state store gone\n" + "\tat org.apache.Foo.bar(Foo.scala:1)\n" * 30
+    python = (
+        "py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most recent "
+        'call last):\n  File "x.py", line 1, in write\n    raise RuntimeError("no table")\nRuntimeError: no table'
+    )
+    refused = ReconfigurationRefused("s", [java, python, "plain"])
+    assert refused.problems == ["org.apache.spark.SparkException: state store gone", "RuntimeError: no table", "plain"]
+    assert refused.details[0] == java and "\n" not in str(refused)

@@ -232,7 +232,8 @@ class Reconfigurer:
             self.ledger.append(
                 stream=stream, kind="step.failed", step=name, reconfiguration_id=rid, payload={"error": str(exc)}
             )
-            self._finish(reconfiguration, "refused", {"problems": exc.problems})
+            details = {"problems": exc.problems, **({"details": exc.details} if exc.details != exc.problems else {})}
+            self._finish(reconfiguration, "refused", details)
             raise
         except Exception as exc:
             self.ledger.append(

@@ -6,6 +6,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQuery
 
+from dagster_reconf.core.errors import summary_line
+
 __all__ = ["await_termination", "first_line"]
 
 
@@ -21,17 +23,5 @@ def await_termination(query: StreamingQuery, timeout_s: float) -> bool:
 
 
 def first_line(exc: Any) -> str:
-    """An error in one line: Spark's messages run on with the plan and a JVM stack. Where the message carries a
-    Python traceback (a ``foreachBatch`` function or a UDF that raised), its exception line is the one that says what
-    went wrong; else the message's first line."""
-    text = str(getattr(exc, "desc", None) or exc).strip()
-    if not text:
-        return type(exc).__name__
-    lines = text.splitlines()
-    marker = next((k for k, line in enumerate(lines) if "Traceback (most recent call last):" in line), None)
-    if marker is not None:
-        after = lines[marker + 1 :]
-        raised = next((line for line in after if line and not line.startswith((" ", "\t"))), None)
-        if raised:
-            return raised.strip()
-    return lines[0]
+    """An error in one line (:func:`~dagster_reconf.core.errors.summary_line`)."""
+    return summary_line(str(getattr(exc, "desc", None) or exc)) or type(exc).__name__
