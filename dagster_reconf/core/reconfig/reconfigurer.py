@@ -15,9 +15,8 @@ preflight -> prepare -> pause -> migrate -> verify -> resume -> observe -> recor
 
 Crash safety: each step is journaled before and after it runs, and each is idempotent; a re-run of the same plan
 continues after the last step that ended (:mod:`~dagster_reconf.core.reconfig.admission`), a driver that died is
-started again paused. One reconfiguration per stream at a time, one process running its steps at a time: the
-ledger's lock and its lease (:mod:`~dagster_reconf.core.ledger.locks`). ``docs/reconfiguration.md`` says each step
-in full.
+started again paused. One reconfiguration per stream, one process running its steps: the ledger's lock and lease
+(:mod:`~dagster_reconf.core.ledger.locks`). ``docs/reconfiguration.md`` says each step in full.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from dagster_reconf.core.errors import (
     ReconfigurationRefused,
     SpecError,
     StreamStateError,
+    summary_line,
 )
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.ledger.locks import this_process
@@ -481,10 +481,10 @@ class Reconfigurer:
         self.stream.restart_lost_driver()
         status = self.stream.status()
         if status.get("state") == "failed":  # passed the gate, failed since: never recorded as a success
-            first = str(status.get("failure") or "no message").strip().splitlines()[0]
-            return self._rollback(
-                r, f"failed after resume: the query failed after the gate: {first}", after_resume=True
-            )
+            first = summary_line(str(status.get("failure") or "no message"))
+            reason = f"failed after resume: the query failed after the gate: {first}"
+            return self._rollback(r, reason, after_resume=True)
+        self.stream.ensure_running()  # a query stopped (not failed) since the gate, by hand: started again
         details = {
             "batches": {
                 "paused_at": r.paused.batch_id,
