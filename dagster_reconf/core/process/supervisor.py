@@ -265,6 +265,8 @@ class StreamSupervisor:
                 raise
 
     def _start(self, paths: StreamPaths, spec: StreamSpec, timeout_s: float, paused: bool) -> dict[str, Any]:
+        if spec.entrypoint is None:
+            validate_spec(spec)  # an attached stream: refused with why, no process started
         # The user's module is imported in a child process: a missing, raising, exiting or looping one fails here.
         frozen = probe_definition(spec, driver_environment(spec), min(timeout_s, IMPORT_TIMEOUT_S))
         if paths.spec.is_file() and checkpoint_facts(paths.checkpoint).last_offset_batch is not None:
