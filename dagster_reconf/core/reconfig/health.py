@@ -1,6 +1,8 @@
 """The health gate after a resume: a reconfiguration succeeds only over a stream proven to run again.
 
-After the resume, the stream must show, within the observe step's timeout:
+After the resume, the stream must show, within :data:`GATE_TIMEOUT_S` (or the observe step's timeout, if longer: a
+catch-up batch after a pause on a loaded machine can take a while, and rolling back a stream that works would cost
+more than waiting for it):
 
 * no failure: its query is running (a query that failed, or stopped, fails the gate at once);
 * at least :data:`HEALTHY_BATCHES` batches committed since the resume;
@@ -28,6 +30,7 @@ __all__ = ["HEALTHY_BATCHES", "ResumedHealth", "resumed_health", "watch_resumed"
 
 HEALTHY_BATCHES = 2
 IDLE_PROOF_S = 5.0
+GATE_TIMEOUT_S = 180.0
 OBSERVE_POLL_S = 0.5
 OBSERVED_TAIL_BYTES = 4 << 20  # the metrics store's tail read once; after it, only what came since
 WAITING_FOR_DATA = "Waiting for data to arrive"
@@ -111,16 +114,20 @@ def watch_resumed(
     normal: float,
     timeout_s: float,
 ) -> tuple[Observation, ResumedHealth]:
-    """Watch the resumed stream until it has caught up and passed the gate, failed it, or ``timeout_s`` is up;
-    how it went through the change (:func:`~dagster_reconf.core.reconfig.observe.observe_change`) and the verdict."""
+    """Watch the resumed stream until it has passed the gate and caught up (or ``timeout_s`` is up), or failed the
+    gate; how it went through the change (:func:`~dagster_reconf.core.reconfig.observe.observe_change`) and the
+    verdict."""
     records, offset = store.tail(OBSERVED_TAIL_BYTES)
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline, gate_deadline = started + timeout_s, started + max(timeout_s, GATE_TIMEOUT_S)
     while True:
         batches = committed_batches(records)
         observation = observe_change(batches, paused_at=paused_at, resumed_at=resumed_at, normal=normal)
-        time_is_up = time.monotonic() > deadline
-        health = resumed_health(status(), batches, paused_at=paused_at, resumed_at=resumed_at, time_is_up=time_is_up)
-        if health.verdict in ("failed", "idle") or (health.passed and (observation.caught_up or time_is_up)):
+        now = time.monotonic()
+        health = resumed_health(
+            status(), batches, paused_at=paused_at, resumed_at=resumed_at, time_is_up=now > gate_deadline
+        )
+        if health.verdict in ("failed", "idle") or (health.passed and (observation.caught_up or now > deadline)):
             return observation, health
         time.sleep(OBSERVE_POLL_S)
         new, offset = store.read(offset)
