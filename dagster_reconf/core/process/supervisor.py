@@ -252,6 +252,7 @@ class StreamSupervisor:
             StreamStartError: the driver failed to start (its error and log tail are in the message).
         """
         paths = self.paths(spec.name)
+        _check_writable(self.home, "runtime home")  # before the start lock's file is made there
         with _start_lock(self.home, spec.name):  # two starts of one stream: the second finds the first's driver
             if self.driver_info(spec.name) is not None:
                 raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
