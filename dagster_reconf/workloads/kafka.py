@@ -246,7 +246,10 @@ class KafkaBroker:
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what ``random-uuid`` prints)."""
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, never starting with "-" (as Kafka's
+    ``random-uuid`` does: the storage tool would read such an id as an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while (found := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return found

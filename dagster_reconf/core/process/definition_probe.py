@@ -57,11 +57,8 @@ def main(argv: list[str]) -> int:
     spec = StreamSpec.parse(json.loads(argv[0]))
     try:
         definition = validate_spec(spec)
-    except SpecError as exc:
-        print(json.dumps({"error": "SpecError", "message": str(exc)}))
-        return 1
-    except StreamStartError as exc:
-        print(json.dumps({"error": "StreamStartError", "message": str(exc)}))
+    except (SpecError, StreamStartError) as exc:
+        print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
         return 1
     print(json.dumps({"frozen_options": sorted(definition.frozen_options)}))
     return 0

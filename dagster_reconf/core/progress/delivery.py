@@ -73,6 +73,11 @@ class Delivery:
     problems: list[str] = field(default_factory=list)
     loss_accepted: bool = False
 
+    @property
+    def sink_restarts(self) -> bool:
+        """Whether the sink's query can start again from its checkpoint (all but Spark's memory sink)."""
+        return self.sink != "memory"
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

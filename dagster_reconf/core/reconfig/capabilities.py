@@ -20,14 +20,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dagster_reconf.core.definition import StreamDefinition
-from dagster_reconf.core.progress.delivery import Delivery, delivery
+from dagster_reconf.core.progress.delivery import RESUMES_EXACTLY, Delivery, delivery
 from dagster_reconf.core.progress.source_kinds import source_figures
 from dagster_reconf.core.store.checkpoint import replay_problem
 from dagster_reconf.core.store.storage import Location
 
-__all__ = ["REPLAYABLE_KINDS", "Capabilities", "stream_capabilities"]
-
-REPLAYABLE_KINDS = frozenset({"file", "kafka", "rate", "rate-micro-batch", "python"})
+__all__ = ["Capabilities", "stream_capabilities"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ def stream_capabilities(
         odd = [
             f"{f.kind} source {f.description!r}"
             for f in kinds
-            if f.kind not in REPLAYABLE_KINDS or f.end is None and f.kind != "file"
+            if f.kind not in RESUMES_EXACTLY or f.end is None and f.kind != "file"
         ]
         replay = bool(kinds) and not odd
         if odd:

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from dagster_reconf.core.errors import summary_line
 from dagster_reconf.core.reconfig.observe import Observation, committed_batches, observe_change
-from dagster_reconf.core.spark.termination import first_line
 from dagster_reconf.core.store.metrics import MetricsStore
 
 __all__ = ["HEALTHY_BATCHES", "ResumedHealth", "resumed_health", "watch_resumed"]
@@ -70,7 +70,7 @@ def resumed_health(
     count = len(after)
     if state == "failed" or status.get("failure"):
         error = str(status.get("failure") or "").strip()
-        first = first_line(error) if error else "no message"
+        first = summary_line(error) if error else "no message"
         return ResumedHealth("failed", count, f"the resumed query failed: {first}", error or None)
     if state not in ("running", "busy"):
         return ResumedHealth("failed", count, f"the resumed query is {state}, not running")

@@ -75,8 +75,7 @@ def stop_at_batch_boundary(
     """
     if finish and keep_interrupted:
         raise ValueError("keep_interrupted needs finish=False: a finished batch is committed, not kept")
-    if finish and runtime.delivery().sink == "memory":  # its query cannot start from a checkpoint: nothing to finish in
-        finish = False
+    finish = finish and runtime.delivery().sink_restarts  # a batch is finished by a query started from the checkpoint
     with runtime.lock:
         started = time.monotonic()
         deadline = started + timeout_s

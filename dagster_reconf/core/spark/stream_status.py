@@ -21,40 +21,37 @@ def stream_status(runtime: StreamRuntime) -> dict[str, Any]:
 
     It never waits long behind a control operation (a stop, a migration): then ``state`` is ``busy`` and the
     figures are the metrics store's and the checkpoint's, without the session's."""
+    spec = runtime.spec
+    known = {"name": spec.name, "entrypoint": spec.entrypoint, "master": spec.master, "spec": spec.model_dump()}
     if not runtime.lock.acquire(timeout=LOCK_WAIT_S):
+        record = runtime.store.last_progress()
+        checkpoint = checkpoint_facts(runtime.paths.checkpoint)
         return {
-            "name": runtime.spec.name,
-            "entrypoint": runtime.spec.entrypoint,
+            **known,
             "state": "busy",
-            "master": runtime.spec.master,
-            **status_figures(runtime.store.last_progress()),
-            "delivery": runtime.delivery().as_dict(),
-            "checkpoint": checkpoint_facts(runtime.paths.checkpoint).summary(),
-            "spec": runtime.spec.model_dump(),
+            **status_figures(record),
+            "delivery": runtime.delivery(record).as_dict(),
+            "checkpoint": checkpoint.summary(),
         }
     try:
         record = runtime.store.last_progress()
         failure = runtime.failure
-        state = "running" if runtime.is_active else ("failed" if failure else "stopped")
         checkpoint = checkpoint_facts(runtime.paths.checkpoint)
-        spark = runtime.session_if_started
+        spark, query = runtime.session_if_started, runtime.query
         return {
-            "name": runtime.spec.name,
-            "entrypoint": runtime.spec.entrypoint,
-            "state": state,
+            **known,
+            "state": "running" if runtime.is_active else ("failed" if failure else "stopped"),
             "failure": failure,
             "app_id": spark.sparkContext.applicationId if spark is not None else None,
             "spark_ui": spark.sparkContext.uiWebUrl if spark is not None else None,
-            "master": runtime.spec.master,
-            "executors": len(executor_ids(spark)) if spark is not None and runtime.spec.executors is not None else None,
-            "run_id": str(runtime.query.runId) if runtime.query is not None else None,
-            "query_id": str(runtime.query.id) if runtime.query is not None else None,
-            "query_status": runtime.query.status.get("message") if runtime.is_active else None,
-            "query_idle": _idle(runtime.query.status) if runtime.is_active else None,
+            "executors": len(executor_ids(spark)) if spark is not None and spec.executors is not None else None,
+            "run_id": str(query.runId) if query is not None else None,
+            "query_id": str(query.id) if query is not None else None,
+            "query_status": query.status.get("message") if runtime.is_active else None,
+            "query_idle": _idle(query.status) if runtime.is_active else None,
             **status_figures(record),
             "delivery": runtime.delivery(record).as_dict(),
             "checkpoint": checkpoint.summary(),
-            "spec": runtime.spec.model_dump(),
         }
     finally:
         runtime.lock.release()
