@@ -157,9 +157,9 @@ class StreamSpec(BaseModel):
     )
     accept_loss: bool = Field(
         False,
-        description="Accept losing a source's in-flight input at a stop and restart, where a source cannot resume "
-        "exactly (a socket, a memory stream, a source of unknown kind): reconfigurations then go ahead and say so. "
-        "False: they are refused at preflight.",
+        description="Accept losing a source's in-flight input at a stop and restart, where a source of unknown kind "
+        "is not known to resume exactly: reconfigurations then go ahead and say so. False: they are refused at "
+        "preflight. (A socket or memory source cannot restart at all: always refused.)",
     )
     instrumentation: bool = Field(
         True, description="Event log and progress listener on (off only for overhead benchmarks)."

@@ -8,6 +8,7 @@ missing) and what was duplicated (an id twice), whatever happened to the stream 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Literal
@@ -22,7 +23,7 @@ from dagster_reconf import stream_definition
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Python workers get the source by value, no PYTHONPATH
 
-SourceKind = Literal["file", "rate", "rate-micro-batch", "python", "socket"]
+SourceKind = Literal["json", "parquet", "text", "rate", "rate-micro-batch", "python", "socket", "memory"]
 SinkKind = Literal["file", "foreachBatch", "console", "memory"]
 
 
@@ -75,8 +76,10 @@ class CountingReader(DataSourceStreamReader):
 
 def ids(spark: SparkSession, options: ZooOptions) -> DataFrame:
     """The source's rows as ``id``s."""
-    if options.source == "file":
-        return spark.readStream.schema("id long").json(options.input_dir)
+    if options.source in ("json", "parquet"):
+        return spark.readStream.schema("id long").format(options.source).load(options.input_dir)
+    if options.source == "text":
+        return spark.readStream.text(options.input_dir).select(F.col("value").cast("long").alias("id"))
     if options.source == "rate":
         reader = spark.readStream.format("rate").option("rowsPerSecond", options.rows_per_second)
         return reader.load().select(F.col("value").alias("id"))
@@ -87,8 +90,32 @@ def ids(spark: SparkSession, options: ZooOptions) -> DataFrame:
         spark.dataSource.register(CountingSource)
         reader = spark.readStream.format("zoo_counter").option("rows_per_second", options.rows_per_second)
         return reader.option("start", str(_STARTED)).load()
+    if options.source == "memory":
+        return memory_ids(spark, options.rows_per_second)
     reader = spark.readStream.format("socket").option("host", "127.0.0.1").option("port", options.port)
     return reader.load().select(F.col("value").cast("long").alias("id"))
+
+
+def memory_ids(spark: SparkSession, rows_per_second: int) -> DataFrame:
+    """Spark's ``MemoryStream`` (no PySpark API: through the JVM), fed ids by a thread until the session stops."""
+    jvm = spark._jvm
+    companion = getattr(jvm, "org.apache.spark.sql.execution.streaming.runtime.MemoryStream$")
+    stream = companion.__getattr__("MODULE$").apply(jvm.org.apache.spark.sql.Encoders.STRING(), spark._jsparkSession)
+    as_scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
+
+    def feed() -> None:
+        sent, deadline = 0, time.monotonic() + 300
+        try:
+            while time.monotonic() < deadline and not spark.sparkContext._jsc.sc().isStopped():
+                rows = [str(i) for i in range(sent, sent + max(1, rows_per_second // 10))]
+                stream.addData(as_scala(jvm.java.util.ArrayList(rows)).toSeq())
+                sent += len(rows)
+                time.sleep(0.1)
+        except Exception:  # noqa: BLE001 - the session went away under the feeder
+            return
+
+    threading.Thread(target=feed, daemon=True, name="zoo-memory-feeder").start()
+    return DataFrame(stream.toDF(), spark).select(F.col("value").cast("long").alias("id"))
 
 
 _STARTED = time.time()

@@ -2,9 +2,12 @@
 
 A reconfiguration stops the query at a batch boundary and starts it again from the checkpoint. That loses nothing
 only where every source can re-read what its offsets log says (:data:`RESUMES_EXACTLY`): files, Kafka, the rate
-sources and Python data sources (whose reader contract is to read any logged offset range again). A socket keeps no
-offsets and drops the lines in flight; a memory stream lives in one driver; a source of a kind this module does not
-know is assumed to do neither, unless its stream definition declares ``replayable=True``.
+sources and Python data sources (whose reader contract is to read any logged offset range again). A source of a kind
+this module does not know is assumed not to, unless its stream definition declares ``replayable=True``; the spec's
+``accept_loss=True`` lets such a stream restart losing its input in flight. A socket and a memory stream cannot
+restart from a checkpoint at all (:data:`NEVER_RESTART`: a socket's new connection counts its offsets from the start
+again, a memory stream's rows lived in the old query's driver), so neither a declaration nor ``accept_loss`` lets
+their query be stopped.
 
 The sink sets what a replayed batch does to the output (:data:`SINK_GUARANTEES`): the file sink and an idempotent
 ``foreachBatch`` write each batch exactly once; Kafka and ``foreach`` at least once; the console promises nothing;
@@ -18,9 +21,16 @@ from typing import Any
 
 from dagster_reconf.core.progress.source_kinds import source_kind
 
-__all__ = ["RESUMES_EXACTLY", "SINK_GUARANTEES", "Delivery", "delivery", "sink_kind"]
+__all__ = ["NEVER_RESTART", "RESUMES_EXACTLY", "SINK_GUARANTEES", "Delivery", "delivery", "sink_kind"]
 
 RESUMES_EXACTLY = frozenset({"file", "kafka", "rate", "rate-micro-batch", "python"})
+# source kind -> why its query cannot start again from its checkpoint, whatever the spec accepts
+NEVER_RESTART = {
+    "socket": "a socket source keeps no offsets: the lines in flight at a stop are lost, and the restarted query "
+    "fails on its checkpoint's offsets (Spark: 'Offsets committed out of order')",
+    "memory": "a memory stream's rows live in the driver of the query that added them: a restarted query cannot "
+    "read them again",
+}
 
 # sink kind -> its end-to-end guarantee when its sources resume exactly
 SINK_GUARANTEES = {
@@ -97,10 +107,20 @@ def delivery(progress: dict[str, Any] | None, *, replayable: bool | None = None,
     problems = []
     if not sources:
         problems.append("no batch has run yet, so its sources are not known: wait for its first batch")
-    if replayable is not True:
-        for kind, description in zip(sources, descriptions, strict=True):
-            if kind not in RESUMES_EXACTLY:
-                problems.append(_lossy_source(kind, description))
+    for kind, description in zip(sources, descriptions, strict=True):
+        if kind in NEVER_RESTART:
+            problems.append(
+                f"{kind} source cannot restart from a checkpoint: {NEVER_RESTART[kind]}. Neither accept_loss nor "
+                "replayable=True can change that: run the stream without stopping it, or move it to a source that "
+                "keeps offsets (files, Kafka, a Python data source)"
+            )
+        elif kind not in RESUMES_EXACTLY and replayable is not True:
+            problems.append(
+                f"{kind} source cannot resume exactly: a source of unknown kind ({description[:80]!r}) is not known "
+                "to re-read its logged offsets. Use a source that can (files, Kafka, a Python data source), declare "
+                "replayable=True on the stream definition if it can re-read its offsets, or set accept_loss=True on "
+                "the spec to accept losing the input in flight"
+            )
     if sink == "memory":
         problems.append(
             f"sink {sink_description} is Spark's memory sink, which cannot restart from a checkpoint; write to a "
@@ -109,19 +129,10 @@ def delivery(progress: dict[str, Any] | None, *, replayable: bool | None = None,
     loses_input = any("cannot resume" in p for p in problems)
     restartable = not problems or (accept_loss and all("cannot resume" in p for p in problems))
     guarantee = SINK_GUARANTEES[sink]
-    if loses_input:
+    never = sorted({kind for kind in sources if kind in NEVER_RESTART})
+    if never:
+        guarantee = f"at-most-once ({' and '.join(never)} input is lost whenever the query stops)"
+    elif loses_input:
         guarantee = "at-most-once (in-flight input is lost at a restart)" if accept_loss else "none (see problems)"
     return Delivery(sources, sink, restartable, guarantee, problems, accept_loss and loses_input)
 
-
-def _lossy_source(kind: str, description: str) -> str:
-    why = {
-        "socket": "a socket source keeps no offsets: the lines in flight at a stop are lost, and a restarted query "
-        "fails on its checkpoint's offsets",
-        "memory": "a memory stream lives in one driver: a restarted query cannot read it again",
-    }.get(kind, f"a source of unknown kind ({description[:80]!r}) is not known to re-read its logged offsets")
-    return (
-        f"{kind} source cannot resume exactly: {why}. Use a source that can (files, Kafka, a Python data source), "
-        "declare replayable=True on the stream definition if it can re-read its offsets, or set accept_loss=True "
-        "on the spec to accept losing the input in flight"
-    )

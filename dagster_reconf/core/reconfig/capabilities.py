@@ -2,8 +2,8 @@
 
 * ``pause``: stop at a micro-batch boundary and start again from the checkpoint without losing input. Only where
   every source is known to resume exactly from its logged offsets and the sink can restart
-  (:mod:`dagster_reconf.core.progress.delivery`): never a socket, a memory stream or a source of unknown kind (unless
-  the definition declares it replayable, or the spec accepts the loss), nor Spark's ``memory`` sink.
+  (:mod:`dagster_reconf.core.progress.delivery`): never a source of unknown kind (unless the definition declares it
+  replayable, or the spec accepts the loss), and never a socket, a memory stream or Spark's ``memory`` sink.
 * ``replay``: rebuild state from the source's retained data (the replay strategy). The
   sources must replay from logged offsets (files, Kafka, the rate sources, Python sources
   whose offsets are counters), unless the definition says otherwise, and the offset log

@@ -43,20 +43,28 @@ def test_sources_that_resume_exactly_restart_with_the_sinks_guarantee(source):
     assert "idempotent" in delivery(progress(source, "foreachBatch")).guarantee
 
 
-@pytest.mark.parametrize("source", ["socket", "memory", "unknown"])
-def test_sources_that_cannot_resume_are_refused_with_their_kind_and_the_fix(source):
-    found = delivery(progress(source))
+def test_a_source_of_unknown_kind_is_refused_with_the_fix():
+    found = delivery(progress("unknown"))
     assert not found.restartable and found.guarantee == "none (see problems)"
     (problem,) = found.problems
-    assert problem.startswith(f"{source} source cannot resume exactly")
+    assert problem.startswith("unknown source cannot resume exactly") and "com.acme.QueueStream" in problem
     assert "accept_loss=True" in problem and "replayable=True" in problem
 
 
 def test_an_accepted_loss_restarts_and_says_what_it_loses():
-    found = delivery(progress("socket"), accept_loss=True)
+    found = delivery(progress("unknown"), accept_loss=True)
     assert found.restartable and found.loss_accepted and found.guarantee.startswith("at-most-once")
-    assert "lines in flight at a stop are lost" in found.problems[0]
     assert not delivery(progress("file"), accept_loss=True).loss_accepted, "nothing to accept where nothing is lost"
+
+
+@pytest.mark.parametrize("source", ["socket", "memory"])
+def test_sources_that_never_restart_are_refused_whatever_the_spec_or_definition_says(source):
+    for found in (delivery(progress(source)), delivery(progress(source), replayable=True, accept_loss=True)):
+        assert not found.restartable and not found.loss_accepted
+        (problem,) = found.problems
+        assert problem.startswith(f"{source} source cannot restart from a checkpoint")
+        assert "Neither accept_loss nor replayable=True" in problem
+        assert found.guarantee == f"at-most-once ({source} input is lost whenever the query stops)"
 
 
 def test_a_declared_replayable_definition_is_positive_evidence():
