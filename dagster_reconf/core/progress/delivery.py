@@ -135,4 +135,3 @@ def delivery(progress: dict[str, Any] | None, *, replayable: bool | None = None,
     elif loses_input:
         guarantee = "at-most-once (in-flight input is lost at a restart)" if accept_loss else "none (see problems)"
     return Delivery(sources, sink, restartable, guarantee, problems, accept_loss and loses_input)
-
