@@ -155,6 +155,12 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
                     f"{escape(str(supervisor.paths(args.name).driver_log))}, then `reconf stream start {args.name}`",
                     highlight=False,
                 )
+            for record in _record_incidents(args, home, supervisor):
+                console.print(
+                    f"[yellow]{record.kind}[/] {escape(record.payload['error'])}: now on the audit record as "
+                    f"#{record.seq} (`reconf audit list --stream {args.name}`)",
+                    highlight=False,
+                )
     elif args.action == "watch":
         supervisor.status(args.name)  # fails clearly on an unknown stream
         watch(MetricsStore(supervisor.paths(args.name).metrics), args.name, args.seconds)
@@ -199,6 +205,13 @@ def _ledger(args: argparse.Namespace, home: Path):
     from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 
     return AuditLedger(args.ledger or os.environ.get(LEDGER_ENV) or default_ledger_url(home))
+
+
+def _record_incidents(args: argparse.Namespace, home: Path, supervisor: Any) -> list[Any]:
+    """Put the stream's unplanned failures the ledger has not heard of on the record (``status`` looks anyway)."""
+    from dagster_reconf.core.reconfig import DriverStream, Reconfigurer
+
+    return Reconfigurer(DriverStream(supervisor, args.name), _ledger(args, home)).record_incidents()
 
 
 def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:

@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from dagster_reconf.core.errors import summary_line
 from dagster_reconf.core.store.metrics import MetricsStore, record_row
 
 __all__ = ["console", "fmt", "progress_table", "status_table", "watch"]
@@ -32,7 +33,8 @@ def status_table(status: dict[str, Any]) -> Table:
         title=escape(f"stream {status.get('name')} ({status.get('entrypoint')}) - {status.get('state')}"),
         show_header=False,
     )
-    rows = [
+    rows = [("failure", fmt(summary_line(status["failure"])))] if status.get("failure") else []
+    rows += [
         ("batch id", fmt(status.get("batch_id"))),
         ("input rate", fmt(status.get("input_rows_per_second"), " rows/s")),
         ("processed rate", fmt(status.get("processed_rows_per_second"), " rows/s")),

@@ -15,6 +15,8 @@ ticks must stay cheap. Each tick, for every stream (in turn, within a time budge
   logs and makes the DS2 plan (``ds2_plans`` decides afresh), so event-log ingestion and
   DS2 never run in the sensor. ``run_key`` = ``stream|configuration epoch|direction``:
   one run per configuration and direction;
+* puts a query that failed or a driver that died on the audit record
+  (:mod:`~dagster_reconf.core.reconfig.incidents`), once each;
 * says why it requested nothing, stream by stream, on every tick (in the skip reason
   and the tick's log).
 
@@ -31,6 +33,8 @@ from typing import Any
 
 import dagster as dg
 
+from dagster_reconf.core.ledger import AuditLedger, LedgerError
+from dagster_reconf.core.reconfig.incidents import Incident, driver_died, query_failures, record_incidents
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.policies import POLICIES
 from dagster_reconf.core.scaling.policy import ScalingPolicy
@@ -150,7 +154,11 @@ def build_streams_sensor(
                 reasons.append(f"{stream}: not in the runtime home {streams.home_path}")
                 continue
             state = next_cursor.streams.setdefault(stream, {})
-            tick = stream_tick(policy, state, _read_stream(streams, stream, row, state), keep=keep, now=time.time())
+            read = _read_stream(streams, stream, row, state)
+            death = streams.supervisor().driver_death(stream) if row["driver"] == "died" else None
+            incidents = query_failures(stream, read.records if read else []) + driver_died(stream, death)
+            reasons.extend(_record(ledger, incidents))
+            tick = stream_tick(policy, state, read, keep=keep, now=time.time())
             if tick.figures is not None and traces is not None:
                 events.append(dg.AssetObservation(asset_key=traces.stream.key, partition=stream, metadata=tick.figures))
             reason, direction = tick.reason, tick.direction
@@ -188,6 +196,17 @@ def build_streams_sensor(
         )
 
     return _sensor
+
+
+def _record(ledger: AuditLedger, incidents: list[Incident]) -> list[str]:
+    """Put a stream's incidents on the audit record; a line for each added (or why they could not be)."""
+    if not incidents:
+        return []
+    try:
+        added = record_incidents(ledger, incidents)
+    except LedgerError as exc:
+        return [f"{incidents[0].stream}: {len(incidents)} incident(s) not recorded: {exc}"]
+    return [f"{r.stream}: {r.kind} ({r.payload['error']}), recorded in the audit ledger as #{r.seq}" for r in added]
 
 
 @dataclass(frozen=True)

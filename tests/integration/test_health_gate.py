@@ -1,6 +1,7 @@
 """The health gate: a reconfiguration whose resumed stream fails in its first batch is never called a success. It
 rolls back to the checkpoint and settings from before the pause, ends ``failed_after_resume`` with Spark's error,
-and the stream runs again as it was, nothing lost."""
+and the stream runs again as it was, nothing lost. Every failure of the query, in the gate or later, is an incident
+on the audit record."""
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_a_stream_that_fails_after_the_resume_is_rolled_back_and_recorded(spark,
     spec = StreamSpec(
         name="bad-deploy",
         entrypoint="tests.user_streams.bad_deploy:values",
-        options={"output_dir": str(output)},
+        options={"output_dir": str(output), "fail_marker": str(tmp_path / "disk-full")},
         state_partitions=2,
         trigger_interval_s=0.5,
     )
@@ -52,7 +53,19 @@ def test_a_stream_that_fails_after_the_resume_is_rolled_back_and_recorded(spark,
         (finished,) = ledger.records(reconfiguration_id=result.id, kinds=["reconfiguration.finished"])
         assert finished.payload["outcome"] == "failed_after_resume" and "version 2" in finished.payload["reason"]
         assert ledger.lock("bad-deploy") is None, "the stream is free for the next plan"
-        runtime.stop_at_batch_boundary()
+
+        # Later, a failure nobody planned: it is in status and, once anyone looks, on the audit record (once).
+        (tmp_path / "disk-full").touch()
+        wait_until(lambda: runtime.status()["state"] == "failed", what="the query to fail")
+        assert "the disk under" in runtime.status()["failure"]
+        recorder = Reconfigurer(LocalStream(runtime), ledger)
+        gate, later = recorder.record_incidents()
+        assert gate.kind == later.kind == "query_failed" and gate.payload["key"] != later.payload["key"]
+        assert "version 2 cannot write batch" in gate.payload["error"], gate.payload
+        assert later.payload["error"].endswith(f"the disk under {output} is full"), later.payload
+        assert "Traceback" in later.payload["trace"] and ledger.verify().ok
+        assert recorder.record_incidents() == [], "looking again records nothing twice"
+        (tmp_path / "disk-full").unlink()  # the disk is freed: the stop finishes the batch that failed
     finally:
         runtime.shutdown()
     values = [row.value for row in spark.read.json(str(output)).select("value").collect()]

@@ -137,8 +137,29 @@ def test_killed_driver_is_recovered_by_a_rerun_after_every_step(spark, stream):
         assert result.outcome == "succeeded", result.results
         if step == "record":
             assert supervisor.driver_info("crash") is None, "the driver died after the job was done"
+            assert_the_death_is_on_the_record(supervisor, ledger)
             supervisor.start(handle.spec())
         assert checkpoint_facts(supervisor.paths("crash").checkpoint).state_partitions == partitions
         assert supervisor.status("crash")["state"] == "running", f"after a driver kill after {step}"
     assert ledger.verify().ok and ledger.lock("crash") is None
     assert_output_matches_oracle(spark, supervisor, spec)
+
+
+def assert_the_death_is_on_the_record(supervisor: StreamSupervisor, ledger: AuditLedger) -> None:
+    """A driver that died outside any reconfiguration is ``died`` in status and one ``driver_died`` record in the
+    ledger, put there by the streams sensor's tick; whoever looks again adds nothing."""
+    from dagster import build_sensor_context, instance_for_test
+
+    from dagster_reconf import AuditLedgerResource, StreamRuntimeResource, build_scaling_assets, build_streams_sensor
+
+    assert supervisor.status("crash")["state"] == "died"
+    sensor = build_streams_sensor(scaling=build_scaling_assets(streams=["crash"]))
+    resources = {
+        "streams": StreamRuntimeResource(home=str(supervisor.home)),
+        "audit_ledger": AuditLedgerResource(home=str(supervisor.home)),
+    }
+    with instance_for_test() as instance:
+        said = sensor(build_sensor_context(instance=instance, resources=resources)).skip_reason.skip_message
+    (died,) = ledger.records(stream="crash", kinds=["driver_died"])
+    assert f"driver_died (driver process {died.payload['key']} is gone" in said and f"#{died.seq}" in said, said
+    assert Reconfigurer(DriverStream(supervisor, "crash"), ledger).record_incidents() == []

@@ -60,6 +60,10 @@ class StreamHandle(ABC):
         (that is for the health gate to judge). What it did, for the journal."""
         return {"started": False}
 
+    def driver_death(self) -> dict[str, Any] | None:
+        """How the stream's driver died while its record says it runs (pid, last seen); None: it did not."""
+        return None
+
     @abstractmethod
     def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
         """Stop at a micro-batch boundary; the last batch is committed when this returns (with ``finish``; without,
@@ -209,6 +213,9 @@ class DriverStream(StreamHandle):
             self.supervisor.start(self.spec())
             return {"started": True, "driver": "new"}
         return {"started": False}
+
+    def driver_death(self) -> dict[str, Any] | None:
+        return self.supervisor.driver_death(self.name)
 
     def ensure_running(self) -> dict[str, Any]:
         if self.supervisor.driver_info(self.name) is None:

@@ -36,12 +36,13 @@ from dagster_reconf.core.errors import (
     StreamStateError,
     summary_line,
 )
-from dagster_reconf.core.ledger import AuditLedger
+from dagster_reconf.core.ledger import AuditLedger, AuditRecord
 from dagster_reconf.core.ledger.locks import this_process
 from dagster_reconf.core.progress.lifecycle import Paused
 from dagster_reconf.core.reconfig.admission import admit
 from dagster_reconf.core.reconfig.handles import StreamHandle, finish_interrupted, migrate_natively
 from dagster_reconf.core.reconfig.health import watch_resumed
+from dagster_reconf.core.reconfig.incidents import driver_died, query_failures, record_incidents
 from dagster_reconf.core.reconfig.observe import recent_backlog
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
@@ -116,16 +117,7 @@ class Reconfigurer:
         self.observe_timeout_s = observe_timeout_s
         self.after_step = after_step
         self.handover = handover
-        self._steps: dict[str, Callable[[Reconfiguration], dict[str, Any]]] = {
-            "preflight": self._preflight,
-            "prepare": self._prepare,
-            "pause": self._pause,
-            "migrate": self._migrate,
-            "verify": self._verify,
-            "resume": self._resume,
-            "observe": self._observe,
-            "record": self._record,
-        }
+        self._steps: dict[str, Callable[[Reconfiguration], dict[str, Any]]] = {n: getattr(self, f"_{n}") for n in STEPS}
 
     # -- the whole thing ------------------------------------------------------------------------
 
@@ -162,6 +154,7 @@ class Reconfigurer:
         Raises:
             ReconfigurationRefused: the plan is invalid for the stream, or another plan holds the stream.
         """
+        self.record_incidents()
         return admit(
             self.stream,
             self.ledger,
@@ -171,6 +164,13 @@ class Reconfigurer:
             trigger=trigger,
             evidence=evidence,
         )
+
+    def record_incidents(self) -> list[AuditRecord]:
+        """Put the stream's unplanned failures since the ledger last heard of it on the record
+        (:mod:`~dagster_reconf.core.reconfig.incidents`); the records added."""
+        records, _ = MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)
+        found = query_failures(self.stream.name, records) + driver_died(self.stream.name, self.stream.driver_death())
+        return record_incidents(self.ledger, found)
 
     def abort(self) -> Reconfiguration | None:
         """Roll back the stream's unfinished reconfiguration (None if there is none).
