@@ -209,9 +209,10 @@ def _ledger(args: argparse.Namespace, home: Path):
 
 def _record_incidents(args: argparse.Namespace, home: Path, supervisor: Any) -> list[Any]:
     """Put the stream's unplanned failures the ledger has not heard of on the record (``status`` looks anyway)."""
-    from dagster_reconf.core.reconfig import DriverStream, Reconfigurer
+    from dagster_reconf.core.reconfig import DriverStream
+    from dagster_reconf.core.reconfig.incidents import record_stream_incidents
 
-    return Reconfigurer(DriverStream(supervisor, args.name), _ledger(args, home)).record_incidents()
+    return record_stream_incidents(_ledger(args, home), DriverStream(supervisor, args.name))
 
 
 def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:

@@ -19,6 +19,10 @@ nothing and says so. The materialization's metadata carries the outcome, the act
 per-step timings, the verification table, the observed downtime and catch-up, and the
 ledger record (reconfiguration id, head hash, and the command that shows it).
 
+One run at a time per stream: the run's ops hold the stream's lease under the run's name (its root run, so a
+re-execution takes it over) between them, and a run whose preflight finds another run of the stream still in flight
+applies nothing.
+
 :func:`build_reconfiguration_failure_sensor` records failed reconfiguration runs in the
 ledger too, with the run's error.
 """
@@ -42,7 +46,7 @@ from dagster_reconf.core.reconfig import (
 )
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.dagster.constants import RECONFIGURATION_TAG, STREAM_TAG
+from dagster_reconf.dagster.constants import IN_FLIGHT, RECONFIGURATION_TAG, STREAM_TAG
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
@@ -50,6 +54,8 @@ from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 __all__ = ["build_reconfiguration_failure_sensor", "build_stream_configuration"]
 
 POOL = "dagster_reconf_reconfiguration"
+RUN_HOLDER = "dagster run "  # a lock's holder and lease owner name Dagster runs so
+ROOT_RUN_TAG = "dagster/root_run_id"  # what Dagster tags a re-execution with
 
 
 def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPlanConfig | None) -> ExecutionPlan | None:
@@ -63,6 +69,11 @@ def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPla
     return ExecutionPlan.of(spec.with_changes(scaling.target.changes_for(spec)))
 
 
+def _run_owner(context: dg.OpExecutionContext) -> str:
+    """The lease owner of a run's ops: its root run, so a re-execution of a failed run takes its lease at once."""
+    return f"{RUN_HOLDER}{context.run.root_run_id or context.run_id}"
+
+
 def _reconfigurer(
     context: dg.OpExecutionContext,
     streams: StreamRuntimeResource,
@@ -74,10 +85,31 @@ def _reconfigurer(
         DriverStream(streams.supervisor(), context.partition_key),
         ledger,
         strategy=strategy,
-        holder=f"dagster run {context.run_id}",
+        holder=f"{RUN_HOLDER}{context.run_id}",
         observe_timeout_s=observe_timeout_s,
         handover=streams.handover,
+        lease_owner=_run_owner(context),  # kept between this run's ops: no other run slips in between them
     )
+
+
+def _other_run_in_flight(context: dg.OpExecutionContext, ledger: AuditLedger) -> str | None:
+    """The id of another Dagster run, queued or running, that holds the stream's reconfiguration (None: none).
+
+    The lease covers the hand-off between one run's ops for :data:`~dagster_reconf.core.ledger.locks.LEASE_S`; a
+    slower hand-off (a busy executor) must not let a second run of the same plan continue the reconfiguration beside
+    the first."""
+    lock = ledger.lock(context.partition_key)
+    if lock is None:
+        return None
+    mine = {context.run_id, context.run.root_run_id or context.run_id}
+    roots = {text.removeprefix(RUN_HOLDER) for text in (lock.holder, lock.owner or "") if text.startswith(RUN_HOLDER)}
+    for root in roots - mine:
+        runs = [context.instance.get_run_by_id(root)]
+        runs += context.instance.get_runs(dg.RunsFilter(tags={ROOT_RUN_TAG: root}, statuses=IN_FLIGHT), limit=5)
+        for run in runs:
+            if run is not None and run.status in IN_FLIGHT and run.run_id not in mine:
+                return run.run_id
+    return None
 
 
 def _run_step(
@@ -212,6 +244,13 @@ def build_stream_configuration(
                 scaling_plan=ds2_plans["plan"].get("reason"),
                 predicted=ds2_plans["plan"].get("predicted"),
                 report=ds2_plans["plan"].get("report"),
+            )
+        other = _other_run_in_flight(context, ledger)
+        if other is not None:
+            raise dg.Failure(
+                description=f"stream {stream!r} is being reconfigured by Dagster run {other}, still in flight: this "
+                "run applies nothing (a second run of a plan never runs steps beside the first); wait for it to end",
+                allow_retries=False,
             )
         try:
             reconfiguration = reconfigurer.begin(target, trigger=trigger, evidence=evidence)

@@ -7,6 +7,7 @@ import pytest
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, Reconfigurer
+from dagster_reconf.core.reconfig.incidents import record_stream_incidents
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
@@ -58,13 +59,13 @@ def test_a_stream_that_fails_after_the_resume_is_rolled_back_and_recorded(spark,
         (tmp_path / "disk-full").touch()
         wait_until(lambda: runtime.status()["state"] == "failed", what="the query to fail")
         assert "the disk under" in runtime.status()["failure"]
-        recorder = Reconfigurer(LocalStream(runtime), ledger)
-        gate, later = recorder.record_incidents()
+        handle = LocalStream(runtime)
+        gate, later = record_stream_incidents(ledger, handle)
         assert gate.kind == later.kind == "query_failed" and gate.payload["key"] != later.payload["key"]
         assert "version 2 cannot write batch" in gate.payload["error"], gate.payload
         assert later.payload["error"].endswith(f"the disk under {output} is full"), later.payload
         assert "Traceback" in later.payload["trace"] and ledger.verify().ok
-        assert recorder.record_incidents() == [], "looking again records nothing twice"
+        assert record_stream_incidents(ledger, handle) == [], "looking again records nothing twice"
         (tmp_path / "disk-full").unlink()  # the disk is freed: the stop finishes the batch that failed
     finally:
         runtime.shutdown()

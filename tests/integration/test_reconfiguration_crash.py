@@ -19,6 +19,7 @@ from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.process.process_tree import session_processes, signal_processes
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, ReconfigurationInterrupted, Reconfigurer
+from dagster_reconf.core.reconfig.incidents import record_stream_incidents
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore, record_row
@@ -162,4 +163,4 @@ def assert_the_death_is_on_the_record(supervisor: StreamSupervisor, ledger: Audi
         said = sensor(build_sensor_context(instance=instance, resources=resources)).skip_reason.skip_message
     (died,) = ledger.records(stream="crash", kinds=["driver_died"])
     assert f"driver_died (driver process {died.payload['key']} is gone" in said and f"#{died.seq}" in said, said
-    assert Reconfigurer(DriverStream(supervisor, "crash"), ledger).record_incidents() == []
+    assert record_stream_incidents(ledger, DriverStream(supervisor, "crash")) == []

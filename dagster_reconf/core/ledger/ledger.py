@@ -317,10 +317,12 @@ class AuditLedger:
 
     # -- locks --------------------------------------------------------------------------------
 
-    def acquire_lock(self, *, stream: str, reconfiguration_id: str, plan_hash: str, holder: str) -> StreamLock:
+    def acquire_lock(
+        self, *, stream: str, reconfiguration_id: str, plan_hash: str, holder: str, owner: str | None = None
+    ) -> StreamLock:
         """Take the stream for ``reconfiguration_id`` (:meth:`StreamLocks.acquire`)."""
         return self.locks.acquire(
-            stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder
+            stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder, owner=owner
         )
 
     def lock(self, stream: str) -> StreamLock | None:

@@ -2,7 +2,8 @@
 
 The lock lives from a reconfiguration's start to its end; a re-run of the same plan continues it. The lease is
 shorter: a process takes it to run a step, heartbeats every :data:`HEARTBEAT_S` while the step runs, and gives it
-back after. A second process (a re-run of the same plan, a second Dagster run) gets the lease only when it is free,
+back after (a Dagster run, whose steps are separate processes, names itself as the owner and keeps it between
+them). A second process (a re-run of the same plan, a second Dagster run) gets the lease only when it is free,
 its owner's heartbeat is older than :data:`LEASE_S`, or its owner is provably gone (a dead process on this host).
 So two runs never run steps side by side, and a crashed one is taken over.
 """
@@ -77,13 +78,16 @@ class StreamLocks:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def acquire(self, *, stream: str, reconfiguration_id: str, plan_hash: str, holder: str) -> StreamLock:
-        """Take the stream for ``reconfiguration_id`` (the lease too); return the lock that holds it afterwards.
+    def acquire(
+        self, *, stream: str, reconfiguration_id: str, plan_hash: str, holder: str, owner: str | None = None
+    ) -> StreamLock:
+        """Take the stream for ``reconfiguration_id`` (the lease too, for ``owner``: default :func:`this_process`);
+        return the lock that holds it afterwards.
 
         The caller owns the stream only if the returned lock names its reconfiguration.
         """
         now = time.time()
-        wanted = StreamLock(stream, reconfiguration_id, plan_hash, holder, now, this_process(), now)
+        wanted = StreamLock(stream, reconfiguration_id, plan_hash, holder, now, owner or this_process(), now)
         try:
             with self.engine.begin() as connection:
                 connection.execute(LOCKS.insert().values(asdict(wanted)))
@@ -92,7 +96,7 @@ class StreamLocks:
         lock = self.get(stream)
         if lock is None:  # released between our insert and read: try again
             return self.acquire(
-                stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder
+                stream=stream, reconfiguration_id=reconfiguration_id, plan_hash=plan_hash, holder=holder, owner=owner
             )
         return lock
 
@@ -141,9 +145,10 @@ class StreamLocks:
             )
 
     @contextmanager
-    def leased(self, stream: str, reconfiguration_id: str, me: str) -> Iterator[None]:
+    def leased(self, stream: str, reconfiguration_id: str, me: str, *, keep: bool = False) -> Iterator[None]:
         """Take the lease for ``me`` and hold it while the block runs: a heartbeat every :data:`HEARTBEAT_S`, and
-        the lease given back after.
+        the lease given back after (``keep``: a last heartbeat instead, so it stays ``me``'s for :data:`LEASE_S`
+        more: a run whose steps are separate processes keeps the stream between them).
 
         Raises:
             ReconfigurationRefused: another process holds it (nothing ran).
@@ -173,4 +178,4 @@ class StreamLocks:
         finally:
             stop.set()
             thread.join()
-            self.heartbeat(stream, reconfiguration_id, me, release=True)
+            self.heartbeat(stream, reconfiguration_id, me, release=not keep)

@@ -30,6 +30,7 @@ def admit(
     *,
     strategy: str,
     holder: str,
+    owner: str | None = None,
     trigger: dict[str, Any] | None = None,
     evidence: dict[str, Any] | None = None,
 ) -> Reconfiguration:
@@ -39,6 +40,7 @@ def admit(
     Raises:
         ReconfigurationRefused: the plan is invalid for the stream, or another plan holds the stream.
     """
+    owner = owner or this_process()  # who runs the steps: the lease's owner
     stream = stream_handle.name
     if stream_handle.paths.attached.is_file():
         refuse(
@@ -72,7 +74,7 @@ def admit(
                 ],
                 trigger,
             )
-        running = lock.lease_holder(this_process())
+        running = lock.lease_holder(owner)
         if running is not None:
             refuse(
                 ledger,
@@ -112,10 +114,19 @@ def admit(
         )
         return reconfiguration
     lock = ledger.acquire_lock(
-        stream=stream, reconfiguration_id=reconfiguration.id, plan_hash=plan.plan_hash, holder=holder
+        stream=stream, reconfiguration_id=reconfiguration.id, plan_hash=plan.plan_hash, holder=holder, owner=owner
     )
     if lock.reconfiguration_id != reconfiguration.id:  # another run took the stream between our check and insert
-        return admit(stream_handle, ledger, plan, strategy=strategy, holder=holder, trigger=trigger, evidence=evidence)
+        return admit(
+            stream_handle,
+            ledger,
+            plan,
+            strategy=strategy,
+            holder=holder,
+            owner=owner,
+            trigger=trigger,
+            evidence=evidence,
+        )
     ledger.append(
         stream=stream,
         kind="reconfiguration.started",

@@ -13,16 +13,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dagster_reconf.core.errors import summary_line
 from dagster_reconf.core.ledger import AuditLedger, AuditRecord
 from dagster_reconf.core.progress.lifecycle import QueryTerminated, lifecycle_event
+from dagster_reconf.core.store.metrics import MetricsStore
 
-__all__ = ["INCIDENT_KINDS", "Incident", "driver_died", "query_failures", "record_incidents"]
+if TYPE_CHECKING:
+    from dagster_reconf.core.reconfig.handles import StreamHandle
+
+__all__ = [
+    "INCIDENT_KINDS",
+    "Incident",
+    "driver_died",
+    "query_failures",
+    "record_incidents",
+    "record_stream_incidents",
+]
 
 INCIDENT_KINDS = ("query_failed", "driver_died")
 TRACE_CHARS = 20_000  # the whole trace of a failure, within reason, is kept in the record
+TAIL_BYTES = 4 << 20  # how far back a stream's metrics store is read for failed query runs
 
 
 @dataclass(frozen=True)
@@ -94,3 +106,12 @@ def record_incidents(ledger: AuditLedger, incidents: list[Incident]) -> list[Aud
                 known.add((incident.kind, incident.key))
                 added.append(ledger.append(stream=stream, kind=incident.kind, payload=incident.payload()))
     return added
+
+
+def record_stream_incidents(ledger: AuditLedger, stream: StreamHandle) -> list[AuditRecord]:
+    """Put ``stream``'s unplanned failures the ledger has not heard of on the record: the failed query runs in the
+    newest :data:`TAIL_BYTES` of its metrics store, and its driver if it died. The records added."""
+    records, _ = MetricsStore(stream.paths.metrics).tail(TAIL_BYTES)
+    return record_incidents(
+        ledger, query_failures(stream.name, records) + driver_died(stream.name, stream.driver_death())
+    )

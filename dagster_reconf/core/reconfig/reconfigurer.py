@@ -36,13 +36,13 @@ from dagster_reconf.core.errors import (
     StreamStateError,
     summary_line,
 )
-from dagster_reconf.core.ledger import AuditLedger, AuditRecord
+from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.ledger.locks import this_process
 from dagster_reconf.core.progress.lifecycle import Paused
 from dagster_reconf.core.reconfig.admission import admit
 from dagster_reconf.core.reconfig.handles import StreamHandle, finish_interrupted, migrate_natively
 from dagster_reconf.core.reconfig.health import watch_resumed
-from dagster_reconf.core.reconfig.incidents import driver_died, query_failures, record_incidents
+from dagster_reconf.core.reconfig.incidents import record_stream_incidents
 from dagster_reconf.core.reconfig.observe import recent_backlog
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
@@ -73,10 +73,6 @@ HISTORY_TAIL_BYTES = 1 << 20
 OBSERVED_TAIL_BYTES = 4 << 20
 
 
-def _holder() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 class Reconfigurer:
     """Runs reconfigurations of one stream (see module docstring).
 
@@ -92,6 +88,8 @@ class Reconfigurer:
         after_step: called with each step's name after its end is journaled (tests inject faults here).
         handover: hand changes that need a new SparkContext over to a warm standby driver where the
             stream can (its own driver process); False restarts the SparkContext in the paused driver.
+        lease_owner: who runs the steps, for the lease: default this thread of this process, given back after each
+            step; a name (a Dagster run's) keeps the lease between steps run by different processes of that owner.
     """
 
     def __init__(
@@ -105,18 +103,20 @@ class Reconfigurer:
         observe_timeout_s: float = 60.0,
         after_step: Callable[[str], None] | None = None,
         handover: bool = True,
+        lease_owner: str | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise SpecError(f"unknown migration strategy {strategy!r}; use one of {list(STRATEGIES)}")
         self.stream = stream
         self.ledger = ledger
         self.strategy = strategy
-        self.holder = holder or _holder()
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
         self._holding: str | None = None  # the reconfiguration whose lease this reconfigurer holds
         self.pause_timeout_s = pause_timeout_s
         self.observe_timeout_s = observe_timeout_s
         self.after_step = after_step
         self.handover = handover
+        self.lease_owner = lease_owner
         self._steps: dict[str, Callable[[Reconfiguration], dict[str, Any]]] = {n: getattr(self, f"_{n}") for n in STEPS}
 
     # -- the whole thing ------------------------------------------------------------------------
@@ -140,7 +140,10 @@ class Reconfigurer:
         if reconfiguration.finished or self._holding == reconfiguration.id:
             yield
             return
-        with self.ledger.locks.leased(reconfiguration.stream, reconfiguration.id, this_process()):
+        owner = self.lease_owner or this_process()
+        with self.ledger.locks.leased(
+            reconfiguration.stream, reconfiguration.id, owner, keep=self.lease_owner is not None
+        ):
             self._holding = reconfiguration.id
             try:
                 yield
@@ -154,23 +157,17 @@ class Reconfigurer:
         Raises:
             ReconfigurationRefused: the plan is invalid for the stream, or another plan holds the stream.
         """
-        self.record_incidents()
+        record_stream_incidents(self.ledger, self.stream)  # what happened since the ledger last heard
         return admit(
             self.stream,
             self.ledger,
             target,
             strategy=self.strategy,
             holder=self.holder,
+            owner=self.lease_owner,
             trigger=trigger,
             evidence=evidence,
         )
-
-    def record_incidents(self) -> list[AuditRecord]:
-        """Put the stream's unplanned failures since the ledger last heard of it on the record
-        (:mod:`~dagster_reconf.core.reconfig.incidents`); the records added."""
-        records, _ = MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)
-        found = query_failures(self.stream.name, records) + driver_died(self.stream.name, self.stream.driver_death())
-        return record_incidents(self.ledger, found)
 
     def abort(self) -> Reconfiguration | None:
         """Roll back the stream's unfinished reconfiguration (None if there is none).
@@ -181,7 +178,7 @@ class Reconfigurer:
         lock = self.ledger.lock(self.stream.name)
         if lock is None:
             return None
-        held = lock.lease_holder(this_process())
+        held = lock.lease_holder(self.lease_owner or this_process())
         if held is not None:
             raise ReconfigurationRefused(
                 self.stream.name,

@@ -200,6 +200,25 @@ def test_a_lease_admits_one_process_and_is_taken_over_once_its_owner_is_gone(led
     assert ledger.locks.claim_lease("orders", "r1", me) is None and ledger.lock("orders").owner == me
 
 
+def test_a_named_owner_keeps_its_lease_between_steps_run_by_different_processes(ledger, monkeypatch):
+    """A Dagster run's ops are separate processes: the run's name owns the lease, kept from one op to the next."""
+    from dagster_reconf.core.errors import ReconfigurationRefused
+    from dagster_reconf.core.ledger import locks
+
+    run = "dagster run 1234"
+    ledger.acquire_lock(stream="orders", reconfiguration_id="r1", plan_hash="p", holder=run, owner=run)
+    with ledger.locks.leased("orders", "r1", run, keep=True):  # the first op
+        pass
+    assert ledger.lock("orders").owner == run, "kept after the op"
+    with pytest.raises(ReconfigurationRefused, match="dagster run 1234"):  # a second run, between the ops
+        with ledger.locks.leased("orders", "r1", locks.this_process()):
+            pass
+    with ledger.locks.leased("orders", "r1", run, keep=True):  # the next op of the same run
+        pass
+    monkeypatch.setattr(locks, "LEASE_S", -1.0)  # the run died between ops: its lease runs out
+    assert ledger.locks.claim_lease("orders", "r1", locks.this_process()) is None
+
+
 def test_a_dead_local_owner_is_provably_gone():
     import socket
 
