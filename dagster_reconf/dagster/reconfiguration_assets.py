@@ -131,10 +131,17 @@ def _run_step(
             "the journal in the ledger says what is done.",
             metadata={"reconfiguration_id": reconfiguration.id},
         ) from exc
-    if reconfiguration.outcome in ("rolled_back", "failed_after_resume") and step in ("verify", "observe", "record"):
+    failed_where = {"failed_before_pause": ("preflight", "prepare"), "rolled_back": ("verify", "observe", "record")}
+    failed_where["failed_after_resume"] = failed_where["rolled_back"]
+    if step in failed_where.get(reconfiguration.outcome or "", ()):
         raise dg.Failure(
-            description=f"{reconfiguration.stream}: {'; '.join(reconfiguration.explanation())}; the stream was rolled "
-            "back and runs as before",
+            description=f"{reconfiguration.stream}: {'; '.join(reconfiguration.explanation())}; "
+            + (
+                "nothing was stopped or changed"
+                if reconfiguration.outcome == "failed_before_pause"
+                else "the stream was rolled back"
+            )
+            + " and it runs as before",
             metadata={step: dg.MetadataValue.json(result)},
             allow_retries=False,
         )

@@ -4,7 +4,7 @@ migration that fails verification is rolled back."""
 
 import pytest
 
-from dagster_reconf.core.errors import SpecError
+from dagster_reconf.core.errors import SpecError, StreamStateError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
 from dagster_reconf.core.reconfig import precopy as precopy_module
@@ -289,6 +289,32 @@ def test_failed_verification_rolls_back_to_the_paused_batch(spark, tmp_path):
     assert facts.state_partitions == 4 and facts.committed
     assert runtime.is_active and runtime.spec.state_partitions == 4, "the stream resumes exactly as before"
     assert ledger.lock(runtime.spec.name) is None
+    assert_output_matches_oracle(spark, runtime)
+
+
+class UnreadableStateStream(LocalStream):
+    """A state its reader cannot read (as an operator it does not know): prepare fails, before any pause."""
+
+    def state(self, generation=None, batch_id=None) -> dict:
+        raise StreamStateError("[STDS_REQUIRED_OPTION_UNSPECIFIED] 'stateVarName' must be specified.\n\tat org...")
+
+
+def test_a_step_failed_before_the_pause_changes_nothing_and_frees_the_stream(spark, tmp_path):
+    runtime = start_stream(spark, tmp_path, "wordcount")
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    run_id = str(runtime.query.runId)
+    failed = Reconfigurer(UnreadableStateStream(runtime), ledger).run(plan_with(runtime, state_partitions=8))
+    assert failed.outcome == "failed_before_pause" and "prepare" not in failed.results
+    assert failed.explanation() == [
+        "failed_before_pause: prepare: [STDS_REQUIRED_OPTION_UNSPECIFIED] 'stateVarName' must be specified."
+    ]
+    assert ledger.lock(runtime.spec.name) is None, "nothing to finish: the stream is free"
+    assert runtime.is_active and str(runtime.query.runId) == run_id, "never stopped"
+    assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 4
+    (finished,) = ledger.records(reconfiguration_id=failed.id, kinds=["reconfiguration.finished"])
+    assert finished.payload["outcome"] == "failed_before_pause"
+    nxt = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=10).run(plan_with(runtime, state_partitions=6))
+    assert nxt.outcome == "succeeded", "the next plan is accepted"
     assert_output_matches_oracle(spark, runtime)
 
 

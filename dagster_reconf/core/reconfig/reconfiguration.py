@@ -60,7 +60,7 @@ class Reconfiguration:
     evidence: dict[str, Any] = field(default_factory=dict)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    outcome: str | None = None  # succeeded, rolled_back, refused, noop; None while in progress
+    outcome: str | None = None  # succeeded, rolled_back, failed_before/after_..., refused, noop; None: in progress
     reason: str | None = None  # why it ended as it did, where not plain success (a rollback's cause)
     rolling_back: bool = False
 
@@ -177,7 +177,7 @@ class ReconfigurationRecord:
 
     id: str | None
     stream: str
-    outcome: str  # succeeded, rolled_back, refused, noop
+    outcome: str  # succeeded, rolled_back, failed_before_pause, failed_after_resume, refused, noop
     recorded_at: float
     plan_hash: str | None = None
     current: ExecutionPlan | None = None

@@ -240,6 +240,11 @@ class Reconfigurer:
                 reconfiguration_id=rid,
                 payload={"error": f"{type(exc).__name__}: {exc}"},
             )
+            if STEPS.index(name) < STEPS.index(
+                "pause"
+            ):  # nothing stopped or changed: nothing to finish, the stream free
+                self._finish(reconfiguration, "failed_before_pause", {"reason": f"{name}: {summary_line(str(exc))}"})
+                return {"failed": summary_line(str(exc))}
             raise ReconfigurationInterrupted(
                 f"step {name} of reconfiguration {rid} of stream {stream!r} failed: {exc}. Nothing is lost: re-run the "
                 f"same plan to finish it, or `reconf reconfigure abort {stream}` to roll it back"
@@ -277,12 +282,8 @@ class Reconfigurer:
         self.ledger.release_lock(reconfiguration.stream, reconfiguration.id)
 
     def _remove_older_generations(self) -> list[str]:
-        """Remove the checkpoints of generations before the one in force (a replay or precopy leaves its source).
-
-        Only once the stream committed on the new generation and the reconfiguration can no
-        longer roll back: they are full copies of the state, and would otherwise pile up
-        with every reconfiguration. Idempotent: a re-run finds them gone.
-        """
+        """Remove the checkpoints of generations before the one in force (a replay or precopy leaves its source): full
+        copies of the state, once no rollback can need them. Idempotent: a re-run finds them gone."""
         return remove_generations(self.stream.paths, range(self.stream.paths.generation))
 
     def _snapshot_dir(self, reconfiguration: Reconfiguration):
