@@ -1,13 +1,18 @@
 """What a checkpoint's state holds, read with Spark's state data sources.
 
 For every stateful operator and each of its state stores: the number of rows and an
-order-independent checksum of keys and values (the sum of ``xxhash64(key, value)`` as
+order-independent checksum of every column (the sum of ``xxhash64`` of the row as
 an exact 38-digit decimal; a sum, unlike an XOR, also catches a duplicated row), and
 which partitions hold rows. A migration is verified by comparing these before and
 after it (:mod:`dagster_reconf.core.reconfig.verification`).
 
-Also used before a code change: :func:`state_schemas` reads the key and value schema
-of every state store, and :func:`schema_problems` compares two of them the way Spark
+A ``transformWithState`` operator keeps its state in named state variables (value, list and map state, its TTL
+expiry, its timers), listed in the operator metadata Spark writes (v2): each is read on its own (``stateVarName``;
+``readRegisteredTimers`` for timers) and summarized as a store ``<store>/<variable>``, so a verification covers
+every variable.
+
+Also used before a code change: :func:`state_schemas` reads the schema of every state store
+(key and value; a state variable's columns), and :func:`schema_problems` compares two of them the way Spark
 does on restart (types must match; field names and nullability may differ).
 """
 
@@ -102,21 +107,64 @@ class StateSummary:
 
 
 def stateful_operators(spark: SparkSession, checkpoint: Location) -> list[dict[str, Any]]:
-    """``operatorId``, ``operatorName`` and ``stateStoreName`` of every state store (state-metadata source)."""
+    """``operator_id``, ``operator`` and ``store`` of every state store (state-metadata source), with the state
+    variables of a ``transformWithState`` operator (``variables``: name, type and whether it has a TTL; else [])."""
     rows = spark.read.format("state-metadata").load(spark_uri(checkpoint)).collect()
     return [
-        {"operator_id": int(r["operatorId"]), "operator": str(r["operatorName"]), "store": str(r["stateStoreName"])}
+        {
+            "operator_id": int(r["operatorId"]),
+            "operator": str(r["operatorName"]),
+            "store": str(r["stateStoreName"]),
+            "variables": _state_variables(r.asDict().get("operatorProperties")),
+        }
         for r in rows
     ]
 
 
-def _store_frame(spark: SparkSession, checkpoint: Location, store: dict[str, Any], batch_id: int | None) -> DataFrame:
-    reader = (
-        spark.read.format("statestore").option("operatorId", store["operator_id"]).option("storeName", store["store"])
-    )
-    if batch_id is not None:
-        reader = reader.option("batchId", batch_id)
-    return reader.load(spark_uri(checkpoint))
+def _state_variables(properties: str | None) -> list[dict[str, Any]]:
+    """The state variables in an operator's v2 metadata properties (JSON), in Spark's order."""
+    try:
+        variables = json.loads(properties or "{}").get("stateVariables") or []
+    except (json.JSONDecodeError, AttributeError):
+        return []
+    return [
+        {"name": str(v["stateName"]), "type": str(v["stateVariableType"]), "ttl": bool(v.get("ttlEnabled"))}
+        for v in variables
+        if isinstance(v, dict) and "stateName" in v
+    ]
+
+
+def _store_reads(
+    spark: SparkSession, checkpoint: Location, store: dict[str, Any], batch_id: int | None
+) -> list[tuple[str, DataFrame]]:
+    """``(store label, rows)`` for every part of one operator's state: the store, or each of its state variables."""
+
+    def reader(**options: Any):
+        read = spark.read.format("statestore").option("operatorId", store["operator_id"])
+        read = read.option("storeName", store["store"])
+        for key, value in {**options, **({"batchId": batch_id} if batch_id is not None else {})}.items():
+            read = read.option(key, value)
+        return read
+
+    location = spark_uri(checkpoint)
+    if not store.get("variables"):
+        return [(store["store"], reader().load(location))]
+    return [
+        (
+            f"{store['store']}/{variable['name']}",
+            (
+                reader(readRegisteredTimers="true")
+                if variable["type"] == "TimerState"
+                else reader(stateVarName=variable["name"])
+            ).load(location),
+        )
+        for variable in store["variables"]
+    ]
+
+
+def _content(frame: DataFrame) -> list[str]:
+    """The columns that hold state (all but the partition id)."""
+    return [c for c in frame.columns if c != "partition_id"]
 
 
 def state_summary(spark: SparkSession, checkpoint: Location, batch_id: int | None = None) -> StateSummary:
@@ -138,16 +186,20 @@ def state_summaries(spark: SparkSession, reads: Sequence[tuple[Location, int | N
     for read_index, (checkpoint, batch_id) in enumerate(reads):
         if batch_id is None:
             batch_id = checkpoint_facts(checkpoint).last_committed_batch
-        stores = stateful_operators(spark, checkpoint)
+        stores = [
+            (store, label, frame)
+            for store in stateful_operators(spark, checkpoint)
+            for label, frame in _store_reads(spark, checkpoint, store, batch_id)
+        ]
         plans.append((checkpoint, batch_id, stores))
-        for store_index, store in enumerate(stores):
+        for store_index, (_, _, frame) in enumerate(stores):
             parts.append(
-                _store_frame(spark, checkpoint, store, batch_id).agg(
+                frame.agg(
                     F.lit(read_index).alias("read_index"),
                     F.lit(store_index).alias("store_index"),
                     F.count(F.lit(1)).alias("rows"),
                     F.coalesce(
-                        F.sum(F.xxhash64("key", "value").cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")
+                        F.sum(F.xxhash64(*_content(frame)).cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")
                     ).alias("checksum"),
                     F.countDistinct("partition_id").alias("partitions_with_rows"),
                     F.coalesce(F.max("partition_id"), F.lit(-1)).alias("max_partition_id"),
@@ -170,13 +222,13 @@ def state_summaries(spark: SparkSession, reads: Sequence[tuple[Location, int | N
                     StoreSummary(
                         store["operator_id"],
                         store["operator"],
-                        store["store"],
+                        label,
                         int(row["rows"]),
                         str(row["checksum"]),
                         int(row["partitions_with_rows"]),
                         int(row["max_partition_id"]),
                     )
-                    for store, row in zip(stores, found, strict=True)
+                    for (store, label, _), row in zip(stores, found, strict=True)
                 ],
             )
         )
@@ -184,15 +236,13 @@ def state_summaries(spark: SparkSession, reads: Sequence[tuple[Location, int | N
 
 
 def state_schemas(spark: SparkSession, checkpoint: Location) -> dict[str, dict[str, Any]]:
-    """Key and value schema (Spark JSON) of every state store, keyed ``<operator id>/<store>``."""
+    """The schema (Spark JSON) of every column of every state store or state variable, keyed
+    ``<operator id>/<store label>``: ``{"operator": name, "key": ..., "value": ..., ...}``."""
     schemas = {}
     for store in stateful_operators(spark, checkpoint):
-        schema = _store_frame(spark, checkpoint, store, None).schema
-        schemas[f"{store['operator_id']}/{store['store']}"] = {
-            "operator": store["operator"],
-            "key": json.loads(schema["key"].dataType.json()),
-            "value": json.loads(schema["value"].dataType.json()),
-        }
+        for label, frame in _store_reads(spark, checkpoint, store, None):
+            columns = {c: json.loads(frame.schema[c].dataType.json()) for c in _content(frame)}
+            schemas[f"{store['operator_id']}/{label}"] = {"operator": store["operator"], **columns}
     return schemas
 
 
@@ -219,11 +269,12 @@ def schema_problems(stored: dict[str, dict[str, Any]], new: dict[str, dict[str, 
         elif key not in stored:
             problems.append(f"the new code adds state store {key} ({new[key]['operator']}), which the checkpoint lacks")
         else:
-            for part in ("key", "value"):
-                if _shape(stored[key][part]) != _shape(new[key][part]):
+            for part in sorted((set(stored[key]) | set(new[key])) - {"operator"}):
+                if _shape(stored[key].get(part)) != _shape(new[key].get(part)):
                     problems.append(
                         f"state store {key} ({stored[key]['operator']}): {part} schema "
-                        f"{_describe(stored[key][part])} in the checkpoint, {_describe(new[key][part])} in the new code"
+                        f"{_describe(stored[key].get(part))} in the checkpoint, {_describe(new[key].get(part))} in the "
+                        "new code"
                     )
     return problems
 

@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from dagster_reconf.core.store.storage import Location, copy_file, is_local, loc
 __all__ = [
     "CheckpointFacts",
     "CheckpointSnapshot",
+    "OperatorMetadata",
     "checkpoint_facts",
     "committed_batches",
     "copy_checkpoint_as_of",
@@ -41,6 +42,7 @@ __all__ = [
     "retained_batches",
     "free_bytes",
     "last_committed_batch",
+    "operator_metadata",
     "partitions_at",
     "stateful_operators",
     "tree_bytes",
@@ -233,20 +235,50 @@ def partitions_at(checkpoint: Location, batch_id: int | None = None) -> int | No
 
 def stateful_operators(checkpoint: Location) -> dict[str, str]:
     """Stateful operator id -> operator name, from the checkpoint's operator metadata files (no Spark needed)."""
-    operators = {}
+    return {operator.operator_id: operator.name for operator in operator_metadata(checkpoint)}
+
+
+@dataclass(frozen=True)
+class OperatorMetadata:
+    """One stateful operator as its newest metadata file says: id, Spark's name for it, and, for
+    ``transformWithState``, its state variables (``{"stateName", "stateVariableType", "ttlEnabled"}`` each)."""
+
+    operator_id: str
+    name: str
+    state_variables: list[dict[str, Any]] = field(default_factory=list)
+
+
+def operator_metadata(checkpoint: Location) -> list[OperatorMetadata]:
+    """Every stateful operator of ``checkpoint``, read from the newest v2 metadata file where Spark wrote one (it
+    carries the state variables), else the v1 file; the id alone where neither reads."""
+    operators = []
     state = checkpoint / "state"
     for directory in sorted(state.iterdir() if state.is_dir() else [], key=lambda p: p.name):
         if not directory.name.isdigit():
             continue
-        name = "operator"
-        metadata = directory / "_metadata" / "metadata"
-        if metadata.is_file():
+        versions = directory / "_metadata" / "v2"
+        newest = max(
+            (f for f in (versions.iterdir() if versions.is_dir() else []) if f.name.isdigit()),
+            key=lambda f: int(f.name),
+            default=None,
+        )
+        info: dict[str, Any] = {}
+        for metadata in (newest, directory / "_metadata" / "metadata"):
+            if metadata is None or not metadata.is_file():
+                continue
             lines = metadata.read_text().splitlines()
             try:
-                name = json.loads(lines[1])["operatorInfo"]["operatorName"] if len(lines) > 1 else name
-            except (json.JSONDecodeError, KeyError, TypeError):
-                pass  # an unknown metadata version: the id alone still identifies the operator
-        operators[directory.name] = name
+                info = json.loads(lines[1]) if len(lines) > 1 else {}
+                break
+            except json.JSONDecodeError:
+                continue  # a damaged file: the older form, or the id alone
+        operator = info.get("operatorInfo") if isinstance(info.get("operatorInfo"), dict) else {}
+        try:
+            variables = json.loads(info.get("operatorPropertiesJson") or "{}").get("stateVariables") or []
+        except (json.JSONDecodeError, AttributeError):
+            variables = []
+        name = str(operator.get("operatorName") or "operator")
+        operators.append(OperatorMetadata(directory.name, name, [v for v in variables if isinstance(v, dict)]))
     return operators
 
 
