@@ -165,7 +165,7 @@ def test_a_migration_and_a_cores_change_keep_every_row_once(tmp_path, source, si
             result = reconfigure(runtime, **settings)
             assert result.outcome == "succeeded", (change, result.outcome, result.reason)
             assert result.verification.ok, change
-            downtime[change] = result.observation.downtime_s
+            downtime[change] = (result.observation.pause_s, result.observation.downtime_s)
             keep_running(runtime, files)
         assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3
         assert runtime.spark.sparkContext.master == "local[2]"
@@ -183,7 +183,7 @@ def test_a_migration_and_a_cores_change_keep_every_row_once(tmp_path, source, si
             row = {"lost": lost, "duplicated": duplicated, "rows": len(got)}
     finally:
         runtime.shutdown()
-    print(f"ZOO {source} x {sink}: allowed {row} downtime_s={downtime}")
+    print(f"ZOO {source} x {sink}: allowed {row} (pause_s, downtime_s)={downtime}")
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,11 @@
 """Preflight: everything a reconfiguration checks before it touches anything, as a list of problems.
 
 The stream is healthy and its checkpoint consistent; it can pause at a batch boundary; the strategy can rebuild its
-state; the state store is RocksDB and this Spark repartitions offline (the native path); every operator the plan names
-exists; there is disk for the rewritten state; a standalone master has room for the executors a cores change adds;
-a new code version's state schema fits the checkpoint. Each problem names what is wrong and the fix; an empty list
-means the plan may go ahead.
+state; the state store is RocksDB and this Spark repartitions offline (the native path); every stateful operator is one
+whose migration is verified (:mod:`~dagster_reconf.core.reconfig.operators`) and every one the plan names exists;
+there is disk for the rewritten state; a standalone master has room for the executors a cores change adds; a new code
+version's state schema fits the checkpoint. Each problem names what is wrong and the fix; an empty list means the plan
+may go ahead.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.reconfig.capabilities import stream_capabilities
+from dagster_reconf.core.reconfig.operators import operator_problems
 from dagster_reconf.core.spark.executor_room import executor_room_problem
 from dagster_reconf.core.spark.session import native_repartition_available
 from dagster_reconf.core.store.checkpoint import (
     CheckpointFacts,
     checkpoint_facts,
     free_bytes,
-    stateful_operators,
+    operator_metadata,
     tree_bytes,
 )
 from dagster_reconf.core.store.metrics import MetricsStore
@@ -126,8 +128,10 @@ def migration_problems(
             f"stream {r.stream!r} has not committed a micro-batch yet, so there is no state to migrate; "
             "wait for its first batch"
         )
-    operators = stateful_operators(checkpoint)
+    found = operator_metadata(checkpoint)
+    operators = {operator.operator_id: operator.name for operator in found}
     checks["operators"] = operators
+    problems.extend(operator_problems(found, r.strategy))
     named = r.target.partitioning.state_partitions
     if isinstance(named, dict):
         unknown = sorted(set(named) - set(operators))

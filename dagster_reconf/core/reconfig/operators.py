@@ -1,0 +1,80 @@
+"""Which stateful operators a state migration can move, by strategy: positive evidence only.
+
+Every kind in :data:`OPERATOR_KINDS` goes through the operator zoo (``tests/integration/test_operator_zoo.py``) on
+the pinned Spark: a native migration, a cores change and a replay while it runs, each verified store by store (state
+variable by state variable for ``transformWithState``: value, list and map state, TTL, timers), with the output equal
+to a batch job over the same input. A precopy is a native repartition of a copy plus a replay of the batches since,
+so it goes where both do. An operator Spark names otherwise (a newer Spark's, Scala's ``flatMapGroupsWithState`` or
+``transformWithState``, a streaming ``limit``) has not been through it: a plan that moves its state is refused at
+preflight with its name. A change that moves no state (cores, trigger, code) restarts the query from its checkpoint
+as Spark does, whatever the operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dagster_reconf.core.spec import STRATEGIES
+from dagster_reconf.core.store.checkpoint import OperatorMetadata
+
+__all__ = ["OPERATOR_KINDS", "OperatorKind", "operator_kind", "operator_problems", "operator_table"]
+
+
+@dataclass(frozen=True)
+class OperatorKind:
+    """A stateful operator as users write it, the names Spark gives it in checkpoint metadata, and the strategies
+    that cannot move its state, each with why (absent: it moves)."""
+
+    label: str
+    spark_names: tuple[str, ...]
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+OPERATOR_KINDS: tuple[OperatorKind, ...] = (
+    OperatorKind("streaming aggregation (groupBy, window; chained ones too)", ("stateStoreSave",)),
+    OperatorKind("dropDuplicates", ("dedupe",)),
+    OperatorKind("dropDuplicatesWithinWatermark", ("dedupeWithinWatermark",)),
+    OperatorKind("session_window aggregation", ("sessionWindowStateStoreSaveExec",)),
+    OperatorKind("stream-stream join (inner, left outer)", ("symmetricHashJoin",)),
+    OperatorKind("applyInPandasWithState (with timeouts)", ("applyInPandasWithState",)),
+    OperatorKind(
+        "transformWithStateInPandas (value, list, map state; timers; TTL)", ("transformWithStateInPandasExec",)
+    ),
+)
+
+
+def operator_kind(spark_name: str) -> OperatorKind | None:
+    """The kind Spark's operator name belongs to (None: not one that has been through the zoo)."""
+    return next((kind for kind in OPERATOR_KINDS if spark_name in kind.spark_names), None)
+
+
+def operator_problems(operators: Sequence[OperatorMetadata], strategy: str) -> list[str]:
+    """Why ``strategy`` cannot move the state of ``operators`` (empty: it can), a line per operator."""
+    problems = []
+    for operator in operators:
+        kind = operator_kind(operator.name)
+        if kind is None:
+            problems.append(
+                f"stateful operator {operator.operator_id} ({operator.name}) is not one whose state migration has "
+                f"been verified on this Spark ({', '.join(k.label for k in OPERATOR_KINDS)}); its state is left "
+                "as it is: change the state partitions by starting a new stream, or change only what moves no state"
+            )
+        elif strategy in kind.refused:
+            problems.append(
+                f"stateful operator {operator.operator_id} ({operator.name}): the {strategy} strategy cannot move "
+                f"its state: {kind.refused[strategy]}"
+            )
+    return problems
+
+
+def operator_table() -> str:
+    """The operators and what each strategy does with them, as a Markdown table (the README's)."""
+    lines = [
+        "| operator | Spark's name | " + " | ".join(STRATEGIES) + " |",
+        "|---|---|" + "---|" * len(STRATEGIES),
+    ]
+    for kind in OPERATOR_KINDS:
+        cells = [f"refused: {kind.refused[s]}" if s in kind.refused else "migrates, verified" for s in STRATEGIES]
+        lines.append(f"| {kind.label} | {', '.join(f'`{n}`' for n in kind.spark_names)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
