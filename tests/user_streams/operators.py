@@ -193,13 +193,14 @@ def _with_timeout(left: DataFrame, right: DataFrame | None) -> DataFrame:
 @dataclass(frozen=True)
 class Operator:
     """One stateful query: how it is built, its output mode, how its output compares, whether it reads the right
-    side, and the key of a ``latest`` comparison."""
+    side, the key of a ``latest`` comparison, and whether it runs a batch every trigger."""
 
     build: Callable[[DataFrame, DataFrame | None], DataFrame]
     mode: Literal["append", "update"]
     compare: Literal["rows", "latest"]
     joins: bool = False
     key: tuple[str, ...] = ("k",)
+    every_trigger: bool = False  # processing-time transformWithState: a batch every trigger, data or not
 
 
 OPERATORS: dict[str, Operator] = {
@@ -212,7 +213,7 @@ OPERATORS: dict[str, Operator] = {
     "applyInPandasWithState": Operator(_with_timeout, "append", "rows"),
     "transformWithState": Operator(_tws("collections", "None"), "update", "latest"),
     "transformWithState_timers": Operator(_tws("timers", "EventTime"), "append", "rows"),
-    "transformWithState_ttl": Operator(_tws("ttl", "ProcessingTime"), "update", "latest"),
+    "transformWithState_ttl": Operator(_tws("ttl", "ProcessingTime"), "update", "latest", every_trigger=True),
     "chained_aggregations": Operator(_chained, "append", "rows"),
 }
 
