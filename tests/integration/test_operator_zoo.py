@@ -200,11 +200,12 @@ def test_every_stateful_operator_migrates_exactly_or_is_refused(tmp_path, operat
                 assert result.verification.ok and result.verification.stores, label
                 outcomes[label] = {
                     "pause_s": result.observation.pause_s,
+                    "downtime_s": result.observation.downtime_s,
                     "stores": sorted(s["store"] for s in result.verification.stores),
                 }
             else:
                 assert runtime.spark.sparkContext.master == "local[2]"
-                outcomes[label] = {"pause_s": result.observation.pause_s}
+                outcomes[label] = {"pause_s": result.observation.pause_s, "downtime_s": result.observation.downtime_s}
             drain(runtime)
         events.close_everything()
         settle(runtime)
