@@ -49,6 +49,7 @@ def status_table(status: dict[str, Any]) -> Table:
         ),
         ("sources", fmt(status.get("source_kinds"))),
         ("guarantee", fmt((status.get("delivery") or {}).get("guarantee"))),
+        *_connector_rows(status.get("kafka_connector")),
         ("watermark", fmt(status.get("watermark"))),
         ("master", fmt(status.get("master"))),
         ("Spark UI", fmt(status.get("spark_ui"))),
@@ -57,6 +58,15 @@ def status_table(status: dict[str, Any]) -> Table:
     for label, value in rows:
         table.add_row(label, value)
     return table
+
+
+def _connector_rows(pairing: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The Kafka connector's build against Spark's, and the warning where their minor versions differ."""
+    if not pairing:
+        return []
+    found = pairing["connector"] or "not on the classpath"
+    rows = [("kafka connector", fmt(f"{found} on Spark {pairing['spark']}"))]
+    return rows + ([("", f"[yellow]{escape(pairing['warning'])}[/]")] if pairing.get("warning") else [])
 
 
 def progress_table(name: str, rows: list[dict[str, Any]], limit: int = 12) -> Table:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pyspark
 import pytest
 
 from dagster_reconf.core.errors import StreamStartError
@@ -55,6 +56,9 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
         wait_until(lambda: committed(supervisor, "clicks") >= 2, what="two batches")
         status = supervisor.status("clicks")
         assert status["source_kinds"] == "kafka" and status["backlog_events"] is not None  # the consumer lag
+        pairing = status["kafka_connector"]  # read from the connector's jar in the driver's JVM
+        assert pairing["connector"] == "4.2.0" and pairing["spark"] == pyspark.__version__
+        assert (pairing["warning"] is None) == pyspark.__version__.startswith("4.2."), pairing
 
         plan = ExecutionPlan.of(stream.spec()).model_dump()
         plan["partitioning"]["state_partitions"] = 8

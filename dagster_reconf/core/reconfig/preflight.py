@@ -41,6 +41,9 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
     checks: dict[str, Any] = {}
     status = stream.status()
     checks["state"] = status.get("state")
+    connector = status.get("kafka_connector") or {}
+    if connector.get("warning"):  # a pairing Spark does not promise: on the record, not a refusal
+        checks["warnings"] = [connector["warning"]]
     if status.get("state") == "failed":
         problems.append(
             f"stream {r.stream!r} failed ({status.get('failure')}); fix and restart it before reconfiguring"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dagster_reconf.core.spark.connectors import kafka_connector
 from dagster_reconf.core.spark.executors import executor_ids
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import status_figures
@@ -38,6 +39,8 @@ def stream_status(runtime: StreamRuntime) -> dict[str, Any]:
         failure = runtime.failure
         checkpoint = checkpoint_facts(runtime.paths.checkpoint)
         spark, query = runtime.session_if_started, runtime.query
+        delivery = runtime.delivery(record)
+        uses_kafka = spark is not None and ("kafka" in delivery.sources or delivery.sink == "kafka")
         return {
             **known,
             "state": "running" if runtime.is_active else ("failed" if failure else "stopped"),
@@ -50,7 +53,8 @@ def stream_status(runtime: StreamRuntime) -> dict[str, Any]:
             "query_status": query.status.get("message") if runtime.is_active else None,
             "query_idle": _idle(query.status) if runtime.is_active else None,
             **status_figures(record),
-            "delivery": runtime.delivery(record).as_dict(),
+            "delivery": delivery.as_dict(),
+            "kafka_connector": kafka_connector(spark).as_dict() if uses_kafka else None,
             "checkpoint": checkpoint.summary(),
         }
     finally:
