@@ -82,10 +82,12 @@ TEST_JAVA_OPTIONS := -XX:TieredStopAtLevel=1
 # alone (beside the crash tests its first migration took 78 s instead of 20). The compat venv (its install and unit
 # tests, 147 s alone) is made in the second half too, before its slow modules: CI of 2026-11-28 had the rest at
 # 38.7 min and the slow half at 34.8, 48.9 min in all; after it (and a lighter progress listener) 41.4 min in all,
-# the rest 33.3, the slow modules 30.2 after the compat venv.
+# the rest 33.3, the slow modules 30.2 after the compat venv. The operator zoo (6.3 min alone, a SparkContext per
+# operator) joined the slow half on 2026-11-28.
 SOLO_TESTS := tests/integration/test_closed_loop_ui.py
 SLOW_TESTS := tests/integration/test_reconfiguration_crash.py tests/integration/test_handover.py \
-  tests/integration/test_cluster.py tests/integration/test_storage_url.py tests/integration/test_kafka.py
+  tests/integration/test_cluster.py tests/integration/test_storage_url.py tests/integration/test_kafka.py \
+  tests/integration/test_operator_zoo.py
 
 # Another combination of the ranges in pyproject.toml (requirements-compat.txt: dagster 1.12, pyspark 4.2, GX 1.20, the
 # rest at their newest): the package installs into it, imports, loads the reference definitions and passes the unit tests.
