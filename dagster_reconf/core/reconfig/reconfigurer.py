@@ -64,6 +64,7 @@ Notes = dict[str, Any] | None
 __all__ = ["PAUSED_STEPS", "STEPS", "Reconfigurer"]
 
 STEPS = ("preflight", "prepare", "pause", "migrate", "verify", "resume", "observe", "record")
+BEFORE_PAUSE = STEPS[: STEPS.index("pause")]
 # The steps while the stream is stopped: a caller that runs steps one at a time (a Dagster op each) runs these back to
 # back, since any time it spends between them is the stream's downtime.
 PAUSED_STEPS = ("pause", "migrate", "verify", "resume")
@@ -240,9 +241,7 @@ class Reconfigurer:
                 reconfiguration_id=rid,
                 payload={"error": f"{type(exc).__name__}: {exc}"},
             )
-            if STEPS.index(name) < STEPS.index(
-                "pause"
-            ):  # nothing stopped or changed: nothing to finish, the stream free
+            if name in BEFORE_PAUSE:  # nothing stopped or changed: nothing to finish, and the stream is free
                 self._finish(reconfiguration, "failed_before_pause", {"reason": f"{name}: {summary_line(str(exc))}"})
                 return {"failed": summary_line(str(exc))}
             raise ReconfigurationInterrupted(
