@@ -111,7 +111,9 @@ def record_incidents(ledger: AuditLedger, incidents: list[Incident]) -> list[Aud
 def record_stream_incidents(ledger: AuditLedger, stream: StreamHandle) -> list[AuditRecord]:
     """Put ``stream``'s unplanned failures the ledger has not heard of on the record: the failed query runs in the
     newest :data:`TAIL_BYTES` of its metrics store, and its driver if it died. The records added."""
-    records, _ = MetricsStore(stream.paths.metrics).tail(TAIL_BYTES)
-    return record_incidents(
-        ledger, query_failures(stream.name, records) + driver_died(stream.name, stream.driver_death())
-    )
+    try:
+        records, _ = MetricsStore(stream.paths.metrics).tail(TAIL_BYTES)
+    except ValueError:  # a damaged store: its failures cannot be read, and whatever reads it next says why
+        records = []
+    found = query_failures(stream.name, records) + driver_died(stream.name, stream.driver_death())
+    return record_incidents(ledger, found)
