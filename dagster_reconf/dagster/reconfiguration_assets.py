@@ -54,8 +54,15 @@ from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 __all__ = ["build_reconfiguration_failure_sensor", "build_stream_configuration"]
 
 POOL = "dagster_reconf_reconfiguration"
-RUN_HOLDER = "dagster run "  # a lock's holder and lease owner name Dagster runs so
+RUN_HOLDER = "dagster run "  # how a lock's holder and its lease's owner name a Dagster run
 ROOT_RUN_TAG = "dagster/root_run_id"  # what Dagster tags a re-execution with
+_ROLLED_BACK = (("verify", "observe", "record"), "the stream was rolled back")
+# outcome -> the steps whose op fails the run with it, and what was undone
+FAILED_AT = {
+    "failed_before_pause": (("preflight", "prepare"), "nothing was stopped or changed"),
+    "rolled_back": _ROLLED_BACK,
+    "failed_after_resume": _ROLLED_BACK,
+}
 
 
 def target_plan(spec: StreamSpec, ds2_plans: dict[str, Any], given: ExecutionPlanConfig | None) -> ExecutionPlan | None:
@@ -131,17 +138,11 @@ def _run_step(
             "the journal in the ledger says what is done.",
             metadata={"reconfiguration_id": reconfiguration.id},
         ) from exc
-    failed_where = {"failed_before_pause": ("preflight", "prepare"), "rolled_back": ("verify", "observe", "record")}
-    failed_where["failed_after_resume"] = failed_where["rolled_back"]
-    if step in failed_where.get(reconfiguration.outcome or "", ()):
+    steps, undone = FAILED_AT.get(reconfiguration.outcome or "", ((), ""))
+    if step in steps:
         raise dg.Failure(
-            description=f"{reconfiguration.stream}: {'; '.join(reconfiguration.explanation())}; "
-            + (
-                "nothing was stopped or changed"
-                if reconfiguration.outcome == "failed_before_pause"
-                else "the stream was rolled back"
-            )
-            + " and it runs as before",
+            description=f"{reconfiguration.stream}: {'; '.join(reconfiguration.explanation())}; {undone}, and it runs "
+            "as before",
             metadata={step: dg.MetadataValue.json(result)},
             allow_retries=False,
         )
