@@ -46,6 +46,7 @@ SPARK_NAMES = {
     "transformWithState": ["transformWithStateInPandasExec"],
     "transformWithState_timers": ["transformWithStateInPandasExec"],
     "transformWithState_ttl": ["transformWithStateInPandasExec"],
+    "transformWithState_rows": ["transformWithStateInPySparkExec"],
     "chained_aggregations": ["stateStoreSave", "stateStoreSave"],
 }
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel
 from pyspark import cloudpickle
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
@@ -112,7 +112,21 @@ def _processors() -> dict[str, Any]:
         def close(self) -> None:
             pass
 
-    return {"collections": Collections, "timers": Timers, "ttl": Expiring}
+    class RowCount(StatefulProcessor):
+        """``transformWithState`` on rows (not pandas frames): per key, a count."""
+
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.count = handle.getValueState("count", count_schema)
+
+        def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:  # noqa: N802
+            n = (self.count.get()[0] if self.count.exists() else 0) + sum(1 for _ in rows)
+            self.count.update((n,))
+            yield Row(k=int(key[0]), n=n)
+
+        def close(self) -> None:
+            pass
+
+    return {"collections": Collections, "timers": Timers, "ttl": Expiring, "rows": RowCount}
 
 
 def _count_until_timeout(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
@@ -138,9 +152,9 @@ def _tws(name: str, time_mode: str) -> Callable[[DataFrame, DataFrame | None], D
     def build(left: DataFrame, right: DataFrame | None) -> DataFrame:
         source = left.withWatermark("ts", DELAY) if time_mode == "EventTime" else left
         mode = "Append" if name == "timers" else "Update"
-        return source.groupBy("k").transformWithStateInPandas(
-            _processors()[name](), outputStructType="k long, n long", outputMode=mode, timeMode=time_mode
-        )
+        grouped = source.groupBy("k")
+        apply = grouped.transformWithState if name == "rows" else grouped.transformWithStateInPandas
+        return apply(_processors()[name](), outputStructType="k long, n long", outputMode=mode, timeMode=time_mode)
 
     return build
 
@@ -214,6 +228,7 @@ OPERATORS: dict[str, Operator] = {
     "transformWithState": Operator(_tws("collections", "None"), "update", "latest"),
     "transformWithState_timers": Operator(_tws("timers", "EventTime"), "append", "rows"),
     "transformWithState_ttl": Operator(_tws("ttl", "ProcessingTime"), "update", "latest", every_trigger=True),
+    "transformWithState_rows": Operator(_tws("rows", "None"), "update", "latest"),
     "chained_aggregations": Operator(_chained, "append", "rows"),
 }
 

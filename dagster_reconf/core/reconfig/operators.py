@@ -41,6 +41,7 @@ OPERATOR_KINDS: tuple[OperatorKind, ...] = (
     OperatorKind(
         "transformWithStateInPandas (value, list, map state; timers; TTL)", ("transformWithStateInPandasExec",)
     ),
+    OperatorKind("transformWithState on rows (PySpark 4.1+)", ("transformWithStateInPySparkExec",)),
 )
 
 
