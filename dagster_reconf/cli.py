@@ -208,11 +208,19 @@ def _ledger(args: argparse.Namespace, home: Path):
 
 
 def _record_incidents(args: argparse.Namespace, home: Path, supervisor: Any) -> list[Any]:
-    """Put the stream's unplanned failures the ledger has not heard of on the record (``status`` looks anyway)."""
+    """Put the stream's unplanned failures the ledger has not heard of on the record (``status`` looks anyway). The
+    ledger is opened only when there is one; one it cannot reach is a warning: status still answers."""
     from dagster_reconf.core.reconfig import DriverStream
-    from dagster_reconf.core.reconfig.incidents import record_stream_incidents
+    from dagster_reconf.core.reconfig.incidents import record_incidents, stream_incidents
 
-    return record_stream_incidents(_ledger(args, home), DriverStream(supervisor, args.name))
+    found = stream_incidents(DriverStream(supervisor, args.name))
+    if not found:
+        return []
+    try:
+        return record_incidents(_ledger(args, home), found)
+    except ReconfError as exc:
+        console.print(f"[yellow]{len(found)} incident(s) not recorded in the audit ledger:[/] {escape(str(exc))}")
+        return []
 
 
 def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:

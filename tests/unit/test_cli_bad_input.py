@@ -57,3 +57,26 @@ def test_audit_show_warns_on_a_forged_record(tmp_path, capsys):
     assert code == 1 and "damaged record, do not trust it: edited" in out and "run `reconf audit verify`" in out
     code, out = _run(capsys, "--home", str(tmp_path), "audit", "list")
     assert code == 0 and "DAMAGED" in out
+
+
+def test_status_puts_a_dead_driver_on_the_record_once_and_answers_without_a_ledger(tmp_path, capsys):
+    import json
+    import socket
+
+    from dagster_reconf.core.spec import StreamSpec
+    from dagster_reconf.core.store.paths import StreamPaths
+
+    spec = StreamSpec(name="s", entrypoint="tests.user_streams.bad_deploy:values", options={"output_dir": "o"})
+    paths = StreamPaths(tmp_path, "s")
+    paths.create()
+    paths.write_spec(spec.model_dump_json())
+    # what a SIGKILLed driver leaves: a record that says it runs, and no such process
+    paths.driver.write_text(json.dumps({"status": "running", "pid": 2**22 + 17, "host": socket.gethostname()}))
+    home = ["--home", str(tmp_path)]
+    unreachable = ["--ledger", "postgresql://nobody:x@127.0.0.1:1/none"]
+    code, out = _run(capsys, *home, *unreachable, "stream", "status", "s")
+    assert code == 0 and "died without stopping" in out and "1 incident(s) not recorded in the audit ledger" in out
+    code, out = _run(capsys, *home, "stream", "status", "s")
+    assert code == 0 and "driver_died driver process 4194321 is gone" in out and "audit record as #1" in out
+    code, out = _run(capsys, *home, "stream", "status", "s")
+    assert code == 0 and "audit record" not in out, "recorded once"

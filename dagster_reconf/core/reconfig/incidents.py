@@ -30,6 +30,7 @@ __all__ = [
     "query_failures",
     "record_incidents",
     "record_stream_incidents",
+    "stream_incidents",
 ]
 
 INCIDENT_KINDS = ("query_failed", "driver_died")
@@ -108,12 +109,16 @@ def record_incidents(ledger: AuditLedger, incidents: list[Incident]) -> list[Aud
     return added
 
 
-def record_stream_incidents(ledger: AuditLedger, stream: StreamHandle) -> list[AuditRecord]:
-    """Put ``stream``'s unplanned failures the ledger has not heard of on the record: the failed query runs in the
-    newest :data:`TAIL_BYTES` of its metrics store, and its driver if it died. The records added."""
+def stream_incidents(stream: StreamHandle) -> list[Incident]:
+    """``stream``'s unplanned failures as far as it can tell: the failed query runs in the newest :data:`TAIL_BYTES`
+    of its metrics store, and its driver if it died (read only: nothing is recorded)."""
     try:
         records, _ = MetricsStore(stream.paths.metrics).tail(TAIL_BYTES)
     except ValueError:  # a damaged store: its failures cannot be read, and whatever reads it next says why
         records = []
-    found = query_failures(stream.name, records) + driver_died(stream.name, stream.driver_death())
-    return record_incidents(ledger, found)
+    return query_failures(stream.name, records) + driver_died(stream.name, stream.driver_death())
+
+
+def record_stream_incidents(ledger: AuditLedger, stream: StreamHandle) -> list[AuditRecord]:
+    """Put :func:`stream_incidents` the ledger has not heard of on the record; the records added."""
+    return record_incidents(ledger, stream_incidents(stream))

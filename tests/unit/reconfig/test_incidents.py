@@ -45,3 +45,29 @@ def test_each_incident_is_recorded_once_per_stream(tmp_path):
     other = record_incidents(ledger, query_failures("t", records()))  # the same run id on another stream
     assert [(r.stream, r.kind) for r in other] == [("t", "query_failed")]
     assert ledger.verify().ok and ledger.verify().records == 3
+
+
+class DeadStream:
+    """What stream_incidents reads of a stream: its paths and whether its driver died."""
+
+    def __init__(self, home):
+        from dagster_reconf.core.store.paths import StreamPaths
+
+        self.name, self.paths = "s", StreamPaths(home, "s")
+        self.paths.create()
+
+    def driver_death(self):
+        return {"pid": 7, "last_seen_at": 1.0}
+
+
+def test_a_streams_incidents_come_from_its_metrics_store_and_its_driver(tmp_path):
+    from dagster_reconf.core.reconfig.incidents import stream_incidents
+    from dagster_reconf.core.store.metrics import MetricsStore
+
+    stream = DeadStream(tmp_path)
+    for record in records()[:5]:
+        MetricsStore(stream.paths.metrics).append(record)
+    assert [(i.kind, i.key) for i in stream_incidents(stream)] == [("query_failed", "r2"), ("driver_died", "7")]
+    with stream.paths.metrics.open("a") as damaged:
+        damaged.write("not json\n{}\n")
+    assert [i.kind for i in stream_incidents(stream)] == ["driver_died"], "a damaged store hides no dead driver"
