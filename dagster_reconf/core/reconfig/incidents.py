@@ -4,9 +4,9 @@ A reconfiguration journals what it did; what happens to a stream between reconfi
 or a ledger that shows only ``succeeded`` rows would hide a stream that died an hour later. The runtime's listener
 writes a :class:`~dagster_reconf.core.progress.lifecycle.QueryTerminated` record with Spark's exception into the
 stream's metrics store; the supervisor sees a driver whose record says it runs but whose process is gone. Whoever next
-looks at the stream (the streams sensor each tick, a reconfiguration before its admission) turns what it finds into
-one ledger record per incident (kinds :data:`INCIDENT_KINDS`), keyed by the query run or the driver's pid, so looking
-twice records nothing twice.
+looks at the stream (the streams sensor each tick, a reconfiguration before its admission, ``reconf stream status``)
+turns what it finds into one ledger record per incident (kinds :data:`INCIDENT_KINDS`), keyed by the query run or the
+driver's pid, so looking twice records nothing twice.
 """
 
 from __future__ import annotations
