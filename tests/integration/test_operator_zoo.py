@@ -29,11 +29,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 EPOCH = 1_000_000  # event time of the first input file, in seconds
 CHANGES = (  # label, plan change, strategy
-    ("native 2->4", {"partitions": 4}, "native"),
+    ("native 2->4", {"state_partitions": 4}, "native"),
     ("cores 1->2", {"master": "local[2]"}, "native"),
-    ("replay 4->3", {"partitions": 3}, "replay"),
+    ("replay 4->3", {"state_partitions": 3}, "replay"),
 )
-PRECOPY = ("precopy 3->2", {"partitions": 2}, "precopy")  # the native repartition of a copy, then replays: once
+PRECOPY = ("precopy 3->2", {"state_partitions": 2}, "precopy")  # the native repartition of a copy, then replays: once
 # Spark's name for each case's operators in the checkpoint metadata: every kind the README's table lists is here
 SPARK_NAMES = {
     "aggregation": ["stateStoreSave"],
@@ -116,15 +116,10 @@ def start(tmp_path: Path, operator: str, events: Events) -> StreamRuntime:
     return runtime
 
 
-def reconfigure(
-    runtime: StreamRuntime, events: Events, strategy: str, partitions: int | None = None, master: str | None = None
-):
-    """Apply a change; two more input files arrive while the stream is paused (the resumed query catches up)."""
-    plan = ExecutionPlan.of(runtime.spec).model_dump()
-    if partitions is not None:
-        plan["partitioning"]["state_partitions"] = partitions
-    if master is not None:
-        plan["resources"]["master"] = master
+def reconfigure(runtime: StreamRuntime, events: Events, strategy: str, **changes):
+    """Apply plan knob ``changes``; two more input files arrive while the stream is paused (the resumed query catches
+    up)."""
+    plan = ExecutionPlan.of_changes(runtime.spec, changes)
     ledger = AuditLedger(default_ledger_url(runtime.paths.home))
 
     def arrive(step: str) -> None:
@@ -192,12 +187,12 @@ def test_every_stateful_operator_migrates_exactly_or_is_refused(tmp_path, operat
             try:
                 result = reconfigure(runtime, events, strategy, **change)
             except ReconfigurationRefused as refused:  # only where the operator table says so
-                predicted = operator_problems(found, strategy) if "partitions" in change else []
+                predicted = operator_problems(found, strategy) if "state_partitions" in change else []
                 assert predicted and predicted[0] in refused.problems, refused
                 outcomes[label] = f"refused: {predicted[0]}"
                 continue
             assert result.outcome == "succeeded", (label, result.outcome, result.reason)
-            if "partitions" in change:
+            if "state_partitions" in change:
                 assert result.verification.ok and result.verification.stores, label
                 outcomes[label] = {
                     "pause_s": result.observation.pause_s,

@@ -125,12 +125,8 @@ def start(tmp_path, source: str, sink: str, accept_loss: bool = False, **options
     return runtime
 
 
-def reconfigure(runtime: StreamRuntime, *, partitions: int | None = None, master: str | None = None):
-    plan = ExecutionPlan.of(runtime.spec).model_dump()
-    if partitions is not None:
-        plan["partitioning"]["state_partitions"] = partitions
-    if master is not None:
-        plan["resources"]["master"] = master
+def reconfigure(runtime: StreamRuntime, **changes):
+    plan = ExecutionPlan.of_changes(runtime.spec, changes)
     ledger = AuditLedger(default_ledger_url(runtime.paths.home))
     return Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=20).run(plan, trigger={"kind": "zoo"})
 
@@ -159,7 +155,7 @@ def test_a_migration_and_a_cores_change_keep_every_row_once(tmp_path, source, si
     runtime = start(tmp_path, source, sink, **({"input_dir": str(files.directory)} if files else {}))
     try:
         downtime = {}
-        for change, settings in (("native 2->3", {"partitions": 3}), ("cores 1->2", {"master": "local[2]"})):
+        for change, settings in (("native 2->3", {"state_partitions": 3}), ("cores 1->2", {"master": "local[2]"})):
             if files:
                 files.write(2)
             result = reconfigure(runtime, **settings)
@@ -197,7 +193,7 @@ def test_what_cannot_restart_is_refused_before_anything_is_touched(tmp_path, sou
         runtime = start(tmp_path, source, sink, accept_loss, **options)
         try:
             run_id = str(runtime.query.runId)
-            for change in ({"partitions": 3}, {"master": "local[2]"}):
+            for change in ({"state_partitions": 3}, {"master": "local[2]"}):
                 with pytest.raises(ReconfigurationRefused, match="cannot stop and restart without losing data") as no:
                     reconfigure(runtime, **change)
                 assert reason in str(no.value), str(no.value)
