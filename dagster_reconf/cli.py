@@ -34,7 +34,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from dagster_reconf.cli_views import console, fmt, status_table, watch
+from dagster_reconf.cli_views import console, fmt, lag_table, status_table, watch
 from dagster_reconf.core.errors import ReconfError, SpecError
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore
@@ -143,10 +143,13 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
             )
     elif args.action == "status":
         status = supervisor.status(args.name)
+        lag = _kafka_lag(supervisor, args.name) if args.lag else None
         if args.json:
-            print(json.dumps(status, indent=2, default=str))
+            print(json.dumps({**status, **({"kafka_lag": lag} if args.lag else {})}, indent=2, default=str))
         else:
             console.print(status_table(status))
+            if args.lag:
+                console.print(lag_table(lag) if isinstance(lag, dict) else f"kafka lag: {lag}", highlight=False)
             if status.get("died"):
                 died = status["died"]
                 console.print(
@@ -205,6 +208,20 @@ def _ledger(args: argparse.Namespace, home: Path):
     from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 
     return AuditLedger(args.ledger or os.environ.get(LEDGER_ENV) or default_ledger_url(home))
+
+
+def _kafka_lag(supervisor: Any, name: str) -> dict[str, Any] | str:
+    """The stream's consumer lag per partition (``--lag``), or why there is none."""
+    from dagster_reconf.core.reconfig import DriverStream
+
+    stream = DriverStream(supervisor, name)
+    if stream.spec().kafka is None:
+        return (
+            "the spec names no Kafka brokers (its kafka.bootstrap_servers): the backlog row is the lag at the last "
+            "batch, from Spark's progress"
+        )
+    lag = stream.kafka_lag()
+    return lag.as_dict() if lag is not None else "no Kafka source, or no batch committed yet"
 
 
 def _record_incidents(args: argparse.Namespace, home: Path, supervisor: Any) -> list[Any]:
@@ -380,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("name")
         if action == "status":
             sub.add_argument("--json", action="store_true")
+            sub.add_argument(
+                "--lag", action="store_true", help="Kafka consumer lag per partition, read from the brokers"
+            )
         if action == "watch":
             sub.add_argument("--seconds", type=float, default=30.0)
         if action == "restart":

@@ -13,7 +13,7 @@ from rich.table import Table
 from dagster_reconf.core.errors import summary_line
 from dagster_reconf.core.store.metrics import MetricsStore, record_row
 
-__all__ = ["console", "fmt", "progress_table", "status_table", "watch"]
+__all__ = ["console", "fmt", "lag_table", "progress_table", "status_table", "watch"]
 
 console = Console()
 
@@ -57,6 +57,17 @@ def status_table(status: dict[str, Any]) -> Table:
     rows += [(f"state rows: {op}", fmt(n)) for op, n in (status.get("state_rows") or {}).items()]
     for label, value in rows:
         table.add_row(label, value)
+    return table
+
+
+def lag_table(lag: dict[str, Any]) -> Table:
+    """Consumer lag per Kafka partition: the checkpoint's committed offset against the broker's."""
+    table = Table(title=f"kafka lag: {lag['total']:,} records")
+    for column in ("partition", "committed", "earliest", "latest", "lag"):
+        table.add_column(column, justify="left" if column == "partition" else "right")
+    for p in lag["partitions"]:
+        committed = fmt(p["committed"]) if p["committed"] is not None else "not read yet"
+        table.add_row(f"{p['topic']}/{p['partition']}", committed, fmt(p["earliest"]), fmt(p["latest"]), fmt(p["lag"]))
     return table
 
 

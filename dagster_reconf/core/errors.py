@@ -21,6 +21,7 @@ __all__ = [
     "ReconfError",
     "ReconfigurationInterrupted",
     "ReconfigurationRefused",
+    "SourceAccessError",
     "SpecError",
     "StreamNotFoundError",
     "StreamStartError",
@@ -37,6 +38,10 @@ class ReconfError(Exception):
 
 class SpecError(ReconfError, ValueError):
     """A stream spec, source option or setting is invalid."""
+
+
+class SourceAccessError(ReconfError, RuntimeError):
+    """The control plane could not read a stream's source (its brokers, its topic) to check what it needs."""
 
 
 class EventLogError(ReconfError, ValueError):

@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from dagster_reconf.core.definition import KNOBS, StreamDefinition, load_definition
 from dagster_reconf.core.errors import SpecError, validated
+from dagster_reconf.core.kafka.access import KafkaAccess
 from dagster_reconf.core.store.storage import validate_storage_url
 
 __all__ = [
@@ -160,6 +161,13 @@ class StreamSpec(BaseModel):
         description="Accept losing a source's in-flight input at a stop and restart, where a source of unknown kind "
         "is not known to resume exactly: reconfigurations then go ahead and say so. False: they are refused at "
         "preflight. (A socket or memory source cannot restart at all: always refused.)",
+    )
+    kafka: KafkaAccess | None = Field(
+        None,
+        description="How the control plane reaches the brokers of the Kafka topics the stream reads, to read their "
+        "offsets: consumer lag while the stream is paused or down, the topic's partitions and retention at "
+        "preflight. None: lag comes from the stream's progress only, and a replay over Kafka is refused (its "
+        "retention cannot be checked).",
     )
     instrumentation: bool = Field(
         True, description="Event log and progress listener on (off only for overhead benchmarks)."

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.definition import StreamDefinition, load_definition
 from dagster_reconf.core.errors import ControlRequestError, ReconfError, StreamStateError
+from dagster_reconf.core.kafka.lag import ConsumerLag, stream_consumer_lag
 from dagster_reconf.core.spec import StreamSpec, validate_spec
 from dagster_reconf.core.store.checkpoint import CheckpointSnapshot, checkpoint_facts
+from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 
 if TYPE_CHECKING:
@@ -63,6 +65,19 @@ class StreamHandle(ABC):
     def driver_death(self) -> dict[str, Any] | None:
         """How the stream's driver died while its record says it runs (pid, last seen); None: it did not."""
         return None
+
+    def kafka_lag(self) -> ConsumerLag | None:
+        """The consumer lag of the stream's Kafka sources, from its checkpoint and the brokers the spec's ``kafka``
+        names (None: no ``kafka`` access in the spec, no Kafka source, or no batch committed yet).
+
+        Raises:
+            SourceAccessError: the brokers did not answer, or a topic is gone.
+        """
+        access = self.spec().kafka
+        if access is None:
+            return None
+        record = MetricsStore(self.paths.metrics).last_progress()
+        return stream_consumer_lag(self.paths.checkpoint, (record or {}).get("progress"), access)
 
     @abstractmethod
     def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:

@@ -3,9 +3,10 @@
 The stream is healthy and its checkpoint consistent; it can pause at a batch boundary; the strategy can rebuild its
 state; the state store is RocksDB and this Spark repartitions offline (the native path); every stateful operator is one
 whose migration is verified (:mod:`~dagster_reconf.core.reconfig.operators`) and every one the plan names exists;
-there is disk for the rewritten state; a standalone master has room for the executors a cores change adds; a new code
-version's state schema fits the checkpoint. Each problem names what is wrong and the fix; an empty list means the plan
-may go ahead.
+there is disk for the rewritten state; a stream over Kafka is planned within its topics' partitions and a replay
+within their retention (:mod:`~dagster_reconf.core.reconfig.kafka_preflight`); a standalone master has room for the
+executors a cores change adds; a new code version's state schema fits the checkpoint. Each problem names what is
+wrong and the fix; an empty list means the plan may go ahead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.reconfig.capabilities import stream_capabilities
+from dagster_reconf.core.reconfig.kafka_preflight import kafka_problems, repeat_bound
 from dagster_reconf.core.reconfig.operators import operator_problems
 from dagster_reconf.core.spark.executor_room import executor_room_problem
 from dagster_reconf.core.spark.session import native_repartition_available
@@ -62,13 +64,13 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
             "start the stream so it finishes that batch"
         )
     spec = stream.spec()
-    capabilities = stream_capabilities(
-        stream.definition(),
-        MetricsStore(stream.paths.metrics).last_progress(),
-        checkpoint,
-        accept_loss=spec.accept_loss,
-    )
+    record = MetricsStore(stream.paths.metrics).last_progress()
+    progress = (record or {}).get("progress")
+    capabilities = stream_capabilities(stream.definition(), record, checkpoint, accept_loss=spec.accept_loss)
     checks["capabilities"] = capabilities.as_dict()
+    repeats = repeat_bound(progress, capabilities.delivery.sink if capabilities.delivery is not None else "")
+    if repeats:
+        checks.setdefault("warnings", []).append(repeats)
     if not capabilities.pause:
         problems.append(
             f"stream {r.stream!r} cannot stop and restart without losing data: {capabilities.reasons['pause']}"
@@ -85,6 +87,7 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
             f"the precopy strategy replays the batches of stream {r.stream!r} since its copy, but "
             f"{capabilities.reasons.get('replay')}; use strategy 'native'"
         )
+    problems += kafka_problems(r, stream, progress, checks)
     if r.needs_migration:
         problems += migration_problems(r, checkpoint, facts, checks)
     problems += executor_room_problems(r, stream, status.get("executors"))

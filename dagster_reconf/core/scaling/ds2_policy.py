@@ -66,7 +66,7 @@ class DS2Policy(ScalingPolicy):
     name = "ds2"
 
     def _over_provisioning(
-        self, profile: StreamProfile, current: Knobs, target: Knobs, rate: float
+        self, profile: StreamProfile, current: Knobs, target: Knobs, rate: float, floor: int | None = None
     ) -> tuple[bool, str]:
         """Whether the model finds ``current`` over-provisioned, and why (or why not): it puts the steady state on
         its cores below the floor DS2's own plans keep (:meth:`PolicyConfig.limits`), or fewer cores (``target``'s,
@@ -91,7 +91,7 @@ class DS2Policy(ScalingPolicy):
             no_slower = (
                 (target.cores, planned)
                 if planned <= now * (1.0 + NO_GAIN_TOLERANCE)
-                else self._no_slower_with_fewer(profile, current, rate, now)
+                else self._no_slower_with_fewer(profile, current, rate, now, floor)
             )
         if no_slower is not None:
             return True, (
@@ -105,12 +105,12 @@ class DS2Policy(ScalingPolicy):
         )
 
     def _no_slower_with_fewer(
-        self, profile: StreamProfile, current: Knobs, rate: float, now: float
+        self, profile: StreamProfile, current: Knobs, rate: float, now: float, floor: int | None = None
     ) -> tuple[int, float] | None:
         """The fewest cores (at the current interval and partitions) whose steady state the model puts within
         :data:`NO_GAIN_TOLERANCE` of ``now`` (the current cores' share of the interval), and that share."""
         for cores in range(self.config.min_cores, current.cores):
-            source = cores if current.source_partitions is not None else None
+            source = max(cores, floor or 1) if current.source_partitions is not None else None
             share = _steady_utilization(
                 profile, current.model_copy(update={"cores": cores, "source_partitions": source}), rate
             )
@@ -155,7 +155,7 @@ class DS2Policy(ScalingPolicy):
                 "parallelism will not help: fix the key skew instead",
                 obs,
             )
-        limits = self.config.limits()
+        limits = replace(self.config.limits(), source_partition_floor=obs.source_partitions_seen)
         if direction == "scale_up" and obs.backlog_growth >= 0:  # it falls behind at these cores: fewer will not do
             limits = replace(limits, min_cores=max(limits.min_cores, current.cores))
         # The catch-up is for the backlog at the pause: it moves at the current cores until then.
@@ -174,7 +174,9 @@ class DS2Policy(ScalingPolicy):
                 return Decision("hold", moving, obs)
         over_provisioned = None
         if direction == "scale_down" and obs.utilization >= self.config.utilization_low:
-            over, why = self._over_provisioning(profile, current, target, obs.source_rate)
+            over, why = self._over_provisioning(
+                profile, current, target, obs.source_rate, limits.source_partition_floor
+            )
             if not over:
                 return Decision("hold", why, obs)
             over_provisioned = why

@@ -142,6 +142,8 @@ class Limits:
     max_state_partitions: int = 512
     max_trigger_interval_s: float = 30.0
     allow_state_migration: bool = True  # may the plan change state partitions?
+    source_partition_floor: int | None = None  # partitions the source has of its own (a Kafka topic's): source tasks
+    # are never fewer, and a source-partitions knob (Kafka's minPartitions) only splits them where the cores outnumber
 
 
 @dataclass
@@ -189,7 +191,7 @@ def plan_micro_batches(
             state = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
         return Knobs(
             cores=cores,
-            source_partitions=_source_partitions(current, cores),
+            source_partitions=_source_partitions(current, cores, limits.source_partition_floor),
             state_partitions=state,
             trigger_interval_s=interval,
         )
@@ -230,12 +232,15 @@ def plan_micro_batches(
             notes.append(f"cores {cores} -> {aligned}: a divisor of {state_partitions} state partitions")
             cores = aligned
 
+    notes += _source_notes(current, cores, stateful, limits.source_partition_floor)
+    if not stateful and current.source_partitions is None and limits.source_partition_floor:
+        cores = min(cores, max(limits.source_partition_floor, limits.min_cores))
     knobs = Knobs(
         cores=cores,
-        source_partitions=_source_partitions(current, cores),
+        source_partitions=_source_partitions(current, cores, limits.source_partition_floor),
         state_partitions=state_partitions,
         trigger_interval_s=interval,
-        max_per_trigger=_batch_cap(profile, current, cores, state_partitions, interval),
+        max_per_trigger=_batch_cap(profile, current, cores, state_partitions, interval, limits.source_partition_floor),
     )
     report = _report(profile, knobs, target)
     planned_batch = target * max(interval, 1.0)
@@ -374,13 +379,30 @@ def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
     return min(limits.max_trigger_interval_s, max(interval, math.ceil(wanted * 2) / 2))
 
 
-def _source_partitions(current: Knobs, cores: int) -> int | None:
-    """A source split into as many partitions as there are cores, where the stream has that knob."""
-    return cores if current.source_partitions is not None else None
+def _source_partitions(current: Knobs, cores: int, floor: int | None = None) -> int | None:
+    """A source split into as many partitions as there are cores, where the stream has that knob, and never into
+    fewer than the source's own (``floor``: a Kafka topic's partitions, each read by a task of its own)."""
+    return max(cores, floor or 1) if current.source_partitions is not None else None
+
+
+def _source_notes(current: Knobs, cores: int, stateful: bool, floor: int | None) -> list[str]:
+    """What the plan does about a source with partitions of its own (a Kafka topic's ``floor``), and why."""
+    if not floor or cores <= floor:
+        return []
+    if current.source_partitions is not None:
+        return [
+            f"source partitions {cores}: minPartitions splits the topic's {floor} partitions so {cores} cores all read"
+        ]
+    if not stateful:
+        return [
+            f"cores {cores} -> {floor}: the topic's {floor} partitions are read by {floor} tasks and the stream has no "
+            "source-partitions knob to split them (map it onto minPartitions), so more cores would sit idle"
+        ]
+    return []
 
 
 def _batch_cap(
-    profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float
+    profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float, floor: int | None
 ) -> int | None:
     """Keep a cap per batch (if the stream has one) in step with what a batch can process within the interval.
 
@@ -399,7 +421,7 @@ def _batch_cap(
         return current.max_per_trigger
     knobs = Knobs(
         cores=cores,
-        source_partitions=_source_partitions(current, cores),
+        source_partitions=_source_partitions(current, cores, floor),
         state_partitions=state_partitions,
         trigger_interval_s=interval,
     )

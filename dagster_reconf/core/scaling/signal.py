@@ -30,6 +30,7 @@ class Signal:
     backlog_unknown: str | None = None  # why the source's backlog cannot be read (None: it can)
     peak_rate: float = 0.0  # the highest offered rate over spans like source_rate's ending in the last peak_span_s
     peak_span_s: float = 0.0  # the scale-down delay, or the newest span where that is longer
+    source_partitions_seen: int | None = None  # Kafka partitions the source saw at the last batch (None: not Kafka)
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if isinstance(v, (int, float))}
@@ -59,6 +60,8 @@ def observe(
     left out, and said so in ``backlog_unknown``.
     """
     rows = progress.sort_values("batch_id").iloc[warmup_batches:]
+    seen = rows["kafka_partitions"].dropna() if "kafka_partitions" in rows else pd.Series(dtype=float)
+    partitions = int(seen.iloc[-1]) if len(seen) else None
     unknown = rows["backlog_events"].isna() if "backlog_events" in rows else pd.Series(True, index=rows.index)
     reason = None
     if len(rows) and unknown.all():
@@ -73,7 +76,7 @@ def observe(
     offered = (end + rows["backlog_events"].astype(float))[~unknown] if len(rows) else end
     rows, events = rows[~unknown], events[~unknown]
     if len(rows) < 2:
-        return Signal(len(rows), config_age_s, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, reason)
+        return Signal(len(rows), config_age_s, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, reason, source_partitions_seen=partitions)
     t = (rows["timestamp"] - rows["timestamp"].iloc[0]).dt.total_seconds().to_numpy()
     span = float(t[-1]) or 1e-9
     latest = offered.to_numpy(dtype=float)
@@ -88,6 +91,7 @@ def observe(
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
         batch_ms=batch_ms,
         **offered_rates(t, latest, peak_span_s),
+        source_partitions_seen=partitions,
     )
 
 

@@ -362,6 +362,8 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         else "; ".join(f.detail.get("reason", f"{f.kind} source backlog unknown") for f in figures if f.backlog is None)
         or "no source",
         "source_kinds": ",".join(f.kind for f in figures),
+        # Kafka partitions the sources saw at planning (latestOffset): a topic that gains partitions shows here.
+        "kafka_partitions": sum(int(f.detail.get("partitions") or 0) for f in figures if f.kind == "kafka") or None,
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         "state_rows": sum(int(op.get("numRowsTotal", 0)) for op in progress.get("stateOperators") or []),
         # Summed over the state stores' tasks; paid per batch and partition whatever the batch's size.

@@ -823,3 +823,26 @@ def test_leading_batches_of_a_configuration_still_warming_are_not_profiled():
     p = profile_stream(acts, progress, knobs, warmup_batches=0)
     assert p.batches == 4 and p.operators.iloc[0]["work_ms_per_event"] == pytest.approx(2.0)  # 200 ms a batch
     assert p.coordination_ms == pytest.approx(100.0)
+
+
+def test_a_kafka_topic_s_partitions_floor_the_source_tasks_and_split_only_with_a_note():
+    # 3 cores wanted (see above) on a topic of 4 partitions: minPartitions stays at the 4 partitions, no split
+    floor4 = plan_micro_batches(profile(state_partitions=6), 1000, limits=Limits(source_partition_floor=4))
+    assert floor4.knobs.cores == 3 and floor4.knobs.source_partitions == 4
+    assert not any("minPartitions" in n for n in floor4.notes)
+    # on a topic of 2 partitions the 3 cores read through minPartitions = 3, and the plan says why
+    floor2 = plan_micro_batches(profile(state_partitions=6), 1000, limits=Limits(source_partition_floor=2))
+    assert floor2.knobs.source_partitions == 3
+    assert any("minPartitions splits the topic's 2 partitions so 3 cores all read" in n for n in floor2.notes)
+
+
+def test_a_stateless_kafka_stream_without_a_split_knob_gets_no_more_cores_than_partitions():
+    p = profile(state_partitions=6)
+    stateless = dataclasses.replace(
+        p,
+        operators=p.operators.assign(kind=["fixed", "fixed"], tasks=[2, 2]),
+        knobs=p.knobs.model_copy(update={"source_partitions": None}),
+    )
+    plan = plan_micro_batches(stateless, 3000, limits=Limits(source_partition_floor=2))
+    assert plan.knobs.cores == 2 and plan.knobs.source_partitions is None
+    assert any("cores would sit idle" in n and "minPartitions" in n for n in plan.notes), plan.notes
