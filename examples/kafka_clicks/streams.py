@@ -39,6 +39,7 @@ class ClicksOptions(BaseModel):
     topic: str = Field(..., description="The topic of clicks (key: the user; value: JSON).")
     output_dir: str = Field(..., description="Directory of the parquet output (Spark's file sink).")
     starting_offsets: str = Field("earliest", description="Kafka source startingOffsets for a new checkpoint.")
+    work_ms_per_click: float = Field(0.0, ge=0, description="Simulated work per click (a slow lookup), in ms.")
 
 
 def clicks(records: DataFrame) -> DataFrame:
@@ -68,8 +69,20 @@ def first_clicks(spark: SparkSession, ctx: StreamContext):
         .options(**ctx.source_options)
         .load()
     )
-    first = clicks(records).dropDuplicates(["user"])
+    parsed = clicks(records)
+    if ctx.options.work_ms_per_click > 0:
+        parsed = parsed.mapInArrow(_slow(ctx.options.work_ms_per_click), parsed.schema)
+    first = parsed.dropDuplicates(["user"])
     return first.writeStream.outputMode("append").format("parquet").option("path", ctx.options.output_dir)
+
+
+def _slow(work_ms: float):
+    def work(batches):
+        for batch in batches:
+            time.sleep(batch.num_rows * work_ms / 1000.0)
+            yield batch
+
+    return work
 
 
 def expected_first_clicks(spark: SparkSession, bootstrap_servers: str, topic: str) -> DataFrame:

@@ -9,10 +9,14 @@ import sys
 
 import pyspark
 import pytest
+from dagster import build_sensor_context, instance_for_test
 
+from dagster_reconf import AuditLedgerResource, StreamRuntimeResource, build_scaling_assets, build_scaling_sensor
+from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.errors import StreamStartError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
+from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.workloads.kafka import KafkaBroker, KafkaSetupError, spark_kafka_jars
@@ -86,27 +90,102 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
     stopped = supervisor.stop("clicks")
     assert stopped["stopped"] and "forced" not in stopped
 
-    # The batch job over the whole topic, in a session that has the connector (this process's JVM does not).
+    comparison = run_oracle(supervisor.home, "clicks")
+    assert comparison["lost"] == 0 and comparison["duplicated"] == 0, comparison
+    assert comparison["expected_rows"] == comparison["actual_rows"] > producer.sent / 3  # half the clicks are new users
+
+
+def run_oracle(home, stream: str) -> dict:
+    """The batch job over the whole topic, in a session that has the connector (this process's JVM does not)."""
     check = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "examples.kafka_clicks.streams",
-            "check",
-            "--home",
-            str(supervisor.home),
-            "--stream",
-            "clicks",
-        ],
+        [sys.executable, "-m", "examples.kafka_clicks.streams", "check", "--home", str(home), "--stream", stream],
         check=False,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert check.returncode == 0, check.stderr[-3000:]
-    comparison = json.loads(check.stdout.strip().splitlines()[-1])
+    return json.loads(check.stdout.strip().splitlines()[-1])
+
+
+def test_consumer_lag_drives_a_ds2_scale_up_within_the_topic_s_partitions(supervisor, broker, tmp_path, capsys):
+    """One core does 100 clicks/s (10 ms each) and the producer writes 160/s to a topic of 4 partitions: the lag
+    grows, the scaling sensor asks for DS2's plan (more cores, no fewer source tasks than partitions), and after it
+    the stream catches up with its output equal to the batch read. A plan that contradicts the topic, and a replay
+    whose first offsets retention has dropped, are refused before anything is touched."""
+    topic = "lagging"
+    broker.create_topic(topic, partitions=4)
+    producer = ClickProducer(broker.bootstrap_servers, topic, seed=11)
+    producer.write(300)
+    spec = StreamSpec(
+        name="lagging",
+        entrypoint="examples.kafka_clicks.streams:first_clicks",
+        master="local[1]",
+        state_partitions=4,
+        trigger_interval_s=1.0,
+        max_per_trigger=200,
+        spark_conf={"spark.jars": spark_kafka_jars()},
+        kafka={"bootstrap_servers": broker.bootstrap_servers},
+        options={
+            "bootstrap_servers": broker.bootstrap_servers,
+            "topic": topic,
+            "output_dir": str(tmp_path / "out"),
+            "work_ms_per_click": 10,
+        },
+    )
+    policy = {"window_batches": 4, "warmup_batches": 1, "stabilization_s": 0, "scale_down_delay_s": 3600}
+    scaling = build_scaling_assets(streams=["lagging"], policy_config=policy)
+    sensor = build_scaling_sensor(stream="lagging", scaling=scaling, minimum_interval_seconds=1)
+    resources = {
+        "streams": StreamRuntimeResource(home=str(supervisor.home)),
+        "audit_ledger": AuditLedgerResource(home=str(supervisor.home)),
+    }
+    supervisor.start(spec)
+    stream = DriverStream(supervisor, "lagging")
+    reconfigurer = Reconfigurer(stream, AuditLedger(default_ledger_url(supervisor.home)), observe_timeout_s=30)
+    with instance_for_test() as instance, producer.keep_writing(per_second=160):
+        wait_until(lambda: committed(supervisor, "lagging") >= 6, timeout_s=180, what="six batches")
+        lag = stream.kafka_lag()
+        assert lag is not None and lag.partition_counts() == {topic: 4} and lag.total > 0, lag
+        assert reconf(["--home", str(supervisor.home), "stream", "status", "lagging", "--lag", "--json"]) == 0
+        shown = json.loads(capsys.readouterr().out)["kafka_lag"]
+        assert [p["partition"] for p in shown["partitions"]] == [0, 1, 2, 3] and shown["total"] > 0
+
+        result = sensor(build_sensor_context(instance=instance, resources=resources))
+        assert result.run_requests, result.skip_reason
+        (request,) = result.run_requests
+        plan = ScalingPlan.parse(request.run_config["ops"]["ds2_plans"]["config"]["plan"])
+        assert plan.current.cores == 1 and plan.target.cores >= 2, plan.reason
+        assert plan.predicted["observed_source_partitions_seen"] == 4
+        assert plan.target.source_partitions is None  # the spec set no minPartitions: the plan invents none
+
+        applied = reconfigurer.run(ExecutionPlan.of_changes(stream.spec(), plan.target.changes_for(stream.spec())))
+        assert applied.outcome == "succeeded", applied.results
+        checks = applied.results["preflight"]["checks"]
+        assert checks["kafka"]["partitions"] == {topic: 4} and checks["kafka"]["read_from"] == "the brokers"
+
+        contradicting = ExecutionPlan.of_changes(stream.spec(), {"source_partitions": 2})
+        with pytest.raises(ReconfigurationRefused, match=r"2 source partitions, but .* have 4 partitions"):
+            reconfigurer.run(contradicting)
+    wait_until(lambda: stream.kafka_lag().total == 0, timeout_s=240, what="the lag cleared after the scale-up")
+    wait_until(lambda: supervisor.status("lagging")["checkpoint"]["committed"], what="the last batch committed")
+    comparison = run_oracle(supervisor.home, "lagging")
     assert comparison["lost"] == 0 and comparison["duplicated"] == 0, comparison
-    assert comparison["expected_rows"] == comparison["actual_rows"] > producer.sent / 3  # half the clicks are new users
+
+    # Retention drops the first 50 records of partition 0: a replay from batch 0 would rebuild the state without them.
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(broker.client_config())
+    for future in admin.delete_records([TopicPartition(topic, 0, 50)], request_timeout=30).values():
+        future.result(timeout=30)
+    replay = ExecutionPlan.of_changes(stream.spec(), {"state_partitions": 8})
+    run_id = supervisor.status("lagging")["run_id"]
+    with pytest.raises(ReconfigurationRefused, match=rf"{topic}/0 from 0 \(earliest kept: 50\).*strategy 'native'"):
+        Reconfigurer(stream, AuditLedger(default_ledger_url(supervisor.home)), strategy="replay").run(replay)
+    assert supervisor.status("lagging")["run_id"] == run_id  # refused before anything was touched
+    assert checkpoint_facts(stream.paths.checkpoint).state_partitions == 4
+    supervisor.stop("lagging")
 
 
 def test_a_stream_without_the_connector_is_refused_with_the_fix(supervisor, broker, tmp_path):

@@ -54,6 +54,7 @@ _ROW_FIELDS = (
     "state_commit_ms",
     "python_workers",
     "python_task_cpu_ms",
+    "kafka_partitions",
     "source_kinds",
 )
 
