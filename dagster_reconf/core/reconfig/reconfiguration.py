@@ -109,8 +109,10 @@ class Reconfiguration:
         return self.outcome is not None
 
     def explanation(self) -> list[str]:
-        """What a reader must know besides the outcome, a line each: why it rolled back, why a precopy fell back."""
+        """What a reader must know besides the outcome, a line each: why it rolled back, why a precopy fell back,
+        and preflight's warnings (a connector pairing Spark does not promise, what an at-least-once sink may repeat)."""
         lines = [f"{self.outcome}: {self.reason}"] if self.reason else []
+        lines += [f"warning: {w}" for w in (self.results.get("preflight") or {}).get("checks", {}).get("warnings", [])]
         if "migrate" in self.results and self.migrated.fell_back:
             lines.append(f"the precopy fell back to {self.migrated.fell_back}")
         return lines

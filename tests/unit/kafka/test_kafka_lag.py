@@ -101,3 +101,27 @@ def test_kafka_access_names_the_bad_value():
     settings = KafkaAccess(bootstrap_servers="b1:9092,b2:9092", client_config={"security.protocol": "SSL"})
     assert settings.client_settings()["enable.auto.commit"] is False
     assert settings.client_settings()["security.protocol"] == "SSL"
+
+
+def test_each_batch_records_the_partitions_it_was_planned_from_so_a_grown_topic_shows_at_once():
+    from dagster_reconf.core.store.metrics import progress_row
+
+    def batch(latest):
+        offsets = json.dumps({"clicks": {str(p): 10 for p in range(latest)}})
+        return {
+            "batchId": 3,
+            "sources": [{**KAFKA, "startOffset": offsets, "endOffset": offsets, "latestOffset": offsets}],
+        }
+
+    assert progress_row(batch(4))["kafka_partitions"] == 4
+    assert progress_row(batch(6))["kafka_partitions"] == 6  # the topic gained two partitions
+    assert progress_row({"batchId": 1, "sources": [FILES]})["kafka_partitions"] is None
+
+
+def test_a_kafka_sink_says_what_a_stop_in_the_middle_of_a_batch_may_repeat():
+    from dagster_reconf.core.reconfig.kafka_preflight import repeat_bound
+
+    assert repeat_bound({"sink": {"numOutputRows": 1234}}, "file") is None
+    said = repeat_bound({"sink": {"numOutputRows": 1234}}, "kafka")
+    assert "at-least-once" in said and "repeat up to 1,234 records" in said
+    assert "up to one batch's output" in repeat_bound({}, "kafka")
