@@ -1,7 +1,9 @@
-"""A stream over a real Kafka broker (KRaft, on 127.0.0.1) through Spark's own Kafka source: paused at a batch
-boundary while the producer keeps writing, its state migrated 4 -> 8 partitions, resumed; its output equals
-Spark's batch Kafka read of the whole topic. Maven Central serves no spark-sql-kafka build for the pinned
-Spark 4.3.0: this runs the newest it serves (4.2.0) on the pinned Spark, and is the record of whether that works."""
+"""Streams over a real Kafka broker (KRaft, on 127.0.0.1) through Spark's own Kafka source: paused at a batch
+boundary while the producer keeps writing, their state migrated natively and by precopy, their cores raised by
+DS2's plan from the consumer lag; their output equals Spark's batch Kafka read of the whole topic. Plans that
+contradict the topic, and a replay past its retention, are refused untouched. Maven Central serves no spark-sql-kafka
+build for the pinned Spark 4.3.0: this runs the newest it serves (4.2.0) on the pinned Spark, and, in `.venv-compat`,
+on Spark 4.2 (the pairing Spark supports)."""
 
 import json
 import subprocess
@@ -40,7 +42,7 @@ def committed(supervisor, name) -> int:
     return checkpoint_facts(supervisor.paths(name).checkpoint).last_committed_batch or -1
 
 
-def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes(supervisor, broker, tmp_path):
+def test_a_kafka_stream_is_migrated_natively_and_by_precopy_while_the_producer_writes(supervisor, broker, tmp_path):
     broker.create_topic(TOPIC, partitions=4)
     producer = ClickProducer(broker.bootstrap_servers, TOPIC)
     producer.write(2000)
@@ -74,6 +76,12 @@ def test_a_kafka_stream_is_paused_migrated_and_resumed_while_the_producer_writes
         (store,) = verification.stores  # dropDuplicates: one state store, every user kept
         assert store["rows_before"] == store["rows_after"] > 1000 and store["max_partition_id"] == 7
         assert checkpoint_facts(stream.paths.checkpoint).state_partitions == 8
+        # The precopy: the state copied while the stream runs, the batches since replayed from the topic's offsets.
+        precopy = Reconfigurer(
+            stream, AuditLedger(default_ledger_url(supervisor.home)), strategy="precopy", observe_timeout_s=20
+        ).run(ExecutionPlan.of_changes(stream.spec(), {"state_partitions": 6}))
+        assert precopy.outcome == "succeeded" and precopy.verification.ok, precopy.results
+        assert checkpoint_facts(stream.paths.checkpoint).state_partitions == 6
         resumed_at = committed(supervisor, "clicks")
         wait_until(lambda: committed(supervisor, "clicks") > resumed_at + 2, what="batches after the migration")
     # The producer has stopped: let the stream read the whole topic, then stop it at a batch boundary.
