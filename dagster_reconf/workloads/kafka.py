@@ -17,12 +17,16 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
-__all__ = ["KafkaBroker", "KafkaSetupError", "jvm_dir", "spark_kafka_jars"]
+__all__ = ["KafkaBroker", "KafkaSetupError", "TopicWriter", "jvm_dir", "spark_kafka_jars"]
 
 LOOPBACK = "127.0.0.1"
 
@@ -253,3 +257,48 @@ def _cluster_id() -> str:
     while (found := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
         pass
     return found
+
+
+class TopicWriter(ABC):
+    """A producer of records to one topic with confluent-kafka (idempotent, so a retry never doubles a record), paced
+    by :meth:`keep_writing`; a subclass says what the ``count`` next records are (:meth:`records`)."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.sent = 0
+        self._producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5, "enable.idempotence": True})
+
+    @abstractmethod
+    def records(self, start: int, count: int) -> Iterator[tuple[bytes, bytes]]:
+        """Records ``start .. start + count`` as (key, value)."""
+
+    def write(self, count: int) -> None:
+        """Write the next ``count`` records and wait until the broker has them."""
+        for key, value in self.records(self.sent, count):
+            self._producer.produce(self.topic, key=key, value=value)
+            self._producer.poll(0)
+        self.sent += count
+        if self._producer.flush(30) != 0:
+            raise KafkaSetupError(f"{self.topic}: records still unsent after 30 s")
+
+    @contextmanager
+    def keep_writing(self, per_second: float, every_s: float = 0.25) -> Iterator[Self]:
+        """Write ``per_second`` records a second in the background while the block runs."""
+        stop = threading.Event()
+
+        def run() -> None:
+            started, due = time.monotonic(), 0
+            while not stop.wait(every_s):
+                target = int((time.monotonic() - started) * per_second)
+                self.write(target - due)
+                due = target
+
+        thread = threading.Thread(target=run, name=f"{self.topic}-writer", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()

@@ -24,11 +24,20 @@ from dagster_reconf.workloads.options import PACING_OPTIONS, GeneratedOptions, S
 from dagster_reconf.workloads.queries import QueryDefinition, query_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from dagster_reconf.core.spec import StreamSpec
 
-__all__ = ["OutputComparison", "check_stream_output", "compare", "consumed_events", "expected_result", "stream_result"]
+__all__ = [
+    "OutputComparison",
+    "check_stream_output",
+    "compare",
+    "compare_with_batch",
+    "consumed_events",
+    "expected_result",
+    "last_watermark",
+    "stream_result",
+]
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,7 @@ def consumed_events(checkpoint: Any) -> int:
     return max((int(o["index"]) for o in offsets if isinstance(o, dict) and "index" in o), default=0)
 
 
-def _last_watermark(paths: StreamPaths) -> str | None:
+def last_watermark(paths: StreamPaths) -> str | None:
     """The watermark of the last committed batch, from the metrics store."""
     from dagster_reconf.core.store.metrics import MetricsStore
 
@@ -141,7 +150,7 @@ def check_stream_output(
     paths = StreamPaths(Path(home).resolve(), spec.name)
     query = query_of(spec)
     options = GeneratedOptions.model_validate(spec.options)
-    watermark = watermark if watermark is not None else _last_watermark(paths)
+    watermark = watermark if watermark is not None else last_watermark(paths)
     source = SourceOptions(
         seed=options.seed,
         max_events=max(1, consumed_events(paths.checkpoint)),
@@ -153,3 +162,14 @@ def check_stream_output(
     if consumed_events(paths.checkpoint) == 0:
         return compare(actual, actual.iloc[0:0])
     return compare(actual, expected_result(spark, query, source, watermark=watermark))
+
+
+def compare_with_batch(
+    query: QueryDefinition, events: DataFrame, output: Path | str, watermark: str | None
+) -> OutputComparison:
+    """A stream's committed sink output (``output``) against ``query`` run as a batch job over ``events``, the very
+    events the stream read."""
+    from dagster_reconf.workloads.sink import read_sink
+
+    actual = stream_result(read_sink(output), query, watermark=watermark)
+    return compare(actual, _final_rows(query.build(events).toPandas(), query, watermark))
