@@ -21,7 +21,9 @@ from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigur
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.harness.closed_loop import check_output
 from dagster_reconf.workloads.kafka import KafkaBroker, KafkaSetupError, spark_kafka_jars
+from dagster_reconf.workloads.nexmark_topic import NexmarkTopicWriter, check_topic_output
 from examples.kafka_clicks.streams import ClickProducer
 
 from .conftest import wait_until
@@ -194,6 +196,43 @@ def test_consumer_lag_drives_a_ds2_scale_up_within_the_topic_s_partitions(superv
     assert supervisor.status("lagging")["run_id"] == run_id  # refused before anything was touched
     assert checkpoint_facts(stream.paths.checkpoint).state_partitions == 4
     supervisor.stop("lagging")
+
+
+@pytest.mark.parametrize(("query", "change"), [("q5", {"state_partitions": 4}), ("q3", {"master": "local[3]"})])
+def test_nexmark_over_a_topic_is_reconfigured_and_equals_the_batch_job_over_the_topic(
+    supervisor, broker, tmp_path, query, change
+):
+    """Q5 (windowed counts) and Q3 (a join) over a 4-partition Nexmark topic, keyed by auction or person: one native
+    migration or cores change while the writer writes; the oracle reads the topic between the checkpoint's first and
+    last committed offsets and runs the query as a batch job over exactly those records."""
+    topic = f"nexmark-{query}"
+    broker.create_topic(topic, partitions=4)
+    writer = NexmarkTopicWriter(broker.bootstrap_servers, topic)
+    writer.write(2000)
+    spec = StreamSpec(
+        name=query,
+        entrypoint=f"dagster_reconf.workloads.nexmark_topic:{query}",
+        state_partitions=2,
+        trigger_interval_s=1.0,
+        max_per_trigger=1500,
+        spark_conf={"spark.jars": spark_kafka_jars()},
+        kafka={"bootstrap_servers": broker.bootstrap_servers},
+        options={"bootstrap_servers": broker.bootstrap_servers, "topic": topic},
+    )
+    supervisor.start(spec)
+    stream = DriverStream(supervisor, query)
+    with writer.keep_writing(per_second=500):
+        wait_until(lambda: committed(supervisor, query) >= 3, what="three batches")
+        result = Reconfigurer(stream, AuditLedger(default_ledger_url(supervisor.home)), observe_timeout_s=20).run(
+            ExecutionPlan.of_changes(stream.spec(), change)
+        )
+        assert result.outcome == "succeeded" and result.verification.ok, result.results
+        resumed_at = committed(supervisor, query)
+        wait_until(lambda: committed(supervisor, query) > resumed_at + 1, what="batches after the change")
+    wait_until(lambda: stream.kafka_lag().total == 0, timeout_s=120, what="the topic read to its end")
+    wait_until(lambda: supervisor.status(query)["checkpoint"]["committed"], what="the last batch committed")
+    supervisor.stop(query)
+    assert check_output(check_topic_output, supervisor.home, stream.spec()).ok
 
 
 def test_a_stream_without_the_connector_is_refused_with_the_fix(supervisor, broker, tmp_path):
