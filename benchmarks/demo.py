@@ -13,6 +13,11 @@ against the growth over the last batches once converged (negative: catching up).
 converges: the share of runs that converged, the distribution of steps, downtime p50
 and max over every reconfiguration, lost and duplicated summed, and each run's figures.
 
+``--source kafka`` runs the same loop over a Nexmark topic on a real broker (``make kafka``): the writer offers the
+demo's 250 events/s to 4 partitions, the stream reads them through Spark's Kafka source (``kafka_demo_spec``), and the
+line adds ``peak_lag`` and ``final_lag`` (consumer lag, events) and ``trigger_events`` (one trigger's worth at the
+final interval: the target for ``final_lag``).
+
 ``--handover both`` alternates loops with the handover to a warm standby driver (the
 default, ``on``) and without it (``off``: the paused driver restarts its SparkContext),
 and reports each side and the ratio of their downtime medians: the baseline in the same run.
@@ -20,6 +25,7 @@ and reports each side and the ratio of their downtime medians: the baseline in t
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -34,7 +40,9 @@ from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.harness.closed_loop import LoopReport
 from dagster_reconf.harness.timeline import timeline_frame
-from dagster_reconf.workloads.demo import demo_spec, run_demo
+from dagster_reconf.workloads.demo import demo_spec, kafka_demo_spec, run_demo
+from dagster_reconf.workloads.kafka import KafkaBroker
+from dagster_reconf.workloads.nexmark_topic import NexmarkTopicWriter
 
 from ._common import emit, parse_args
 
@@ -57,15 +65,42 @@ def growth_before_and_after(home: Path, report: LoopReport) -> tuple[float | Non
     return backlog_growth(before.iloc[1:]), backlog_growth(frame.iloc[-LAST_BATCHES:]) if changes else None
 
 
-def one_loop(timeout_s: float, handover: bool = True) -> dict[str, Any]:
+def lag_figures(home: Path, report: LoopReport) -> dict[str, Any]:
+    """The consumer lag at its highest and at the last batch, and one trigger's worth of events at the last interval
+    (the target for the final lag)."""
+    records, _ = MetricsStore(StreamPaths(home, report.stream).metrics).read(0)
+    frame = timeline_frame(records)
+    final = StreamPaths(home, report.stream).spec.read_text()
+    interval = float(json.loads(final)["trigger_interval_s"])
+    lag = frame["backlog_events"].astype(float)
+    return {
+        "peak_lag": int(lag.max()) if len(lag) else None,
+        "final_lag": int(lag.iloc[-1]) if len(lag) else None,
+        "trigger_events": int(demo_spec().options["rate"] * interval),
+    }
+
+
+def one_loop(timeout_s: float, handover: bool = True, source: str = "generator") -> dict[str, Any]:
     """The closed loop once, on a fresh home: its outcome and figures."""
     started = time.monotonic()
     os.environ["RECONF_HANDOVER"] = "1" if handover else "0"  # the code location's streams resource reads it
+    extra: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="reconf-demo-") as tmp:
         home = Path(tmp) / "home"
-        report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)
+        if source == "kafka":
+            with KafkaBroker(Path(tmp) / "broker") as broker:
+                broker.create_topic("nexmark", partitions=4)
+                writer = NexmarkTopicWriter(broker.bootstrap_servers, "nexmark")
+                with writer.keep_writing(per_second=demo_spec().options["rate"]):
+                    spec = kafka_demo_spec(broker.bootstrap_servers, "nexmark")
+                    report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s, spec=spec)
+                extra = lag_figures(home, report)
+        else:
+            report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)
         before, after = growth_before_and_after(home, report)
     return {
+        "source": source,
+        **extra,
         "handover": handover,
         "converged": report.converged,
         "steps": report.steps,
@@ -127,6 +162,12 @@ def main() -> None:
             help="hand the stream to a warm standby driver (on), restart the SparkContext in the paused "
             "driver (off), or alternate and compare (both)",
         )
+        parser.add_argument(
+            "--source",
+            choices=("generator", "kafka"),
+            default="generator",
+            help="the bundled generator (default), or a Nexmark topic on a real Kafka broker (make kafka)",
+        )
 
     args = parse_args(__doc__.splitlines()[0], add_options)
     if args.repeat < 1:
@@ -137,7 +178,7 @@ def main() -> None:
     loops = []
     for n in range(runs):
         handover = args.handover == "on" or (args.handover == "both" and n % 2 == 0)
-        loops.append(one_loop(timeout_s, handover))
+        loops.append(one_loop(timeout_s, handover, args.source))
         if runs > 1:
             print(
                 f"loop {n + 1}/{runs} (handover {'on' if handover else 'off'}): "
@@ -146,6 +187,7 @@ def main() -> None:
                 flush=True,
             )
     mode = {"benchmark": "demo", "mode": "quick" if args.quick else "full", "handover": args.handover}
+    mode["source"] = args.source
     if args.handover == "both":
         with_handover = summarize([loop for loop in loops if loop["handover"]])
         restarting = summarize([loop for loop in loops if not loop["handover"]])

@@ -20,7 +20,7 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.harness.closed_loop import LoopReport, run_closed_loop
 from dagster_reconf.workloads.streams import bundled_spec
 
-__all__ = ["DEMO_SENSOR", "DEMO_STREAM", "demo_spec", "run_demo"]
+__all__ = ["DEMO_SENSOR", "DEMO_STREAM", "demo_spec", "kafka_demo_spec", "run_demo"]
 
 DEMO_STREAM = "nexmark-q5"
 DEMO_SENSOR = "nexmark_q5_scaling_sensor"
@@ -43,9 +43,34 @@ def demo_spec(name: str = DEMO_STREAM) -> StreamSpec:
     )
 
 
-def run_demo(home: Path, workspace: Path, out: Path, timeout_s: float = 480.0) -> LoopReport:
-    """The closed loop on :func:`demo_spec` with the reference location's scaling sensor."""
-    return run_closed_loop(home, workspace, out, spec=demo_spec(), sensor=DEMO_SENSOR, timeout_s=timeout_s)
+def kafka_demo_spec(bootstrap_servers: str, topic: str, name: str = DEMO_STREAM) -> StreamSpec:
+    """:func:`demo_spec`'s load over a Nexmark topic (the writer offers its 250 events/s): the same Q5 and cost, read
+    through Spark's Kafka source, ``maxOffsetsPerTrigger`` for the batch cap, ``minPartitions`` at the topic's 4."""
+    from dagster_reconf.workloads.kafka import spark_kafka_jars
+
+    return StreamSpec(
+        name=name,
+        entrypoint="dagster_reconf.workloads.nexmark_topic:q5",
+        master="local[1]",
+        source_partitions=4,
+        state_partitions=2,
+        trigger_interval_s=2.0,
+        max_per_trigger=750,
+        spark_conf={"spark.jars": spark_kafka_jars()},
+        kafka={"bootstrap_servers": bootstrap_servers},
+        options={
+            "bootstrap_servers": bootstrap_servers,
+            "topic": topic,
+            "cost": {"mode": "sleep", "micros_per_record": 8000},
+        },
+    )
+
+
+def run_demo(
+    home: Path, workspace: Path, out: Path, timeout_s: float = 480.0, spec: StreamSpec | None = None
+) -> LoopReport:
+    """The closed loop on ``spec`` (default :func:`demo_spec`) with the reference location's scaling sensor."""
+    return run_closed_loop(home, workspace, out, spec=spec or demo_spec(), sensor=DEMO_SENSOR, timeout_s=timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:
