@@ -21,6 +21,7 @@ from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigur
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.metrics import MetricsStore, record_row
 from dagster_reconf.harness.closed_loop import check_output
 from dagster_reconf.workloads.kafka import KafkaBroker, KafkaSetupError, spark_kafka_jars
 from dagster_reconf.workloads.nexmark_topic import NexmarkTopicWriter, check_topic_output
@@ -182,11 +183,26 @@ def test_consumer_lag_drives_a_ds2_scale_up_within_the_topic_s_partitions(superv
     comparison = run_oracle(supervisor.home, "lagging")
     assert comparison["lost"] == 0 and comparison["duplicated"] == 0, comparison
 
-    # Retention drops the first 50 records of partition 0: a replay from batch 0 would rebuild the state without them.
+    # The topic gains two partitions while the stream runs: the brokers show them at once (not read yet), the next
+    # batch's progress plans from them, and preflight refuses a plan made for the old count.
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, NewPartitions
 
     admin = AdminClient(broker.client_config())
+    admin.create_partitions([NewPartitions(topic, 6)])[topic].result(timeout=30)
+    wait_until(lambda: stream.kafka_lag().partition_counts() == {topic: 6}, what="the new partitions on the brokers")
+    wait_until(
+        lambda: (
+            MetricsStore(stream.paths.metrics).last_progress() is not None
+            and record_row(MetricsStore(stream.paths.metrics).last_progress())["kafka_partitions"] == 6
+        ),
+        timeout_s=60,
+        what="a batch planned from 6 partitions",
+    )
+    with pytest.raises(ReconfigurationRefused, match=r"5 source partitions, but .* have 6 partitions"):
+        reconfigurer.run(ExecutionPlan.of_changes(stream.spec(), {"source_partitions": 5}))
+
+    # Retention drops the first 50 records of partition 0: a replay from batch 0 would rebuild the state without them.
     for future in admin.delete_records([TopicPartition(topic, 0, 50)], request_timeout=30).values():
         future.result(timeout=30)
     replay = ExecutionPlan.of_changes(stream.spec(), {"state_partitions": 8})

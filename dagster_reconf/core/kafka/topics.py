@@ -47,7 +47,13 @@ def read_topics(access: KafkaAccess, topics: list[str]) -> dict[str, TopicFacts]
         raise SourceAccessError(
             "reading Kafka offsets needs confluent-kafka: pip install 'dagster-reconf[kafka]'"
         ) from error
-    consumer = Consumer(access.client_settings())
+    try:
+        consumer = Consumer(access.client_settings())
+    except KafkaException as error:
+        raise SourceAccessError(
+            f"the spec's kafka.client_config is not a valid librdkafka configuration ({error}); see "
+            "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
+        ) from error
     try:
         try:
             listing = consumer.list_topics(timeout=access.timeout_s)

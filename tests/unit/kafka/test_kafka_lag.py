@@ -125,3 +125,14 @@ def test_a_kafka_sink_says_what_a_stop_in_the_middle_of_a_batch_may_repeat():
     said = repeat_bound({"sink": {"numOutputRows": 1234}}, "kafka")
     assert "at-least-once" in said and "repeat up to 1,234 records" in said
     assert "up to one batch's output" in repeat_bound({}, "kafka")
+
+
+def test_a_bad_client_config_or_silent_brokers_are_said_with_the_fix():
+    from dagster_reconf.core.errors import SourceAccessError
+    from dagster_reconf.core.kafka import read_topics
+
+    with pytest.raises(SourceAccessError, match=r"kafka.client_config is not a valid librdkafka configuration"):
+        read_topics(KafkaAccess(bootstrap_servers="127.0.0.1:1", client_config={"no.such.setting": "1"}), ["t"])
+    silent = KafkaAccess(bootstrap_servers="127.0.0.1:1", timeout_s=1)  # nothing listens on port 1
+    with pytest.raises(SourceAccessError, match=r"Kafka brokers 127.0.0.1:1 did not answer in 1 s"):
+        read_topics(silent, ["t"])
