@@ -16,7 +16,8 @@ and max over every reconfiguration, lost and duplicated summed, and each run's f
 ``--source kafka`` runs the same loop over a Nexmark topic on a real broker (``make kafka``): the writer offers the
 demo's 250 events/s to 4 partitions, the stream reads them through Spark's Kafka source (``kafka_demo_spec``), and the
 line adds ``peak_lag`` and ``final_lag`` (consumer lag, events) and ``trigger_events`` (one trigger's worth at the
-final interval: the target for ``final_lag``).
+final interval: the target for ``final_lag``). Once converged, the loop waits (at most 120 s) for the catch-up to
+bring the lag under that, so the final lag is the steady state's.
 
 ``--handover both`` alternates loops with the handover to a warm standby driver (the
 default, ``on``) and without it (``off``: the paused driver restarts its SparkContext),
@@ -91,9 +92,12 @@ def one_loop(timeout_s: float, handover: bool = True, source: str = "generator")
             with KafkaBroker(Path(tmp) / "broker") as broker:
                 broker.create_topic("nexmark", partitions=4)
                 writer = NexmarkTopicWriter(broker.bootstrap_servers, "nexmark")
-                with writer.keep_writing(per_second=demo_spec().options["rate"]):
+                rate = demo_spec().options["rate"]
+                with writer.keep_writing(per_second=rate):
                     spec = kafka_demo_spec(broker.bootstrap_servers, "nexmark")
-                    report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s, spec=spec)
+                    report = run_demo(
+                        home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s, spec=spec, drain_at_rate=rate
+                    )
                 extra = lag_figures(home, report)
         else:
             report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)

@@ -212,6 +212,8 @@ def run_closed_loop(
     env: dict[str, str] | None = None,
     console: Console | None = None,
     translator: ReconfTranslator | None = None,
+    drain_at_rate: float | None = None,
+    drain_timeout_s: float = 120.0,
 ) -> LoopReport:
     """Run the loop (see the module docstring); every process it starts is stopped before it returns.
 
@@ -220,6 +222,8 @@ def run_closed_loop(
         sensor: the scaling sensor in ``workspace`` to turn on.
         env: extra environment of the daemon and its runs (what the code location reads).
         translator: the code location's translator, where it names its assets (default: the plain names).
+        drain_at_rate: the rate the source offers (events/s): once converged, wait (at most ``drain_timeout_s``) until
+            the backlog is under one trigger interval's worth of it, so the report's last batches are the steady state.
     """
     console = console or Console()
     home, workspace, out = home.resolve(), workspace.resolve(), out.resolve()
@@ -260,6 +264,8 @@ def run_closed_loop(
         ):
             console.print(f"dagster-daemon pid {daemon.process.pid}, DAGSTER_HOME {dagster_home}, log {daemon.log}")
             _watch(report, instance, supervisor, ledger, spec, started, timeout_s, daemon, console, translator)
+            if report.converged and drain_at_rate:
+                _wait_for_backlog(supervisor, spec.name, drain_at_rate, drain_timeout_s, console)
             _drain(instance, timeout_s=180, console=console)  # never stop the daemon under a reconfiguration
             report.runs = [
                 _run_record(instance, r)
@@ -361,6 +367,26 @@ def _watch(
             console.print(f"[green]converged: the sensor holds with no backlog growth ({report.final_reason[:120]})[/]")
             return
     console.print(f"[yellow]not converged within {timeout_s:g} s[/]")
+
+
+def _wait_for_backlog(
+    supervisor: StreamSupervisor, stream: str, rate: float, timeout_s: float, console: Console
+) -> None:
+    """Wait until the stream's backlog is under one trigger interval's worth of ``rate`` (or ``timeout_s`` passes)."""
+    store = MetricsStore(supervisor.paths(stream).metrics)
+    deadline = time.time() + timeout_s
+    with console.status(f"{stream}: waiting for the backlog to fall under one trigger's worth..."):
+        while time.time() < deadline:
+            record = store.last_progress()
+            interval = float(StreamSpec.parse(supervisor.status(stream)["spec"]).trigger_interval_s)
+            backlog = progress_frame([record]).iloc[0]["backlog_events"] if record else None
+            if backlog is not None and float(backlog) < rate * max(interval, 1.0):
+                console.print(
+                    f"backlog {float(backlog):,.0f} events: under one trigger's worth ({rate * interval:,.0f})"
+                )
+                return
+            time.sleep(POLL_S)
+    console.print(f"[yellow]the backlog stayed over one trigger's worth for {timeout_s:g} s after converging[/]")
 
 
 def _drain(instance: dg.DagsterInstance, timeout_s: float, console: Console) -> None:

@@ -67,10 +67,24 @@ def kafka_demo_spec(bootstrap_servers: str, topic: str, name: str = DEMO_STREAM)
 
 
 def run_demo(
-    home: Path, workspace: Path, out: Path, timeout_s: float = 480.0, spec: StreamSpec | None = None
+    home: Path,
+    workspace: Path,
+    out: Path,
+    timeout_s: float = 480.0,
+    spec: StreamSpec | None = None,
+    drain_at_rate: float | None = None,
 ) -> LoopReport:
-    """The closed loop on ``spec`` (default :func:`demo_spec`) with the reference location's scaling sensor."""
-    return run_closed_loop(home, workspace, out, spec=spec or demo_spec(), sensor=DEMO_SENSOR, timeout_s=timeout_s)
+    """The closed loop on ``spec`` (default :func:`demo_spec`) with the reference location's scaling sensor
+    (``drain_at_rate``: see :func:`~dagster_reconf.harness.closed_loop.run_closed_loop`)."""
+    return run_closed_loop(
+        home,
+        workspace,
+        out,
+        spec=spec or demo_spec(),
+        sensor=DEMO_SENSOR,
+        timeout_s=timeout_s,
+        drain_at_rate=drain_at_rate,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
