@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from dagster_reconf import StreamContext, stream_definition
-from dagster_reconf.workloads.kafka import TopicWriter
 
 CLICK = "user string, page string, seq long"
 
@@ -111,17 +112,46 @@ def check_output(spark: SparkSession, spec) -> dict[str, int]:
     }
 
 
-class ClickProducer(TopicWriter):
-    """Writes clicks to a topic: half by new users, half by users seen before (``write``, ``keep_writing``)."""
+class ClickProducer:
+    """Writes clicks to a topic with confluent-kafka: half by new users, half by users seen before."""
 
     def __init__(self, bootstrap_servers: str, topic: str, seed: int = 7) -> None:
-        super().__init__(bootstrap_servers, topic)
-        self._random = random.Random(seed)
+        from confluent_kafka import Producer
 
-    def records(self, start: int, count: int) -> Iterator[tuple[bytes, bytes]]:
-        for seq in range(start, start + count):
+        self.topic = topic
+        self.sent = 0
+        self._random = random.Random(seed)
+        self._producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5, "enable.idempotence": True})
+
+    def write(self, count: int) -> None:
+        for _ in range(count):
+            seq = self.sent
             user = f"u{seq}" if seq % 2 == 0 or seq < 2 else f"u{self._random.randrange(0, seq, 2)}"
-            yield user.encode(), json.dumps({"page": f"/p/{seq % 97}", "seq": seq}).encode()
+            value = json.dumps({"page": f"/p/{seq % 97}", "seq": seq})
+            self._producer.produce(self.topic, key=user.encode(), value=value.encode())
+            self.sent += 1
+        if self._producer.flush(30) != 0:
+            raise RuntimeError(f"{self.topic}: clicks still unsent after 30 s")
+
+    @contextmanager
+    def keep_writing(self, per_second: int, every_s: float = 0.25) -> Iterator[ClickProducer]:
+        """Write ``per_second`` clicks a second in the background while the block runs."""
+        stop = threading.Event()
+
+        def run() -> None:
+            started, due = time.monotonic(), 0
+            while not stop.wait(every_s):
+                target = int((time.monotonic() - started) * per_second)
+                self.write(target - due)
+                due = target
+
+        thread = threading.Thread(target=run, name="click-producer", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
 
 
 def main(argv: list[str] | None = None) -> int:
