@@ -8,6 +8,7 @@ on Spark 4.2 (the pairing Spark supports)."""
 import json
 import subprocess
 import sys
+import time
 
 import pyspark
 import pytest
@@ -249,6 +250,63 @@ def test_nexmark_over_a_topic_is_reconfigured_and_equals_the_batch_job_over_the_
     wait_until(lambda: supervisor.status(query)["checkpoint"]["committed"], what="the last batch committed")
     supervisor.stop(query)
     assert check_output(check_topic_output, supervisor.home, stream.spec()).ok
+
+
+def test_a_stream_into_a_kafka_sink_is_labelled_at_least_once_and_replays_within_retention(
+    supervisor, broker, tmp_path
+):
+    """A topic-to-topic relay (Spark's Kafka sink): at-least-once in status and at preflight, with what a stop in the
+    middle of a batch may repeat; its state rebuilt by the replay strategy from the checkpoint's offsets (retention
+    keeps them all), verified, and every user in the sink topic."""
+    broker.create_topic("relay-in", partitions=2)
+    broker.create_topic("relay-out", partitions=2)
+    producer = ClickProducer(broker.bootstrap_servers, "relay-in", seed=5)
+    producer.write(600)
+    spec = StreamSpec(
+        name="relay",
+        entrypoint="tests.user_streams.kafka_relay:first_clicks_relay",
+        state_partitions=2,
+        trigger_interval_s=0.5,
+        max_per_trigger=200,
+        spark_conf={"spark.jars": spark_kafka_jars()},
+        kafka={"bootstrap_servers": broker.bootstrap_servers},
+        options={"bootstrap_servers": broker.bootstrap_servers, "source_topic": "relay-in", "sink_topic": "relay-out"},
+    )
+    supervisor.start(spec)
+    stream = DriverStream(supervisor, "relay")
+    wait_until(lambda: stream.kafka_lag() is not None and stream.kafka_lag().total == 0, what="the topic read")
+    delivery = supervisor.status("relay")["delivery"]
+    assert delivery["sink"] == "kafka" and delivery["guarantee"] == "at-least-once", delivery
+    replay = Reconfigurer(stream, AuditLedger(default_ledger_url(supervisor.home)), strategy="replay").run(
+        ExecutionPlan.of_changes(stream.spec(), {"state_partitions": 3})
+    )
+    assert replay.outcome == "succeeded" and replay.verification.ok, replay.results
+    warnings = replay.results["preflight"]["checks"]["warnings"]
+    assert any("at-least-once" in w and "may repeat up to" in w for w in warnings), warnings
+    assert any("may repeat up to" in line for line in replay.explanation())
+    producer.write(100)
+    wait_until(lambda: stream.kafka_lag().total == 0, what="the new clicks read after the replay")
+    supervisor.stop("relay")
+    relayed = {key for key, _ in _read_all(broker, "relay-out")}
+    users = {key for key, _ in _read_all(broker, "relay-in")}
+    assert relayed == users  # at least once: none lost (a repeat would be allowed, and said)
+
+
+def _read_all(broker, topic: str) -> list[tuple[bytes, bytes]]:
+    """Every record of ``topic``, from its start to its end offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ends = broker.end_offsets(topic)
+    consumer = Consumer(broker.client_config(**{"group.id": f"check-{topic}", "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    found: list[tuple[bytes, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(found) < sum(ends.values()) and time.monotonic() < deadline:
+            found += [(m.key(), m.value()) for m in consumer.consume(1000, timeout=1.0) if m.error() is None]
+    finally:
+        consumer.close()
+    return found
 
 
 def test_a_stream_without_the_connector_is_refused_with_the_fix(supervisor, broker, tmp_path):
