@@ -13,6 +13,7 @@ from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.signal import Signal
+from dagster_reconf.core.scaling.source_tasks import source_partitions
 
 __all__ = ["DS2Policy"]
 
@@ -110,7 +111,7 @@ class DS2Policy(ScalingPolicy):
         """The fewest cores (at the current interval and partitions) whose steady state the model puts within
         :data:`NO_GAIN_TOLERANCE` of ``now`` (the current cores' share of the interval), and that share."""
         for cores in range(self.config.min_cores, current.cores):
-            source = max(cores, floor or 1) if current.source_partitions is not None else None
+            source = source_partitions(current, cores, floor)
             share = _steady_utilization(
                 profile, current.model_copy(update={"cores": cores, "source_partitions": source}), rate
             )

@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.scaling.source_tasks import source_aligned_cores, source_partitions
 
 if TYPE_CHECKING:
     from dagster_reconf.core.scaling.profile import StreamProfile
@@ -191,7 +192,7 @@ def plan_micro_batches(
             state = int(min(max(cores, limits.min_state_partitions), limits.max_state_partitions))
         return Knobs(
             cores=cores,
-            source_partitions=_source_partitions(current, cores, limits.source_partition_floor),
+            source_partitions=source_partitions(current, cores, limits.source_partition_floor),
             state_partitions=state,
             trigger_interval_s=interval,
         )
@@ -232,12 +233,10 @@ def plan_micro_batches(
             notes.append(f"cores {cores} -> {aligned}: a divisor of {state_partitions} state partitions")
             cores = aligned
 
-    notes += _source_notes(current, cores, stateful, limits.source_partition_floor)
-    if not stateful and current.source_partitions is None and limits.source_partition_floor:
-        cores = min(cores, max(limits.source_partition_floor, limits.min_cores))
+    cores = source_aligned_cores(current, cores, stateful, limits.source_partition_floor, limits.min_cores, notes)
     knobs = Knobs(
         cores=cores,
-        source_partitions=_source_partitions(current, cores, limits.source_partition_floor),
+        source_partitions=source_partitions(current, cores, limits.source_partition_floor),
         state_partitions=state_partitions,
         trigger_interval_s=interval,
         max_per_trigger=_batch_cap(profile, current, cores, state_partitions, interval, limits.source_partition_floor),
@@ -379,28 +378,6 @@ def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
     return min(limits.max_trigger_interval_s, max(interval, math.ceil(wanted * 2) / 2))
 
 
-def _source_partitions(current: Knobs, cores: int, floor: int | None = None) -> int | None:
-    """A source split into as many partitions as there are cores, where the stream has that knob, and never into
-    fewer than the source's own (``floor``: a Kafka topic's partitions, each read by a task of its own)."""
-    return max(cores, floor or 1) if current.source_partitions is not None else None
-
-
-def _source_notes(current: Knobs, cores: int, stateful: bool, floor: int | None) -> list[str]:
-    """What the plan does about a source with partitions of its own (a Kafka topic's ``floor``), and why."""
-    if not floor or cores <= floor:
-        return []
-    if current.source_partitions is not None:
-        return [
-            f"source partitions {cores}: minPartitions splits the topic's {floor} partitions so {cores} cores all read"
-        ]
-    if not stateful:
-        return [
-            f"cores {cores} -> {floor}: the topic's {floor} partitions are read by {floor} tasks and the stream has no "
-            "source-partitions knob to split them (map it onto minPartitions), so more cores would sit idle"
-        ]
-    return []
-
-
 def _batch_cap(
     profile: StreamProfile, current: Knobs, cores: int, state_partitions: int, interval: float, floor: int | None
 ) -> int | None:
@@ -421,7 +398,7 @@ def _batch_cap(
         return current.max_per_trigger
     knobs = Knobs(
         cores=cores,
-        source_partitions=_source_partitions(current, cores, floor),
+        source_partitions=source_partitions(current, cores, floor),
         state_partitions=state_partitions,
         trigger_interval_s=interval,
     )
