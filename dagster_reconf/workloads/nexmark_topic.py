@@ -86,7 +86,6 @@ def _iso(value: Any) -> str:
 
 def _definition(query: QueryDefinition) -> StreamDefinition:
     def build(spark: Any, ctx: StreamContext) -> Any:
-        from dagster_reconf.workloads.sink import BatchFileSink
 
         options: NexmarkTopicOptions = ctx.options
         records = (
@@ -97,13 +96,7 @@ def _definition(query: QueryDefinition) -> StreamDefinition:
             .options(**ctx.source_options)
             .load()
         )
-        events = RecordCost(options.cost.mode, options.cost.micros_per_record).apply(nexmark_events(records))
-        output = (ctx.work_dir / "output").resolve().as_uri()
-        return (
-            query.builder(ctx.code_version)(events)
-            .writeStream.outputMode(query.output_mode)
-            .foreachBatch(BatchFileSink(output))
-        )
+        return query.writer(nexmark_events(records), RecordCost(options.cost.mode, options.cost.micros_per_record), ctx)
 
     build.__name__ = build.__qualname__ = query.name
     build.__module__ = __name__

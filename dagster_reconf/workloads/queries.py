@@ -42,7 +42,9 @@ from dagster_reconf.core.errors import SpecError
 
 if TYPE_CHECKING:  # pyspark is imported where a query is built, so the catalogue loads without it
     from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import DataStreamWriter
 
+    from dagster_reconf.core.definition import StreamContext
     from dagster_reconf.core.spec import StreamSpec
 
 __all__ = ["ENTRYPOINT", "QUERIES", "QueryDefinition", "RecordCost", "get_query", "query_of"]
@@ -130,6 +132,18 @@ class QueryDefinition:
             raise SpecError(
                 f"query {self.name!r} has no code version {version!r}; versions: {', '.join(self.versions)}"
             ) from None
+
+    def writer(self, events: DataFrame, cost: RecordCost, ctx: StreamContext) -> DataStreamWriter:
+        """The logic of ``ctx.code_version`` over ``events`` (each paying ``cost``), into the idempotent file sink
+        under the stream's work directory: what every bundled stream returns, whatever its source."""
+        from dagster_reconf.workloads.sink import BatchFileSink
+
+        output = (ctx.work_dir / "output").resolve().as_uri()
+        return (
+            self.builder(ctx.code_version)(cost.apply(events))
+            .writeStream.outputMode(self.output_mode)
+            .foreachBatch(BatchFileSink(output))
+        )
 
 
 WATERMARK_DELAY = "2 seconds"

@@ -31,7 +31,6 @@ KNOB_OPTIONS = {"source_partitions": "partitions", "max_per_trigger": "max_event
 
 def _definition(query: QueryDefinition) -> StreamDefinition:
     def build(spark: Any, ctx: StreamContext) -> Any:
-        from dagster_reconf.workloads.sink import BatchFileSink
         from dagster_reconf.workloads.sources import register_sources
 
         options: GeneratedOptions = ctx.options
@@ -47,13 +46,7 @@ def _definition(query: QueryDefinition) -> StreamDefinition:
         generated = {name: getattr(options, name) for name in shared}
         source = SourceOptions(**generated, start_time=anchor.start_time, start_index=anchor.start_index)
         events = spark.readStream.format(query.source).options(**source.to_spark()).options(**ctx.source_options).load()
-        events = RecordCost(options.cost.mode, options.cost.micros_per_record).apply(events)
-        output = (ctx.work_dir / "output").resolve().as_uri()
-        return (
-            query.builder(ctx.code_version)(events)
-            .writeStream.outputMode(query.output_mode)
-            .foreachBatch(BatchFileSink(output))
-        )
+        return query.writer(events, RecordCost(options.cost.mode, options.cost.micros_per_record), ctx)
 
     build.__name__ = build.__qualname__ = query.name
     build.__module__ = __name__

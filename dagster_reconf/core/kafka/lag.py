@@ -7,6 +7,7 @@ topic that gained partitions) lags by everything retention keeps of it, which Sp
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -57,10 +58,7 @@ class ConsumerLag:
         return [f"{p.topic}/{p.partition}" for p in self.partitions if p.committed is None]
 
     def partition_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for p in self.partitions:
-            counts[p.topic] = counts.get(p.topic, 0) + 1
-        return counts
+        return dict(Counter(p.topic for p in self.partitions))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from dagster_reconf.core.progress.source_kinds import source_kind
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.checkpoint import last_committed_batch
 from dagster_reconf.core.store.storage import Location
 
 __all__ = ["Positions", "committed_positions", "kafka_source_indexes", "replay_start_positions", "topic_partitions"]
@@ -51,10 +51,8 @@ def _merge(parts: list[Positions]) -> Positions:
 
 def committed_positions(checkpoint: Location, indexes: list[int]) -> Positions | None:
     """Where the checkpoint's last committed batch ended, per Kafka partition (None: nothing committed yet)."""
-    facts = checkpoint_facts(checkpoint)
-    if facts.last_committed_batch is None:
-        return None
-    return _batch_end(checkpoint, facts.last_committed_batch, indexes)
+    batch = last_committed_batch(checkpoint)
+    return None if batch is None else _batch_end(checkpoint, batch, indexes)
 
 
 def _batch_end(checkpoint: Location, batch_id: int, indexes: list[int]) -> Positions:
