@@ -198,6 +198,16 @@ class DS2Policy(ScalingPolicy):
             if sooner is not None:
                 return Decision("hold", sooner + f" (DS2's plan: {target.cores} cores)", obs)
         sustained = profile.capacity(current, limits.utilization)
+        if direction == "scale_up" and target.cores < current.cores:
+            # Busy batches the model does not explain (nothing behind to catch up): more cores are not what it finds
+            # missing, and a scale-up signal never turns into a scale-down.
+            return Decision(
+                "hold",
+                f"scale up wanted, but DS2 needs only {target.cores} cores for {planned.target_rate:,.0f} events/s "
+                f"(the {current.cores} in place: capacity {sustained:,.0f} at {limits.utilization:.0%} of the "
+                "interval); the batches run longer than the model explains, so more cores are not the fix",
+                obs,
+            )
         if direction == "scale_up" and _same_resources(target, current) and sustained >= planned.target_rate:
             # A rising backlog the model's capacity does not explain (a file landing just after a trigger) is no reason
             # to pause for a longer interval alone: the fixed-cost share it would bound costs throughput only near

@@ -9,7 +9,8 @@ the true rate is measured per instance over useful time only. One pass, one step
 Spark is not pipelined. A micro-batch runs its stages one after another on the same
 task slots, and pays a fixed coordination cost per batch. So (symbols as in
 :mod:`dagster_reconf.core.scaling.profile`; ``e`` events per batch, ``T`` the trigger interval, ``u`` the target
-utilization of the interval, ``c`` cores, ``q_i = min(partitions_i, c)``)::
+utilization of the interval, ``c`` cores, ``q_i`` the tasks of operator ``i`` at once: ``min(partitions_i, c)``, less
+where they run in waves, below)::
 
     batch(e) = C + sum_i (e * a_i / q_i + o_i)  <=  u * T,       e = lambda * T
 
@@ -28,9 +29,12 @@ the fixed side). Then:
   need them (DS2 sizes each operator): where the planned cores with the state
   partitions kept still sustain the rate and reach its catch-up (within 5 %, as far as
   more partitions would), they stay, and the reconfiguration needs no state migration in
-  its pause (capacity beyond what the plan needs is not worth a longer pause).
-  Cores are aligned to a divisor of the state partitions (like Flink's key groups) so
-  every core gets the same share of state;
+  its pause (capacity beyond what the plan needs is not worth a longer pause);
+* waves: a stage of ``n`` tasks on ``c`` cores runs in ``ceil(n / c)`` waves, so its
+  ``q_i`` is ``n / ceil(n / c)`` (8 state or topic partitions on 3 cores: 2.67; on 5 to 7
+  cores: 4). The fewest cores that sustain the rate are therefore aligned to a divisor of
+  the partitions wherever a divisor serves as well, and never raised past what the rate
+  needs;
 * batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
   the interval, no core count helps; the interval grows until they do not. A stage's
   fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i / min(q_i, P)`` (see
@@ -227,13 +231,11 @@ def plan_micro_batches(
                     else f"under the {STATE_CAPACITY_TOLERANCE:.0%} that is worth a state migration in the pause"
                 )
             )
-    if stateful:
-        aligned = next((d for d in range(cores, state_partitions + 1) if state_partitions % d == 0), cores)
-        if aligned != cores and aligned <= limits.max_cores:
-            notes.append(f"cores {cores} -> {aligned}: a divisor of {state_partitions} state partitions")
-            cores = aligned
-
     cores = source_aligned_cores(current, cores, stateful, limits.source_partition_floor, limits.min_cores, notes)
+    if stateful:
+        _note_waves(cores, state_partitions, "state partitions", "the stateful stages", notes)
+    if limits.source_partition_floor:
+        _note_waves(cores, limits.source_partition_floor, "topic partitions", "the source stage", notes)
     knobs = Knobs(
         cores=cores,
         source_partitions=source_partitions(current, cores, limits.source_partition_floor),
@@ -263,6 +265,16 @@ def plan_micro_batches(
             "configuration narrows it"
         )
     return MicroBatchPlan(knobs=knobs, target_rate=target, report=report, predicted=predicted, notes=notes)
+
+
+def _note_waves(cores: int, partitions: int, what: str, stages: str, notes: list[str]) -> None:
+    """Say where ``cores`` do not divide ``partitions`` (the plan counted the waves, so it chose them knowingly)."""
+    if cores < partitions and partitions % cores:
+        waves = math.ceil(partitions / cores)
+        notes.append(
+            f"{cores} cores read the {partitions} {what} in {waves} waves: {stages} run as fast as on "
+            f"{partitions / waves:.3g} cores, and the plan counted it"
+        )
 
 
 def _cores_and_interval(

@@ -26,6 +26,7 @@ from dagster_reconf.core.scaling.profile import (
     ProfileError,
     StreamProfile,
     runs_python,
+    wave_parallelism,
 )
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 
@@ -87,7 +88,8 @@ def profile_stream(
     per_stage = per_stage.join((spans["hi"] - spans["lo"]).rename("span"), how="inner")
     batch_ids = per_stage.index.get_level_values("batch_id")
     per_stage["events"] = batches.loc[batch_ids, "events"].to_numpy()
-    parallel = np.minimum(per_stage["tasks"].to_numpy(), knobs.cores)
+    tasks = per_stage["tasks"].to_numpy(dtype=np.float64)
+    parallel = wave_parallelism(tasks, np.minimum(tasks, knobs.cores))
     per_stage["overhead"] = np.maximum(0.0, per_stage["span"] - per_stage["work"] / parallel)
 
     stage_time = per_stage.groupby("batch_id")["span"].sum()

@@ -90,19 +90,35 @@ def profile(
 def test_capacity_is_the_budget_after_fixed_costs_over_the_work_per_event():
     p = profile()  # fixed 70 + 10 + 20 = 100 ms; work 1.5 ms/event on one core
     assert p.capacity(p.knobs) == pytest.approx((1000 - 100) / 1.5)  # 600 events/s
-    three = p.knobs.model_copy(update={"cores": 3, "source_partitions": 3})
-    assert p.capacity(three) == pytest.approx(900 / 0.5)  # both stages on 3 cores
+    three = p.knobs.model_copy(update={"cores": 3, "source_partitions": 3, "state_partitions": 6})
+    assert profile(state_partitions=6).capacity(three) == pytest.approx(900 / 0.5)  # both stages on 3 cores
     assert p.batch_ms_for(600, p.knobs) == pytest.approx(1000.0)
 
 
-def test_cores_are_the_summed_ds2_parallelism_stretched_by_the_budget_then_aligned():
+def test_tasks_in_waves_progress_as_the_tasks_over_the_waves():
+    p = profile()  # 8 state partitions, agg 0.5 ms/event
+    on = {c: p.knobs.model_copy(update={"cores": c, "source_partitions": c}) for c in (3, 4, 5, 7, 8)}
+    agg = {c: float(p.stage_ms_per_event(k)[1]) for c, k in on.items()}
+    assert agg[3] == pytest.approx(0.5 / (8 / 3))  # 3 waves: as fast as 2.67 cores
+    assert agg[4] == agg[5] == agg[7] == pytest.approx(0.5 / 4)  # 2 waves: 5 to 7 cores no faster than 4
+    assert agg[8] == pytest.approx(0.5 / 8)
+    assert p.capacity(on[3]) == pytest.approx(900 / (1 / 3 + 0.5 * 3 / 8))
+
+
+def test_cores_are_the_summed_ds2_parallelism_stretched_by_the_budget_never_raised_to_align():
     # budget 0.7 * 1000 - 100 = 600 ms; 1000 events * 1.5 ms = 1500 core-ms -> 2.5 -> 3 cores
-    unaligned = plan_micro_batches(profile(state_partitions=6), source_rate=1000)
-    assert unaligned.knobs.cores == 3 and unaligned.knobs.source_partitions == 3
-    aligned = plan_micro_batches(profile(state_partitions=8), source_rate=1000)
-    assert aligned.knobs.cores == 4 and any("divisor of 8" in n for n in aligned.notes)
-    assert aligned.knobs.state_partitions == 8
-    assert aligned.predicted["capacity_planned"] > 1000 / 0.7
+    divides = plan_micro_batches(profile(state_partitions=6), source_rate=1000)
+    assert divides.knobs.cores == 3 and divides.knobs.source_partitions == 3
+    assert not any("waves" in n for n in divides.notes)
+    # on 8 state partitions 3 cores run the aggregation in 3 waves (2.67 cores' worth): 1000/3 + 500 * 3/8 = 521 ms of
+    # the 600 still fit, so the plan keeps 3 cores rather than raising them to the divisor 4, and says so
+    waves = plan_micro_batches(profile(state_partitions=8), source_rate=1000)
+    assert waves.knobs.cores == 3 and waves.knobs.state_partitions == 8
+    assert any(n.startswith("3 cores read the 8 state partitions in 3 waves") for n in waves.notes)
+    assert waves.predicted["capacity_planned"] > 1000 / 0.7
+    # a heavier aggregation (1.3 ms/event): 3 cores take 67 + 1300 * 3/8 = 554 ms, 5 would be no faster than 4 on it
+    heavy = plan_micro_batches(profile(work=(0.2, 1.3), state_partitions=8), source_rate=1100)
+    assert heavy.knobs.cores == 4  # 3 cores: 73 + 536 > 600 ms; 4: 55 + 358
 
 
 def test_cpu_work_stops_scaling_at_the_machines_cpus():
@@ -826,10 +842,18 @@ def test_leading_batches_of_a_configuration_still_warming_are_not_profiled():
 
 
 def test_a_kafka_topic_s_partitions_floor_the_source_tasks_and_split_only_with_a_note():
-    # 3 cores wanted (see above) on a topic of 4 partitions: minPartitions stays at the 4 partitions, no split
+    # 3 cores wanted (see above), but on a topic of 4 partitions they read it in 2 waves, as fast as 2 cores:
+    # 500 + 167 ms > 600. 4 cores, a divisor of the partitions, serve (250 + 167); minPartitions stays at 4, no split
     floor4 = plan_micro_batches(profile(state_partitions=6), 1000, limits=Limits(source_partition_floor=4))
-    assert floor4.knobs.cores == 3 and floor4.knobs.source_partitions == 4
-    assert not any("minPartitions" in n for n in floor4.notes)
+    assert floor4.knobs.cores == 4 and floor4.knobs.source_partitions == 4
+    assert not any("minPartitions" in n or "topic partitions" in n for n in floor4.notes), floor4.notes
+    # a lighter source, a heavier aggregation (0.5, 1 ms/event): 2 cores take 250 + 500 ms; 3 cores read the topic no
+    # faster (2 waves) but the aggregation's 6 partitions in 2 waves, not 3 (250 + 333): kept, and the note says so
+    light = plan_micro_batches(
+        profile(work=(0.5, 1.0), state_partitions=6), 1000, limits=Limits(source_partition_floor=4)
+    )
+    assert light.knobs.cores == 3 and light.knobs.source_partitions == 4
+    assert any(n.startswith("3 cores read the 4 topic partitions in 2 waves") for n in light.notes), light.notes
     # on a topic of 2 partitions the 3 cores read through minPartitions = 3, and the plan says why
     floor2 = plan_micro_batches(profile(state_partitions=6), 1000, limits=Limits(source_partition_floor=2))
     assert floor2.knobs.source_partitions == 3
