@@ -11,6 +11,7 @@
     reconf reconfigure plan NAME
     reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay|precopy]
     reconf reconfigure abort NAME
+    reconf plan NAME [--json] [--apply] [--policy ds2|dhalion|dynalloc] [--set POLICY_SETTING=VALUE]
     reconf audit list [--stream NAME] | show ID | verify [--expect-head HASH]
 
 The audit ledger is ``$RECONF_LEDGER_URL`` (or ``--ledger``), by default the SQLite file
@@ -22,7 +23,6 @@ Errors the user can fix print one line (``error: ...``) and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -34,6 +34,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from dagster_reconf.cli_reconfigure import add_plan_parser, cmd_plan, cmd_reconfigure, open_ledger, parse_setting
 from dagster_reconf.cli_views import console, fmt, lag_table, status_table, watch
 from dagster_reconf.core.errors import ReconfError, SpecError
 from dagster_reconf.core.spec import StreamSpec
@@ -41,19 +42,6 @@ from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import default_home
 
 __all__ = ["main"]
-
-LEDGER_ENV = "RECONF_LEDGER_URL"
-
-
-def _parse_setting(text: str, flag: str = "--set") -> tuple[str, Any]:
-    """``key=value`` with a JSON value when it parses (numbers, objects), else the string."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise SpecError(f"{flag} expects key=value, got {text!r}")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
 
 
 def _spec_file(path: Path) -> dict[str, Any]:
@@ -86,8 +74,8 @@ def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
         value = getattr(args, field)
         if value is not None:
             data[field] = value
-    data["options"] = {**data.get("options", {}), **dict(_parse_setting(s, "--option") for s in args.option or [])}
-    for key, value in (_parse_setting(s) for s in args.set or []):
+    data["options"] = {**data.get("options", {}), **dict(parse_setting(s, "--option") for s in args.option or [])}
+    for key, value in (parse_setting(s) for s in args.set or []):
         field, _, sub = key.partition(".")
         if sub and field in ("options", "knob_options", "spark_conf"):
             data[field] = {**data.get(field, {}), sub: value}
@@ -168,7 +156,7 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
         supervisor.status(args.name)  # fails clearly on an unknown stream
         watch(MetricsStore(supervisor.paths(args.name).metrics), args.name, args.seconds)
     elif args.action == "restart":
-        settings = dict(_parse_setting(s) for s in args.set or [])
+        settings = dict(parse_setting(s) for s in args.set or [])
         if not settings:
             raise SpecError("restart needs at least one --set key=value")
         console.print_json(data=supervisor.restart(args.name, settings, args.timeout_s))
@@ -202,14 +190,6 @@ def _cmd_cluster(args: argparse.Namespace, home: Path) -> int:
     return 0
 
 
-def _ledger(args: argparse.Namespace, home: Path):
-    import os
-
-    from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
-
-    return AuditLedger(args.ledger or os.environ.get(LEDGER_ENV) or default_ledger_url(home))
-
-
 def _kafka_lag(supervisor: Any, name: str) -> dict[str, Any] | str:
     """The stream's consumer lag per partition (``--lag``), or why there is none."""
     from dagster_reconf.core.reconfig import DriverStream
@@ -234,69 +214,14 @@ def _record_incidents(args: argparse.Namespace, home: Path, supervisor: Any) -> 
     if not found:
         return []
     try:
-        return record_incidents(_ledger(args, home), found)
+        return record_incidents(open_ledger(args, home), found)
     except ReconfError as exc:
         console.print(f"[yellow]{len(found)} incident(s) not recorded in the audit ledger:[/] {escape(str(exc))}")
         return []
 
 
-def _cmd_reconfigure(args: argparse.Namespace, home: Path) -> int:
-    import getpass
-    import socket
-
-    from dagster_reconf.core.process.supervisor import StreamSupervisor
-    from dagster_reconf.core.reconfig import STEPS, DriverStream, ExecutionPlan, Reconfigurer
-
-    stream = DriverStream(StreamSupervisor(home), args.name)
-    if args.action == "plan":
-        print(ExecutionPlan.of(stream.spec()).model_dump_json(indent=2))
-        return 0
-    holder = f"cli:{getpass.getuser()}@{socket.gethostname()}"
-    reconfigurer = Reconfigurer(
-        stream,
-        _ledger(args, home),
-        holder=holder,
-        strategy=getattr(args, "strategy", "native"),
-        observe_timeout_s=getattr(args, "observe_s", 60.0),
-    )
-    if args.action == "abort":
-        aborted = reconfigurer.abort()
-        console.print(
-            f"rolled back reconfiguration {aborted.id}"
-            if aborted
-            else f"stream {args.name} has no unfinished reconfiguration"
-        )
-        return 0
-    if args.plan:
-        if not Path(args.plan).is_file():
-            raise SpecError(
-                f"plan file {args.plan} not found; start from the plan in force: "
-                f"reconf reconfigure plan {args.name} > plan.json"
-            )
-        target = ExecutionPlan.parse(Path(args.plan).read_text())
-    else:
-        settings = dict(_parse_setting(s) for s in args.set or [])
-        if not settings:
-            raise SpecError("reconfigure apply needs --plan FILE or at least one --set key=value")
-        target = ExecutionPlan.of_changes(stream.spec(), settings)
-    reconfiguration = reconfigurer.begin(target, trigger={"kind": "cli", "user": holder})
-    with reconfigurer.holding(reconfiguration):
-        for step in STEPS:
-            with console.status(f"{args.name}: {step}..."):
-                reconfigurer.step(reconfiguration, step)
-            if reconfiguration.finished and step != "record":
-                break
-            console.print(f"  {step}: done in {reconfiguration.timings.get(step, 0):.2f} s", highlight=False)
-    console.print(f"reconfiguration {reconfiguration.id} of {args.name}: [bold]{reconfiguration.outcome}[/]")
-    for line in reconfiguration.explanation():
-        console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
-    if "observe" in reconfiguration.results:
-        console.print_json(data=dataclasses.asdict(reconfiguration.observation))
-    return 0 if reconfiguration.outcome in ("succeeded", "noop") else 1
-
-
 def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
-    ledger = _ledger(args, home)
+    ledger = open_ledger(args, home)
     if args.action == "verify":
         report = ledger.verify(args.expect_head)
         if report.ok:
@@ -441,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     abort = reconfigure_actions.add_parser("abort", help="roll back the stream's unfinished reconfiguration")
     abort.add_argument("name")
 
+    add_plan_parser(groups)
+
     audit = groups.add_parser("audit", help="the audit ledger").add_subparsers(dest="action", required=True)
     audit_list = audit.add_parser("list", help="reconfigurations, newest last")
     audit_list.add_argument("--stream")
@@ -458,7 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.getcwd() not in sys.path:  # as `python -m` does: a stream definition in the current directory is found
         sys.path.insert(0, os.getcwd())
     home = (args.home or default_home()).resolve()
-    handlers = {"stream": _cmd_stream, "cluster": _cmd_cluster, "reconfigure": _cmd_reconfigure, "audit": _cmd_audit}
+    handlers = {
+        "stream": _cmd_stream,
+        "cluster": _cmd_cluster,
+        "reconfigure": cmd_reconfigure,
+        "plan": cmd_plan,
+        "audit": _cmd_audit,
+    }
     try:
         return handlers[args.group](args, home)
     except ReconfError as exc:

@@ -34,6 +34,13 @@ def status_table(status: dict[str, Any]) -> Table:
         show_header=False,
     )
     rows = [("failure", fmt(summary_line(status["failure"])))] if status.get("failure") else []
+    if status.get("query_ended"):
+        ended = status["query_ended"]
+        when = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ended["at"])) if ended.get("at") else "at an unknown time"
+        )
+        failed = f": failed, {summary_line(ended['exception'])}" if ended.get("exception") else ""
+        rows.append(("query ended", fmt(f"{when}{failed} (`reconf plan` advises its next run)")))
     rows += [
         ("batch id", fmt(status.get("batch_id"))),
         ("input rate", fmt(status.get("input_rows_per_second"), " rows/s")),

@@ -18,7 +18,6 @@ They need the resources ``streams`` (:class:`StreamRuntimeResource`) and
 """
 
 import base64
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,18 +27,16 @@ import dagster as dg
 import pandas as pd
 
 from dagster_reconf.core.errors import SpecError
-from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, ingest_and_read
 from dagster_reconf.core.scaling.policies import POLICIES
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
+from dagster_reconf.core.scaling.stream_decision import decide_stream
 from dagster_reconf.dagster.reconfiguration_assets import build_stream_configuration
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.run_config import PlanConfig, Strategy
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
-__all__ = ["ScalingAssets", "build_scaling_assets", "current_window"]
-
-RECENT_METRICS_BYTES = 8 << 20  # about 45 minutes of 1-second batches
+__all__ = ["ScalingAssets", "build_scaling_assets"]
 
 
 @dataclass(frozen=True)
@@ -58,18 +55,6 @@ class ScalingAssets:
     def assets(self) -> list[dg.AssetsDefinition]:
         """Both assets, for ``Definitions(assets=[*scaling.assets, ...])``."""
         return [self.plans, self.configuration]
-
-
-def current_window(streams: StreamRuntimeResource, stream: str) -> ConfigurationWindow:
-    """The stream's configuration and recent batches, from the recent part of its metrics store."""
-    streams.refresh(stream)  # an attached stream's progress comes from its event logs
-    store = streams.metrics(stream)
-    records, _ = store.read(store.tail_offset(RECENT_METRICS_BYTES))
-    window = ConfigurationWindow().update(records)
-    if window.spec is None:  # configured longer ago than the tail reaches: take the settings from the stream
-        spec = streams.status(stream).get("spec")
-        window = ConfigurationWindow(spec=spec, epoch="before-recent-metrics").update(records)
-    return window
 
 
 def _plan_metadata(
@@ -166,17 +151,11 @@ def build_scaling_assets(
             reason, observation, recommend_only = plan.reason, dict(plan.predicted), settings.recommend_only
             step = plan.step
         else:
-            decision = decide(
-                POLICIES[policy](settings),
-                current_window(streams, stream),
-                time.time(),
-                ingest_and_read(
-                    streams.trace_store(stream), streams.event_log_dir(stream), query_ids=streams.query_ids(stream)
-                ),
-            )
+            decided = decide_stream(streams.home_path, stream, POLICIES[policy](settings))
+            decision = decided.decision
             plan, reason, observation = decision.plan, decision.reason, decision.signal.as_dict()
             step = decision.step
-            recommend_only = decision.recommend_only or streams.attached(stream)  # attached: nothing to apply it to
+            recommend_only = decided.recommend_only  # attached, or advice for a next run: nothing to apply it to
         context.log.info(f"{stream}: {step.describe() + '; ' if step else ''}{reason}")
         value = {
             "plan": plan.model_dump() if plan else None,

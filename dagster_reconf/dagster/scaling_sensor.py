@@ -30,11 +30,12 @@ from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, in
 from dagster_reconf.core.scaling.policies import POLICIES
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
+from dagster_reconf.core.scaling.stream_decision import RECENT_METRICS_BYTES
 from dagster_reconf.dagster.constants import IN_FLIGHT, PLAN_TAG, STREAM_TAG
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ScalingPlanConfig
-from dagster_reconf.dagster.scaling_assets import RECENT_METRICS_BYTES, ScalingAssets
+from dagster_reconf.dagster.scaling_assets import ScalingAssets
 from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 from dagster_reconf.dagster.translator import AssetKind
 

@@ -214,6 +214,46 @@ def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(
     shutil.rmtree(home)
 
 
+def test_reconf_plan_advises_a_finished_application_s_next_run_and_decides_for_a_running_one(logs, tmp_path, capsys):
+    """``reconf plan``: beta's application ended (advice for its next run, from its run's last window, labelled);
+    gamma's still runs (a decision now). Status says when beta's query ended; --apply is refused on both."""
+    home = tmp_path / "home"
+    attach(home, AttachSpec(name="beta", event_logs=str(logs["two"]), query="beta"))
+    attach(home, AttachSpec(name="gamma", event_logs=str(logs["restarted"]), query="gamma"))
+    loose = ["--set", "window_batches=3", "--set", "warmup_batches=1", "--set", "stabilization_s=0"]
+
+    def plan(name: str, *extra: str) -> dict:
+        capsys.readouterr()
+        assert reconf(["--home", str(home), "plan", name, "--json", *loose, *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    ended = plan("beta")
+    last_batch = int(progress(home, "beta")["batch_id"].max())
+    assert ended["for_next_run"] and ended["recommend_only"] and ended["attached"]
+    assert ended["reason"].startswith("for the next run: ") and "terminated" not in ended["reason"], ended["reason"]
+    assert ended["query_ended_at"] is not None and ended["query_exception"] is None
+    assert ended["evidence"]["batches"] >= 3 and ended["evidence"]["last_batch"] == last_batch
+    assert ended["current"]["state_partitions"] == 3 and ended["action"] in ("hold", "scale_up", "scale_down")
+    assert reconf(["--home", str(home), "plan", "beta", *loose]) == 0
+    said = capsys.readouterr().out
+    assert "advice for the next run" in said and "evidence: configuration started@" in said
+    assert reconf(["--home", str(home), "stream", "status", "beta", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["query_ended"]["at"] == pytest.approx(
+        progress(home, "beta")["timestamp"].max().timestamp(), abs=30
+    )
+
+    running = plan("gamma")
+    assert not running["for_next_run"] and running["query_ended_at"] is None and running["attached"]
+    assert running["evidence"]["batches"] >= 1 and not running["reason"].startswith("for the next run")
+    for name in ("beta", "gamma"):
+        assert reconf(["--home", str(home), "plan", name, "--apply", *loose]) == 2
+        assert "is attached (observed from its event logs)" in capsys.readouterr().out
+    assert reconf(["--home", str(home), "plan", "nope"]) == 2
+    assert reconf(["--home", str(home), "plan", "beta", "--set", "window_batches=1"]) == 2  # ge=2: named
+    assert "window_batches" in capsys.readouterr().out
+
+
 def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, tmp_path):
     """Dynamic partitions under a translator: streams appear in the home (attached, or a managed one not running),
     the tick registers them, observes the attached ones' lag and throughput, and says per stream why it asks nothing."""

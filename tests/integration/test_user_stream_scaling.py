@@ -2,6 +2,8 @@
 stream that cannot keep up gets a DS2 plan, a healthy one a skip with its reason, and a source whose backlog
 cannot be read a skip that says so, on every tick."""
 
+import json
+
 import pytest
 from dagster import build_sensor_context, instance_for_test
 
@@ -12,6 +14,7 @@ from dagster_reconf import (
     build_scaling_sensor,
     build_stream_control_job,
 )
+from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
@@ -62,7 +65,7 @@ def orders(name: str, tmp_path, **fields) -> StreamSpec:
     )
 
 
-def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(supervisor, tmp_path):
+def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(supervisor, tmp_path, capsys):
     # One core; each order costs 20 ms of simulated enrichment: a file of 50 is a second of work, and one arrives
     # every half second.
     spec = orders(
@@ -85,6 +88,19 @@ def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(supervisor, tmp_path):
         assert plan.predicted["observed_backlog_growth"] > 0 and plan.report
         observation = result.asset_events[0].metadata
         assert observation["decision"].value == "scale_up"
+        # The same decision from the CLI (the function ds2_plans records), then carried out by it.
+        home, policy = ["--home", str(supervisor.home)], [f"--set={k}={v}" for k, v in POLICY.items()]
+        capsys.readouterr()
+        assert reconf([*home, "plan", "behind", "--json", *policy]) == 0
+        asked = json.loads(capsys.readouterr().out)
+        assert asked["action"] == "scale_up" and not asked["for_next_run"] and not asked["recommend_only"]
+        assert asked["plan"]["target"]["cores"] >= 2 and asked["evidence"]["batches"] >= 3, asked
+        assert asked["reason"].startswith("DS2: ") and asked["query_ended_at"] is None
+        assert reconf([*home, "plan", "behind", "--apply", "--observe-s", "20", *policy]) == 0
+        applied = capsys.readouterr().out
+        assert "reconfiguration " in applied and "succeeded" in applied, applied
+        spec = DriverStream(supervisor, "behind").spec()
+        assert spec.master == f"local[{asked['plan']['target']['cores']}]", spec
 
 
 def test_a_healthy_file_stream_is_left_alone_with_its_reason(supervisor, tmp_path):

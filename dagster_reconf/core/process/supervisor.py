@@ -41,6 +41,7 @@ from dagster_reconf.core.errors import (
 from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token, read_token
 from dagster_reconf.core.process.definition_probe import IMPORT_TIMEOUT_S, probe_definition
 from dagster_reconf.core.process.process_tree import KILL_GRACE_S, ask_to_leave, terminate_process_tree, wait_for_exit
+from dagster_reconf.core.progress.lifecycle import query_end
 from dagster_reconf.core.spec import StreamSpec, restart_scope, validate_spec
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
@@ -52,6 +53,7 @@ __all__ = ["StreamSupervisor"]
 
 DRIVER_MODULE = "dagster_reconf.core.process.driver"
 DEFAULT_START_TIMEOUT_S = 180.0
+QUERY_END_TAIL_BYTES = 1 << 20  # an attached query's end is among its store's last records
 MASTER_CONNECT_TIMEOUT_S = 3.0
 
 
@@ -459,13 +461,16 @@ class StreamSupervisor:
             AttachedReader(paths).refresh()
         spec = json.loads(paths.spec.read_text())
         death = self.driver_death(name)
+        store = MetricsStore(paths.metrics)
+        ended = query_end(store.read(store.tail_offset(QUERY_END_TAIL_BYTES))[0]) if attached else None
         return {
             "name": name,
             "entrypoint": spec.get("entrypoint"),
             "state": self._not_running(paths),
             **({"died": death} if death else {}),
+            **({"query_ended": {"at": ended.recorded_at, "exception": ended.exception}} if ended else {}),
             "master": spec.get("master"),
-            **status_figures(MetricsStore(paths.metrics).last_progress()),
+            **status_figures(store.last_progress()),
             "spec": spec,
         }
 

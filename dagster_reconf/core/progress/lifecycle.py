@@ -10,6 +10,7 @@ stores written before these classes hold too, so old stores read the same.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,6 +27,7 @@ __all__ = [
     "Started",
     "Stopped",
     "lifecycle_event",
+    "query_end",
 ]
 
 LIFECYCLE = "lifecycle"
@@ -181,3 +183,15 @@ def lifecycle_event(record: dict[str, Any]) -> LifecycleEvent | None:
         return cls.from_record(record)
     except TypeError:  # a required field missing: a damaged or foreign record, skipped like an unknown one
         return None
+
+
+def query_end(records: Iterable[dict[str, Any]]) -> QueryTerminated | None:
+    """How the stream's query ended, where the last of ``records`` (in order) left it ended: not started since."""
+    end: QueryTerminated | None = None
+    for record in records:
+        event = lifecycle_event(record)
+        if isinstance(event, QueryTerminated):
+            end = event
+        elif isinstance(event, (Started, Restarted, QueryStarted)):
+            end = None
+    return end

@@ -71,6 +71,8 @@ class ConfigurationWindow:
     lead_seconds: list[float] = field(default_factory=list)  # reconfigurations' steps before their pause
     previous: dict[str, Any] | None = None  # the configuration before: spec, started_at, rows (see fit_task_costs)
     terminated: bool = False  # its query stopped (an attached application's, say) and has not started again
+    ended_at: float | None = None  # when it stopped (its last batch's end, for an attached application's)
+    end_exception: str | None = None  # Spark's message where it failed
 
     def update(self, records: Iterable[dict[str, Any]], keep: int = KEPT_ROWS) -> "ConfigurationWindow":
         """Fold new metrics-store records in (in order)."""
@@ -85,13 +87,13 @@ class ConfigurationWindow:
                 self.started_at = float(event.recorded_at or 0.0)
                 self.epoch = f"{event.EVENT}@{self.started_at:.3f}"
                 self.rows = []
-                self.terminated = False
+                self.terminated, self.ended_at, self.end_exception = False, None, None
                 if isinstance(event, Restarted) and event.seconds is not None:
                     self.restart_seconds = [*self.restart_seconds[-19:], float(event.seconds)]
             elif isinstance(event, Paused) and event.lead_s is not None:
                 self.lead_seconds = [*self.lead_seconds[-19:], float(event.lead_s)]
             elif isinstance(event, QueryTerminated):
-                self.terminated = True
+                self.terminated, self.ended_at, self.end_exception = True, event.recorded_at, event.exception
             elif record.get("kind") == "progress":
                 row = {
                     **record_row(record),

@@ -218,7 +218,10 @@ class AttachedReader:
             if str(event.get("id")) in self.paths.query_ids:
                 self.store.append(
                     QueryTerminated(
-                        stream=self.spec.name, run_id=event.get("runId"), exception=event.get("exception")
+                        stream=self.spec.name,
+                        run_id=event.get("runId"),
+                        exception=event.get("exception"),
+                        recorded_at=_last_batch_end(state),
                     ).to_record()
                 )
 
@@ -307,6 +310,14 @@ def attached_location(paths: StreamPaths) -> Location | None:
     if not paths.attached.is_file():
         return None
     return location_of(AttachSpec.model_validate_json(paths.attached.read_text()).event_logs)
+
+
+def _last_batch_end(state: dict[str, Any]) -> float | None:
+    """When the query's last batch seen ended (Spark's termination event carries no time): its start plus its
+    duration. None before any batch, or where the log has no readable time."""
+    recent = state.get("recent") or []
+    started = _event_time(recent[-1].get("timestamp")) if recent else None
+    return None if started is None else started + float(recent[-1].get("ms") or 0) / 1000.0
 
 
 def _event_time(timestamp: Any) -> float | None:
