@@ -239,9 +239,7 @@ def test_reconf_plan_advises_a_finished_application_s_next_run_and_decides_for_a
     assert "advice for the next run" in said and "evidence: configuration started@" in said
     assert reconf(["--home", str(home), "stream", "status", "beta", "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert status["query_ended"]["at"] == pytest.approx(
-        progress(home, "beta")["timestamp"].max().timestamp(), abs=30
-    )
+    assert status["query_ended"]["at"] == pytest.approx(progress(home, "beta")["timestamp"].max().timestamp(), abs=30)
 
     running = plan("gamma")
     assert not running["for_next_run"] and running["query_ended_at"] is None and running["attached"]
