@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
@@ -284,11 +284,16 @@ class TopicWriter(ABC):
             raise KafkaSetupError(f"{self.topic}: records still unsent after 30 s")
 
     @contextmanager
-    def keep_writing(self, per_second: float, every_s: float = 0.25) -> Iterator[Self]:
-        """Write ``per_second`` records a second in the background while the block runs."""
+    def keep_writing(
+        self, per_second: float, every_s: float = 0.25, start_when: Callable[[], bool] | None = None
+    ) -> Iterator[Self]:
+        """Write ``per_second`` records a second in the background while the block runs (from when ``start_when``
+        first holds, checked every ``every_s``, where given: a reader's start-up is then no backlog)."""
         stop = threading.Event()
 
         def run() -> None:
+            while start_when is not None and not start_when() and not stop.wait(every_s):
+                pass
             started, due = time.monotonic(), 0
             while not stop.wait(every_s):
                 target = int((time.monotonic() - started) * per_second)

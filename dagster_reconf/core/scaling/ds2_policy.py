@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from dagster_reconf.core.scaling.model import Limits, plan_micro_batches, skewed_operators
-from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled
+from dagster_reconf.core.scaling.model import Limits, hot_task_excess_ms, plan_micro_batches, skewed_operators
+from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled, wanted_but
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.signal import Signal
@@ -132,7 +132,7 @@ class DS2Policy(ScalingPolicy):
         if at_peak.cores <= target.cores:
             return None
         return (
-            f"fewer cores wanted, but the offered rate moved within the last {obs.peak_span_s:.0f} s: "
+            f"{wanted_but('scale_down')}the offered rate moved within the last {obs.peak_span_s:.0f} s: "
             f"{obs.peak_rate:,.0f} events/s at its highest, {obs.source_rate:,.0f} now; DS2 needs {at_peak.cores} "
             f"cores for the first and {target.cores} for the second: waiting for a rate that holds"
         )
@@ -145,15 +145,19 @@ class DS2Policy(ScalingPolicy):
 
     def _plan(self, stream, current, obs, profile, direction, epoch, restart_s, lead_s):
         if profile is None:
-            return Decision(
-                "hold", f"{direction.replace('_', ' ')} wanted, but no traces cover the window to plan from", obs
-            )
+            return Decision("hold", f"{wanted_but(direction)}no traces cover the window to plan from", obs)
         skewed = skewed_operators(profile)
         if skewed:
+            ops, excess = profile.operators.set_index("operator"), hot_task_excess_ms(profile)
+            hot = "; ".join(
+                f"{op}: its slowest task runs {ops.at[op, 'skew']:.1f}x the median, {excess[op]:,.0f} ms more per "
+                f"batch ({excess[op] / max(profile.batch_ms, 1e-9):.0%} of a {profile.batch_ms:,.0f} ms batch)"
+                for op in skewed
+            )
             return Decision(
                 "skew",
-                f"{', '.join(skewed)}: one task does most of the work (hot partition); more "
-                "parallelism will not help: fix the key skew instead",
+                f"{hot}: one hot partition holds the batch up, and more parallelism will not shorten it: "
+                "spread the hot key (salt it, or pre-aggregate it)",
                 obs,
             )
         limits = replace(self.config.limits(), source_partition_floor=obs.source_partitions_seen)
@@ -164,9 +168,22 @@ class DS2Policy(ScalingPolicy):
         planned = plan_micro_batches(profile, obs.source_rate, at_pause, restart_s, limits)
         target = planned.knobs
         if direction == "scale_down" and target.cores >= current.cores:
+            fewer = current.cores - 1
+            share = _steady_utilization(
+                profile,
+                current.model_copy(
+                    update={
+                        "cores": fewer,
+                        "source_partitions": source_partitions(current, fewer, obs.source_partitions_seen),
+                    }
+                ),
+                obs.source_rate,
+            )
             return Decision(
                 "hold",
-                f"fewer cores wanted, but the model needs {target.cores} for {planned.target_rate:,.0f} events/s",
+                f"{wanted_but('scale_down')}DS2 needs {target.cores} cores for {obs.source_rate:,.0f} events/s "
+                f"(+{planned.target_rate - obs.source_rate:,.0f}/s to catch up): {fewer} would take {share:.0%} of "
+                f"the interval (target {limits.utilization:.0%})",
                 obs,
             )
         if direction == "scale_down" and obs.peak_rate > obs.source_rate:
@@ -203,7 +220,7 @@ class DS2Policy(ScalingPolicy):
             # missing, and a scale-up signal never turns into a scale-down.
             return Decision(
                 "hold",
-                f"scale up wanted, but DS2 needs only {target.cores} cores for {planned.target_rate:,.0f} events/s "
+                f"{wanted_but('scale_up')}DS2 needs only {target.cores} cores for {planned.target_rate:,.0f} events/s "
                 f"(the {current.cores} in place: capacity {sustained:,.0f} at {limits.utilization:.0%} of the "
                 "interval); the batches run longer than the model explains, so more cores are not the fix",
                 obs,
@@ -214,7 +231,7 @@ class DS2Policy(ScalingPolicy):
             # the capacity, and there is plenty left.
             return Decision(
                 "hold",
-                f"scale up wanted, but DS2: the cores in place ({current.cores}) sustain "
+                f"{wanted_but('scale_up')}DS2: the cores in place ({current.cores}) sustain "
                 f"{planned.target_rate:,.0f} events/s (capacity {sustained:,.0f} "
                 f"at {limits.utilization:.0%} of the interval); a plan that only moves the trigger interval "
                 f"({current.trigger_interval_s:g} s -> {target.trigger_interval_s:g} s) is not worth a pause",

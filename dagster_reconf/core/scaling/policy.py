@@ -15,10 +15,18 @@ from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.signal import Signal
 
-__all__ = ["Decision", "Direction", "ScalingPolicy", "settled"]
+__all__ = ["Decision", "Direction", "ScalingPolicy", "settled", "wanted_but"]
 
 Direction = Literal["scale_up", "scale_down", "hold", "skew"]
 ProfileSource = StreamProfile | Callable[[], StreamProfile | None] | None
+
+
+_WANTED = {"scale_up": "scale up wanted", "scale_down": "fewer cores wanted", "hold": "no change", "skew": "skew"}
+
+
+def wanted_but(direction: Direction) -> str:
+    """How a hold against the signal's direction starts: ``fewer cores wanted, but `` (then the reason not to)."""
+    return f"{_WANTED[direction]}, but "
 
 
 def settled(obs: Signal, current: Knobs) -> bool:
@@ -123,13 +131,16 @@ class ScalingPolicy(ABC):
                 f"(clear in {obs.backlog / -obs.backlog_growth:.0f} s < {cfg.catch_up_s:g} s)",
                 obs,
             )
-        if direction is None:
+        if direction is None and obs.utilization > cfg.utilization_high:  # the batches that cleared a backlog
             return Decision(
                 "hold",
-                f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events "
-                f"({obs.backlog_growth:+,.0f}/s), {obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s",
+                f"caught up: backlog {obs.backlog:,.0f} events, under one interval's arrivals, shrinking "
+                f"{-obs.backlog_growth:,.0f}/s; the batches' utilization {obs.utilization:.2f} is the catch-up's, "
+                "not the steady state's",
                 obs,
             )
+        if direction is None:
+            return Decision("hold", f"in band: {_figures(obs)}", obs)
         if direction == "scale_down" and obs.config_age_s < cfg.scale_down_delay_s:
             signal = (
                 f"in band (utilization {obs.utilization:.2f}), but perhaps over-provisioned: "
@@ -152,11 +163,8 @@ class ScalingPolicy(ABC):
         measured = profile() if callable(profile) else profile
         decision = self._plan(stream, current, obs, measured, direction, epoch, restart, lead_s)
         if model_check and decision.action == "hold":  # the model found no worthwhile saving: the stream is in band
-            decision = replace(
-                decision,
-                reason=f"in band: utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} "
-                f"events ({obs.backlog_growth:+,.0f}/s); {decision.reason}",
-            )
+            checked = decision.reason.removeprefix(wanted_but("scale_down"))
+            decision = replace(decision, reason=f"in band: {_figures(obs)}; checked for fewer cores: {checked}")
         return replace(decision, profile=measured)
 
     def _direction(self, obs: Signal, current: Knobs) -> Direction | None:
@@ -211,7 +219,7 @@ class ScalingPolicy(ABC):
         predicted: dict[str, float] | None = None,
     ) -> Decision:
         if target == current:
-            return Decision("hold", f"{direction.replace('_', ' ')} wanted, but {reason}", obs)
+            return Decision("hold", f"{wanted_but(direction)}{reason}", obs)
         plan = ScalingPlan(
             stream=stream,
             policy=self.name,
@@ -233,3 +241,11 @@ class ScalingPolicy(ABC):
             state = min(cores, cfg.max_state_partitions)
         source = max(cores, 1) if current.source_partitions is not None else None
         return current.model_copy(update={"cores": cores, "source_partitions": source, "state_partitions": state})
+
+
+def _figures(obs: Signal) -> str:
+    """The signal's figures a hold in band states."""
+    return (
+        f"utilization {obs.utilization:.2f}, backlog {obs.backlog:,.0f} events ({obs.backlog_growth:+,.0f}/s), "
+        f"{obs.processed_rate:,.0f} of {obs.source_rate:,.0f} events/s"
+    )

@@ -10,6 +10,7 @@ from dagster_reconf.core.progress.lifecycle import Paused, QueryTerminated, Rest
 from dagster_reconf.core.scaling.baselines import DhalionPolicy, DynamicAllocationPolicy
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
+from dagster_reconf.core.scaling.model import skewed_operators
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.signal import Signal, observe
@@ -530,3 +531,61 @@ def test_busy_batches_with_nothing_behind_are_not_called_catching_up():
     assert held.action == "hold" and "catching up" not in held.reason and "scale up wanted, but" in held.reason, (
         held.reason
     )
+
+
+def test_every_decision_states_one_reason_from_the_figures_it_used():
+    policy = DS2Policy(PolicyConfig(scale_down_delay_s=0))
+    eight = KNOBS.model_copy(update={"cores": 8, "source_partitions": 8})
+
+    def says_once(reason: str) -> None:  # never two claims that contradict each other
+        assert reason.count("in band") <= 1 and not ("in band" in reason and "wanted" in reason), reason
+
+    # hold, in band: the signal's own figures
+    band = policy.decide("s", KNOBS, obs(processed_rate=1000, backlog=100, backlog_growth=0, utilization=0.6), None)
+    assert band.reason == "in band: utilization 0.60, backlog 100 events (+0/s), 1,000 of 1,000 events/s"
+    # just after a catch-up: busy batches clearing what little is left are not "in band" and not a scale-up
+    caught = policy.decide("s", KNOBS, obs(processed_rate=1400, backlog=600, backlog_growth=-300, utilization=2.05))
+    assert caught.action == "hold" and caught.reason.startswith("caught up: backlog 600 events"), caught.reason
+    assert "utilization 2.05 is the catch-up's" in caught.reason
+    # scale-up: the cores and capacities of the plan it made
+    up = policy.decide("s", KNOBS, obs(), profile(), restart_s=2.0)
+    predicted = up.plan.predicted
+    assert up.action == "scale_up" and up.reason.startswith("DS2: 1,000 events/s offered (+")
+    assert f"needs {up.plan.target.cores} cores" in up.reason
+    assert f"capacity {predicted['capacity_now']:,.0f} -> {predicted['capacity_planned']:,.0f} events/s" in up.reason
+    # scale-down: 8 cores for 200 events/s
+    idle = obs(source_rate=200, processed_rate=200, backlog=0, backlog_growth=0, utilization=0.2)
+    down = policy.decide("s", eight, idle, profile(cores=8))
+    assert down.action == "scale_down" and f"needs {down.plan.target.cores} cores" in down.reason
+    assert down.plan.target.cores < 8 and "200 events/s offered" in down.reason
+    # a scale-down the model refuses: the cores it needs, and what one fewer would take, from its own prediction
+    busy = obs(source_rate=1450, processed_rate=1450, backlog=0, backlog_growth=0, utilization=0.3)
+    four = KNOBS.model_copy(update={"cores": 4, "source_partitions": 4})
+    kept = policy.decide("s", four, busy, profile(cores=4))
+    assert kept.action == "hold" and kept.reason.startswith("fewer cores wanted, but DS2 needs 4 cores for 1,450")
+    three_share = (100 + 1450 * (1 / 3 + 0.5 * 3 / 8)) / 1000  # 3 cores: 8 state partitions in 3 waves
+    assert f"3 would take {three_share:.0%} of the interval (target 70%)" in kept.reason, kept.reason
+    # the same check from in band: said as a check, not as a wish the signal never had
+    checked = policy.decide("s", four, dataclasses.replace(busy, utilization=0.6), profile(cores=4))
+    assert checked.reason.startswith("in band: utilization 0.60") and "checked for fewer cores: DS2 needs 4" in (
+        checked.reason
+    ), checked.reason
+    # interval change: fixed costs past a quarter of the interval move the trigger, and the reason says from what
+    slow = policy.decide("s", KNOBS, obs(), profile(coordination=400.0), restart_s=2.0)
+    target = slow.plan.target
+    assert target.trigger_interval_s > 1.0 and f"trigger interval 1 s -> {target.trigger_interval_s:g} s" in slow.reason
+    # skew: the hot operator, its ratio and what it adds to a batch
+    hot = policy.decide("s", KNOBS, obs(), profile(skew=(1.0, 6.0), work=(0.2, 1.0)))
+    excess = 5.0 * 1.0 * 1000 / 8  # (6 - 1) x the mean task: 1 ms x 1000 events over 8 tasks
+    assert hot.action == "skew" and hot.reason.startswith(
+        f"j0.d0:agg#b: its slowest task runs 6.0x the median, {excess:,.0f} ms more per batch"
+    ), hot.reason
+    for decision in (band, caught, up, down, kept, checked, slow, hot):
+        says_once(decision.reason)
+
+
+def test_a_hot_task_of_a_few_milliseconds_is_not_skew():
+    # 6x the median, but the median task is 0.1 ms x 10 events / 8 tasks: 0.6 ms more per batch
+    small = profile(skew=(1.0, 6.0), work=(0.02, 0.1), events=10)
+    assert skewed_operators(small) == []
+    assert skewed_operators(profile(skew=(1.0, 6.0), work=(0.2, 1.0))) == ["j0.d0:agg#b"]
