@@ -15,6 +15,7 @@ from dagster_reconf.core.progress.lifecycle import (
     Started,
     Stopped,
     lifecycle_event,
+    query_end,
 )
 
 SPEC = {"name": "orders", "cores": 2}
@@ -67,3 +68,12 @@ def test_lifecycle_event_skips_what_is_not_a_known_whole_event(record):
 
 def test_event_time_given_by_the_writer_is_kept():
     assert Started(stream="s", spec=SPEC, recorded_at=12.0).to_record()["recorded_at"] == 12.0
+
+
+def test_a_query_has_ended_until_it_starts_again():
+    ended = QueryTerminated(stream="s", run_id="r1", exception="boom", recorded_at=12.5).to_record()
+    progress = {"kind": "progress", "stream": "s", "progress": {}}
+    assert query_end([]) is None
+    assert query_end([ended, progress]) == QueryTerminated(stream="s", run_id="r1", exception="boom", recorded_at=12.5)
+    assert query_end([ended, Started(stream="s", spec={}).to_record()]) is None
+    assert query_end([{"kind": "lifecycle", "event": "query_terminated"}]) is None  # no stream: damaged, skipped
