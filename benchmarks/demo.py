@@ -81,9 +81,8 @@ def lag_figures(home: Path, report: LoopReport) -> dict[str, Any]:
     }
 
 
-def one_loop(timeout_s: float, handover: bool = True, source: str = "generator", quick: bool = False) -> dict[str, Any]:
-    """The closed loop once, on a fresh home: its outcome and figures (``quick``: the Kafka stream's batch cap halved,
-    so its under-provisioned start reaches a plan sooner and leaves less to drain)."""
+def one_loop(timeout_s: float, handover: bool = True, source: str = "generator") -> dict[str, Any]:
+    """The closed loop once, on a fresh home: its outcome and figures."""
     started = time.monotonic()
     os.environ["RECONF_HANDOVER"] = "1" if handover else "0"  # the code location's streams resource reads it
     extra: dict[str, Any] = {}
@@ -94,11 +93,10 @@ def one_loop(timeout_s: float, handover: bool = True, source: str = "generator",
                 broker.create_topic("nexmark", partitions=4)
                 writer = NexmarkTopicWriter(broker.bootstrap_servers, "nexmark")
                 rate = demo_spec().options["rate"]
-                metrics = MetricsStore(StreamPaths(home, DEMO_STREAM).metrics)
-                # From the stream's first batch: Spark's start-up is not what the loop is measured on.
-                with writer.keep_writing(per_second=rate, start_when=lambda: metrics.last_progress() is not None):
-                    cap = 400 if quick else 750
-                    spec = kafka_demo_spec(broker.bootstrap_servers, "nexmark", max_per_trigger=cap)
+                metrics = StreamPaths(home, DEMO_STREAM).metrics
+                # From the stream's start (its first record): Spark's start-up is not what the loop is measured on.
+                with writer.keep_writing(per_second=rate, start_when=metrics.is_file):
+                    spec = kafka_demo_spec(broker.bootstrap_servers, "nexmark")
                     report = run_demo(
                         home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s, spec=spec, drain_at_rate=rate
                     )
@@ -186,7 +184,7 @@ def main() -> None:
     loops = []
     for n in range(runs):
         handover = args.handover == "on" or (args.handover == "both" and n % 2 == 0)
-        loops.append(one_loop(timeout_s, handover, args.source, args.quick))
+        loops.append(one_loop(timeout_s, handover, args.source))
         if runs > 1:
             print(
                 f"loop {n + 1}/{runs} (handover {'on' if handover else 'off'}): "

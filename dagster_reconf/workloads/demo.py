@@ -43,12 +43,9 @@ def demo_spec(name: str = DEMO_STREAM) -> StreamSpec:
     )
 
 
-def kafka_demo_spec(
-    bootstrap_servers: str, topic: str, name: str = DEMO_STREAM, max_per_trigger: int = 750
-) -> StreamSpec:
+def kafka_demo_spec(bootstrap_servers: str, topic: str, name: str = DEMO_STREAM) -> StreamSpec:
     """:func:`demo_spec`'s load over a Nexmark topic (the writer offers its 250 events/s): the same Q5 and cost, read
-    through Spark's Kafka source, ``maxOffsetsPerTrigger`` for the batch cap (a smaller cap: shorter batches, so the
-    policy's window fills sooner), ``minPartitions`` at the topic's 4."""
+    through Spark's Kafka source, ``maxOffsetsPerTrigger`` for the batch cap, ``minPartitions`` at the topic's 4."""
     from dagster_reconf.workloads.kafka import spark_kafka_jars
 
     return StreamSpec(
@@ -58,7 +55,7 @@ def kafka_demo_spec(
         source_partitions=4,
         state_partitions=2,
         trigger_interval_s=2.0,
-        max_per_trigger=max_per_trigger,
+        max_per_trigger=750,
         spark_conf={"spark.jars": spark_kafka_jars()},
         kafka={"bootstrap_servers": bootstrap_servers},
         options={

@@ -38,6 +38,7 @@ from dagster_reconf.core.store.storage import Location, location_of
 __all__ = ["SOURCE_KINDS", "FileBacklogProbe", "SourceFigures", "source_figures", "source_kind"]
 
 _RATE_PER_SECOND = re.compile(r"rowsPerSecond=(\d+)")
+_RAMP_UP_S = re.compile(r"rampUpTimeSeconds=(\d+)")
 _FILE_PATH = re.compile(r"^FileStreamSource\[(?P<path>.*)\]$")
 
 
@@ -201,7 +202,10 @@ def _rate(source: dict[str, Any], kind: str, description: str, rows: int) -> Sou
         return SourceFigures("rate", description, rows, None, None, {"reason": "rate source without offsets"})
     rps = float(per_second.group(1))
     backlog = max(0.0, (latest - end) * rps) if latest is not None else 0.0
-    return SourceFigures("rate", description, rows, end * rps, backlog, {"rows_per_second": rps})
+    ramp = _RAMP_UP_S.search(description)
+    ramping = ramp is not None and end < float(ramp.group(1))  # below rowsPerSecond until the ramp-up ends
+    detail = {"rows_per_second": rps, **({"ramping_up": True} if ramping else {})}
+    return SourceFigures("rate", description, rows, end * rps, backlog, detail)
 
 
 def _file(description: str, rows: int, extra: dict[str, Any]) -> SourceFigures:

@@ -55,6 +55,7 @@ _ROW_FIELDS = (
     "python_workers",
     "python_task_cpu_ms",
     "kafka_partitions",
+    "declared_rate",
     "source_kinds",
 )
 

@@ -82,6 +82,11 @@ def observe(
     latest = offered.to_numpy(dtype=float)
     backlog = rows["backlog_events"].astype(float).to_numpy()
     batch_ms = float(rows["batch_duration_ms"].median())
+    rates = offered_rates(t, latest, peak_span_s)
+    declared = rows["declared_rate"].dropna() if "declared_rate" in rows else pd.Series(dtype=float)
+    if len(declared) == len(rows):  # every batch's sources say what they offer (a rate source): exact
+        recent = declared.iloc[-RECENT_BATCHES:]
+        rates = {**rates, "source_rate": float(declared.iloc[-1]), "peak_rate": float(recent.max())}
     return Signal(
         batches=len(rows),
         config_age_s=config_age_s,
@@ -90,7 +95,7 @@ def observe(
         backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
         batch_ms=batch_ms,
-        **offered_rates(t, latest, peak_span_s),
+        **rates,
         source_partitions_seen=partitions,
     )
 

@@ -362,6 +362,11 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         else "; ".join(f.detail.get("reason", f"{f.kind} source backlog unknown") for f in figures if f.backlog is None)
         or "no source",
         "source_kinds": ",".join(f.kind for f in figures),
+        # What the sources say they offer (events/s), where every one says it: a rate source's rowsPerSecond past its
+        # ramp-up. Exact, where the offered position's whole seconds are not.
+        "declared_rate": sum(f.detail["rows_per_second"] for f in figures)
+        if figures and all("rows_per_second" in f.detail and not f.detail.get("ramping_up") for f in figures)
+        else None,
         # Kafka partitions the sources saw at planning (latestOffset): a topic that gains partitions shows here.
         "kafka_partitions": sum(int(f.detail.get("partitions") or 0) for f in figures if f.kind == "kafka") or None,
         "watermark": (progress.get("eventTime") or {}).get("watermark"),

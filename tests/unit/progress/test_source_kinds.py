@@ -157,3 +157,30 @@ def test_file_probe_ignores_other_sources_and_a_missing_directory(tmp_path):
     assert probe.measure({"description": "KafkaV2[Subscribe[t]]"}) == {}
     empty = probe.measure({"description": f"FileStreamSource[file:{tmp_path / 'nothing'}]", "numInputRows": 0})
     assert empty["pending_files"] == 0 and empty["backlog_events"] == 0.0
+
+
+def test_a_rate_source_declares_its_rate_and_observe_takes_it_exactly():
+    from dagster_reconf.core.scaling.signal import observe
+    from dagster_reconf.core.store.metrics import progress_frame
+
+    def batch(n: int, seconds: int, ramp: int = 0) -> dict:
+        source = {
+            "description": f"RateStreamV2[rowsPerSecond=200, rampUpTimeSeconds={ramp}, numPartitions=default",
+            "startOffset": str(seconds - 1),
+            "endOffset": str(seconds),
+            "latestOffset": str(seconds),
+            "numInputRows": 200,
+        }
+        stamp = f"2026-11-29T00:00:{n * 0.5 + 0.4 * (n % 2):06.3f}Z"  # half-second triggers, jittered
+        progress = {"batchId": n, "timestamp": stamp, "sources": [source], "durationMs": {"triggerExecution": 200}}
+        return {"kind": "progress", "stream": "s", "progress": progress}
+
+    # whole-second offsets over half-second batches: the offered position moves in steps of 200 events
+    records = [batch(n, 10 + n // 2) for n in range(10)]
+    frame = progress_frame(records)
+    assert frame["declared_rate"].tolist() == [200.0] * 10
+    signal = observe(frame, 0.5, 60.0, warmup_batches=1)
+    assert signal.source_rate == 200.0 and signal.peak_rate == 200.0
+    ramping = progress_frame([batch(n, 10 + n // 2, ramp=30) for n in range(10)])
+    assert ramping["declared_rate"].isna().all()  # below rowsPerSecond until 30 s: estimated from offsets instead
+    assert observe(ramping, 0.5, 60.0, warmup_batches=1).source_rate != 200.0
