@@ -104,9 +104,23 @@ class StreamProfile:
             np.where(
                 col["shuffle"],
                 float(knobs.state_partitions),
-                np.where(col["split"], np.maximum(col["tasks"], float(knobs.cores)), col["tasks"]),
+                np.where(col["split"], self._file_scan_tasks(knobs), col["tasks"]),
             ),
         )
+
+    def _file_scan_tasks(self, knobs: Knobs) -> np.ndarray:
+        """Tasks a file scan runs per batch under ``knobs``, as Spark's file source splits a batch's files.
+
+        Spark packs a batch's files into partitions of at most ``max(openCostInBytes, bytes per core)`` (4 MB at
+        least), each file costing its size plus the open cost: files smaller than that get a task each up to the
+        cores, and the cores' worth of bytes per task past them. So a scan measured with fewer tasks than cores was
+        bound by its files, and more cores add no task; one measured with the cores' worth grows with the cores, up
+        to the batch's files where ``knobs`` caps them (``maxFilesPerTrigger``: small files, a task each at most).
+        """
+        measured, cores = self._columns["tasks"], float(self.knobs.cores)
+        by_cores = np.maximum(measured * knobs.cores / cores, 1.0)
+        capped = np.minimum(by_cores, float(knobs.max_per_trigger)) if knobs.max_per_trigger else by_cores
+        return np.where(measured < cores, np.minimum(measured, float(knobs.cores)), np.maximum(capped, 1.0))
 
     def parallelism(self, knobs: Knobs) -> np.ndarray:
         """Tasks of each operator that can run at once under ``knobs``."""

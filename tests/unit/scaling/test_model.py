@@ -449,7 +449,7 @@ def test_profile_from_activities_and_progress():
     assert unknobbed.operators["kind"].tolist() == ["fixed", "shuffle"]
     renamed = acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Project"))
     assert profile_stream(renamed, progress, knobs, warmup_batches=0).operators["kind"].tolist() == ["fixed", "shuffle"]
-    # Spark's file source splits a batch's files by bytes per core: its scan's tasks follow the cores.
+    # Spark's file source packs a batch's files by bytes per core: a scan with the cores' worth of tasks follows them.
     files = profile_stream(
         acts.assign(operator=acts["operator"].str.replace("MicroBatchScan", "Scan json ")),
         progress,
@@ -458,7 +458,13 @@ def test_profile_from_activities_and_progress():
     )
     assert files.operators["kind"].tolist() == ["split", "shuffle"]
     assert files.tasks(knobs.model_copy(update={"cores": 6})).tolist() == [6.0, 1.0]
-    assert files.tasks(knobs.model_copy(update={"cores": 1})).tolist() == [2.0, 1.0]  # never fewer than measured
+    assert files.tasks(knobs.model_copy(update={"cores": 1})).tolist() == [1.0, 1.0]  # twice the bytes per core
+    # ... up to the files a batch may hold (maxFilesPerTrigger: small files, a task each at most)
+    assert files.tasks(knobs.model_copy(update={"cores": 6, "max_per_trigger": 3})).tolist() == [3.0, 1.0]
+    # A scan measured with fewer tasks than cores was bound by its files: more cores add no task.
+    few = dataclasses.replace(files, knobs=files.knobs.model_copy(update={"cores": 4}))
+    assert few.tasks(knobs.model_copy(update={"cores": 8})).tolist() == [2.0, 1.0]
+    assert few.tasks(knobs.model_copy(update={"cores": 1})).tolist() == [1.0, 1.0]
 
 
 def _python_scan_activities(batches: int = 4) -> pd.DataFrame:
