@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dagster_reconf.core.progress.lifecycle import Restarted, Started, lifecycle_event
 from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.store.metrics import record_row
 
@@ -149,8 +150,8 @@ def observe_change(batches: pd.DataFrame, *, paused_at: float, resumed_at: float
 def recent_backlog(records: list[dict[str, Any]], trigger_interval_s: float) -> RecentPace:
     """The backlog of the batches before a pause (what "caught up" means afterwards) and their pace: median batch
     duration (``batch_s``) and time between commits (``seconds_per_batch``), from the metrics store's recent
-    ``records``."""
-    recent = committed_batches(records[-4 * RECENT_BATCHES :]).tail(RECENT_BATCHES)
+    ``records``, of the configuration in force only (a trigger changed since sets another pace)."""
+    recent = committed_batches(since_configured(records)[-4 * RECENT_BATCHES :]).tail(RECENT_BATCHES)
     rate = offered_rate(recent)
     committed = recent["committed_at"].astype(float)
     return RecentPace(
@@ -160,3 +161,11 @@ def recent_backlog(records: list[dict[str, Any]], trigger_interval_s: float) -> 
         batch_s=float((committed - recent["started_at"].astype(float)).median()) if len(recent) else None,
         seconds_per_batch=float(committed.diff().median()) if len(recent) > 1 else None,
     )
+
+
+def since_configured(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` after the last that started or restarted the stream: the configuration in force's."""
+    for i in range(len(records) - 1, -1, -1):
+        if isinstance(lifecycle_event(records[i]), (Started, Restarted)):
+            return records[i + 1 :]
+    return records

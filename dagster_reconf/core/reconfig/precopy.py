@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QUERY_START_ALLOWANCE_S",
     "await_batch_boundary",
+    "precopy_verdict",
     "prepare_precopy",
     "replay_falls_behind",
     "replay_keeps_pace",
@@ -72,6 +73,22 @@ def replay_falls_behind(history: RecentPace) -> str | None:
         f"{QUERY_START_ALLOWANCE_S:g} s to start its query) and the stream commits one every {per_batch_s:.1f} s: "
         "the copy could not catch up, so the native migration runs in the pause; precopy pays on longer triggers"
     )
+
+
+def precopy_verdict(history: RecentPace) -> dict[str, Any]:
+    """Whether a precopy will run or fall back to the native migration, and why, from the pace of the configuration in
+    force (what preflight says before anything is touched)."""
+    falls_behind = replay_falls_behind(history)
+    if falls_behind:
+        return {"runs": False, "why": falls_behind}
+    replay_s, per_batch_s = replay_pace(history)
+    if replay_s is None:
+        return {"runs": True, "why": "the pace of this configuration is not known yet: its rounds will tell"}
+    return {
+        "runs": True,
+        "why": f"a replayed batch takes about {replay_s:.1f} s and the stream commits one every {per_batch_s:.1f} s: "
+        "the copy catches up while the stream runs",
+    }
 
 
 def await_batch_boundary(checkpoint: Location, batch_s: float | None) -> float:

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.reconfig.capabilities import stream_capabilities
 from dagster_reconf.core.reconfig.kafka_preflight import kafka_problems, repeat_bound
+from dagster_reconf.core.reconfig.observe import recent_backlog
 from dagster_reconf.core.reconfig.operators import operator_problems
+from dagster_reconf.core.reconfig.precopy import precopy_verdict
 from dagster_reconf.core.spark.executor_room import executor_room_problem
 from dagster_reconf.core.spark.session import native_repartition_available
 from dagster_reconf.core.store.checkpoint import (
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["DISK_MARGIN_BYTES", "executor_room_problems", "migration_problems", "preflight"]
 
 DISK_MARGIN_BYTES = 64 << 20
+PACE_TAIL_BYTES = 1 << 20  # the recent batches a precopy's pace is judged on
 
 
 def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict[str, Any]]:
@@ -87,6 +90,12 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
             f"the precopy strategy replays the batches of stream {r.stream!r} since its copy, but "
             f"{capabilities.reasons.get('replay')}; use strategy 'native'"
         )
+    if r.needs_migration and r.strategy == "precopy" and capabilities.replay_recent:
+        records, _ = MetricsStore(stream.paths.metrics).tail(PACE_TAIL_BYTES)
+        verdict = precopy_verdict(recent_backlog(records, r.current.partitioning.trigger_interval_s))
+        checks["precopy"] = verdict
+        if not verdict["runs"]:
+            checks.setdefault("warnings", []).append(f"the precopy will fall back: {verdict['why']}")
     problems += kafka_problems(r, stream, progress, checks)
     if r.needs_migration:
         problems += migration_problems(r, checkpoint, facts, checks)

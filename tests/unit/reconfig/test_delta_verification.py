@@ -50,3 +50,29 @@ def test_a_precopy_is_not_even_copied_where_no_replay_can_keep_up():
     assert (
         replay_falls_behind(RecentPace(0.0, batch_s=None, seconds_per_batch=None)) is None
     )  # unknown: the rounds will tell
+
+
+def test_a_precopy_is_judged_on_the_batches_of_the_configuration_in_force():
+    from dagster_reconf.core.progress.lifecycle import Restarted
+    from dagster_reconf.core.reconfig.observe import recent_backlog
+    from dagster_reconf.core.reconfig.precopy import precopy_verdict
+
+    def batch(n: int, started: float) -> dict:
+        stamp = f"2026-11-29T00:{int(started) // 60:02d}:{started % 60:06.3f}Z"
+        progress = {"batchId": n, "timestamp": stamp, "durationMs": {"triggerExecution": 800}, "sources": []}
+        return {"kind": "progress", "stream": "s", "recorded_at": started, "progress": progress}
+
+    # a 2 s trigger, then a restart with 5 s: the old batches' pace is not the new one's
+    records = [batch(n, 2.0 * n) for n in range(8)]
+    records.append(Restarted(stream="s", spec={}, seconds=3.0).to_record())
+    records += [batch(8 + n, 30.0 + 5.0 * n) for n in range(5)]
+    pace = recent_backlog(records, 5.0)
+    assert pace.seconds_per_batch == 5.0 and pace.batch_s == 0.8
+    verdict = precopy_verdict(pace)
+    assert verdict["runs"] and "one every 5.0 s" in verdict["why"]
+    fell = precopy_verdict(recent_backlog(records[:8], 2.0))
+    assert not fell["runs"] and "one every 2.0 s" in fell["why"]  # 0.8 + 1.5 s per replayed batch
+    assert precopy_verdict(recent_backlog(records[:9], 5.0)) == {
+        "runs": True,
+        "why": "the pace of this configuration is not known yet: its rounds will tell",
+    }
