@@ -109,12 +109,18 @@ class Reconfiguration:
         return self.outcome is not None
 
     def explanation(self) -> list[str]:
-        """What a reader must know besides the outcome, a line each: why it rolled back, why a precopy fell back,
-        and preflight's warnings (a connector pairing Spark does not promise, what an at-least-once sink may repeat)."""
+        """What a reader must know besides the outcome, a line each: why it rolled back, whether a precopy ran or fell
+        back (and why), and preflight's warnings (a connector pairing Spark does not promise, what an at-least-once sink may repeat)."""
         lines = [f"{self.outcome}: {self.reason}"] if self.reason else []
         lines += [f"warning: {w}" for w in (self.results.get("preflight") or {}).get("checks", {}).get("warnings", [])]
         if "migrate" in self.results and self.migrated.fell_back:
-            lines.append(f"the precopy fell back to {self.migrated.fell_back}")
+            lines.append(f"the precopy fell back to the native migration: {self.migrated.fell_back}")
+        elif "migrate" in self.results and self.strategy == "precopy" and self.migrated.strategy:
+            rounds = (self.prepared.precopy or {}).get("rounds") or []
+            lines.append(
+                f"the precopy ran: its copy caught up in {len(rounds)} round(s) while the stream ran, and the pause "
+                f"replayed {self.migrated.replayed_batches} batch(es)"
+            )
         return lines
 
     def started_payload(self) -> dict[str, Any]:
