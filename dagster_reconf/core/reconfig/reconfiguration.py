@@ -110,7 +110,8 @@ class Reconfiguration:
 
     def explanation(self) -> list[str]:
         """What a reader must know besides the outcome, a line each: why it rolled back, whether a precopy ran or fell
-        back (and why), and preflight's warnings (a connector pairing Spark does not promise, what an at-least-once sink may repeat)."""
+        back (and why), and preflight's warnings (a connector pairing Spark does not promise, what an at-least-once
+        sink may repeat)."""
         lines = [f"{self.outcome}: {self.reason}"] if self.reason else []
         lines += [f"warning: {w}" for w in (self.results.get("preflight") or {}).get("checks", {}).get("warnings", [])]
         if "migrate" in self.results and self.migrated.fell_back:

@@ -1,6 +1,8 @@
 """The pause's check of a precopy: batches replayed into the copy changed its state as the live batches did; and
 when the copy is verified ahead of the pause instead of in it."""
 
+import pytest
+
 from dagster_reconf.core.reconfig.precopy import replay_falls_behind, replay_keeps_pace
 from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.reconfig.verification import delta_problems
@@ -64,10 +66,10 @@ def test_a_precopy_is_judged_on_the_batches_of_the_configuration_in_force():
 
     # a 2 s trigger, then a restart with 5 s: the old batches' pace is not the new one's
     records = [batch(n, 2.0 * n) for n in range(8)]
-    records.append(Restarted(stream="s", spec={}, seconds=3.0).to_record())
+    records.append(Restarted(stream="s", spec={}, scope="query", seconds=3.0).to_record())
     records += [batch(8 + n, 30.0 + 5.0 * n) for n in range(5)]
     pace = recent_backlog(records, 5.0)
-    assert pace.seconds_per_batch == 5.0 and pace.batch_s == 0.8
+    assert pace.seconds_per_batch == 5.0 and pace.batch_s == pytest.approx(0.8)
     verdict = precopy_verdict(pace)
     assert verdict["runs"] and "one every 5.0 s" in verdict["why"]
     fell = precopy_verdict(recent_backlog(records[:8], 2.0))
