@@ -115,7 +115,7 @@ class Reconfiguration:
         lines = [f"{self.outcome}: {self.reason}"] if self.reason else []
         lines += [f"warning: {w}" for w in (self.results.get("preflight") or {}).get("checks", {}).get("warnings", [])]
         if "migrate" in self.results and self.migrated.fell_back:
-            lines.append(f"the precopy fell back to the native migration: {self.migrated.fell_back}")
+            lines.append(f"the precopy fell back to {self.migrated.fell_back}")
         elif "migrate" in self.results and self.strategy == "precopy" and self.migrated.strategy:
             rounds = (self.prepared.precopy or {}).get("rounds") or []
             lines.append(
