@@ -74,3 +74,20 @@ def test_apply_refuses_settings_a_plan_cannot_carry(tmp_path, capsys):
     assert "['options.rate'] are not among them" in out and "reconf stream restart orders --set KEY=VALUE" in out
     assert "state_partitions" in out.split("are not among")[0]  # the knobs it does take are named
     assert json.loads(StreamPaths(tmp_path, "orders").spec.read_text())["state_partitions"] == 6
+
+
+def test_reconf_plan_on_a_stream_with_no_batches_yet_says_so_and_applies_nothing(tmp_path, capsys):
+    make_stream(tmp_path)
+    home = ["--home", str(tmp_path), "--ledger", f"sqlite:///{tmp_path / 'l.db'}"]
+    assert main([*home, "plan", "orders"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "orders: hold" in out and "evidence: configuration before-recent-metrics, no settled batches yet" in out
+    assert "state_partitions │ 6 │ same" in out and "reason: metric window not full: 0 of 6 batches" in out
+    assert main([*home, "plan", "orders", "--apply"]) == 0
+    assert "nothing to apply: metric window not full" in capsys.readouterr().out
+    assert main([*home, "plan", "orders", "--json", "--set", "window_batches=2"]) == 0
+    decided = json.loads(capsys.readouterr().out)
+    assert decided["action"] == "hold" and decided["reason"] == "metric window not full: 0 of 2 batches"
+    assert decided["current"]["state_partitions"] == 6 and decided["plan"] is None and not decided["for_next_run"]
+    assert main([*home, "plan", "orders", "--set", "bogus=1"]) == 2
+    assert "bogus" in capsys.readouterr().out
