@@ -13,13 +13,16 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from dagster_reconf.cli_views import console, fmt
 from dagster_reconf.core.errors import SpecError
+
+if TYPE_CHECKING:
+    from dagster_reconf.core.scaling.stream_decision import StreamDecision
 
 __all__ = ["LEDGER_ENV", "add_plan_parser", "cmd_plan", "cmd_reconfigure", "open_ledger", "parse_setting"]
 
@@ -160,7 +163,7 @@ def cmd_plan(args: argparse.Namespace, home: Path) -> int:
     return _carry_out(args, home, stream, target, trigger)
 
 
-def _print_decision(decided: Any) -> None:
+def _print_decision(decided: StreamDecision) -> None:
     """The plan table (now -> planned), predictions, the one reason and the evidence window."""
     decision, evidence = decided.decision, decided.evidence
     label = "advice for the next run" if decided.for_next_run else decision.action

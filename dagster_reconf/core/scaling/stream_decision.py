@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.traces.store import TraceStore
 
-__all__ = ["NEXT_RUN", "EvidenceSpan", "StreamDecision", "decide_stream", "recent_window"]
+__all__ = ["NEXT_RUN", "RECENT_METRICS_BYTES", "EvidenceSpan", "StreamDecision", "decide_stream", "recent_window"]
 
 RECENT_METRICS_BYTES = 8 << 20  # about 45 minutes of 1-second batches
 NEXT_RUN = "for the next run: "  # how advice for an ended application's next run starts
@@ -87,7 +87,7 @@ class StreamDecision:
             "plan": plan.model_dump() if plan else None,
             "step": self.decision.step.as_dict() if self.decision.step else None,
             "observation": self.decision.signal.as_dict(),
-            "evidence": self.evidence.__dict__,
+            "evidence": asdict(self.evidence),
         }
 
 
