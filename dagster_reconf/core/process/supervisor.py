@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -29,17 +28,16 @@ from typing import Any
 
 import psutil
 
-from dagster_reconf.core.definition import entrypoint_root
 from dagster_reconf.core.errors import (
     ControlRequestError,
     ReconfError,
-    SpecError,
     StreamNotFoundError,
     StreamStartError,
     StreamStateError,
 )
 from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token, read_token
 from dagster_reconf.core.process.definition_probe import IMPORT_TIMEOUT_S, probe_definition
+from dagster_reconf.core.process.driver_start import check_master_reachable, check_writable, driver_environment
 from dagster_reconf.core.process.process_tree import KILL_GRACE_S, ask_to_leave, terminate_process_tree, wait_for_exit
 from dagster_reconf.core.progress.lifecycle import query_end
 from dagster_reconf.core.spec import StreamSpec, restart_scope, validate_spec
@@ -47,32 +45,12 @@ from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore, status_figures
 from dagster_reconf.core.store.paths import StreamPaths, default_home
-from dagster_reconf.core.store.storage import Location
 
 __all__ = ["StreamSupervisor"]
 
 DRIVER_MODULE = "dagster_reconf.core.process.driver"
 DEFAULT_START_TIMEOUT_S = 180.0
 QUERY_END_TAIL_BYTES = 1 << 20  # an attached query's end is among its store's last records
-MASTER_CONNECT_TIMEOUT_S = 3.0
-
-
-def _check_master_reachable(master: str) -> None:
-    """For ``spark://`` masters, fail fast with a clear message if no master listens."""
-    if not master.startswith("spark://"):
-        return
-    errors = []
-    for hostport in master[len("spark://") :].split(","):
-        host, _, port = hostport.rpartition(":")
-        try:
-            with socket.create_connection((host, int(port)), timeout=MASTER_CONNECT_TIMEOUT_S):
-                return
-        except OSError as exc:
-            errors.append(f"{hostport}: {exc.strerror or exc}")
-    raise StreamStartError(
-        f"no Spark master reachable at {master} ({'; '.join(errors)}); start one with `reconf cluster start` "
-        "or fix the master URL"
-    )
 
 
 @contextmanager
@@ -86,31 +64,6 @@ def _start_lock(home: Path, name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def driver_environment(spec: StreamSpec) -> dict[str, str]:
-    """The driver's environment: this interpreter for Python workers, the entrypoint's import root on the path."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    if spec.driver_bind_address not in ("0.0.0.0", "::"):
-        env["SPARK_LOCAL_IP"] = spec.driver_bind_address
-    root = entrypoint_root(spec.entrypoint)
-    paths = [str(root)] if root is not None else []
-    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-def _check_writable(directory: Location, what: str) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / ".write-probe"
-        probe.write_text("ok")
-        probe.unlink()
-    except Exception as exc:  # OSError locally; fsspec backends raise their own
-        raise SpecError(
-            f"{what} directory {directory} is not writable ({getattr(exc, 'strerror', None) or exc}); choose "
-            "another home (--home, RECONF_HOME) or another storage URL in the spec"
-        ) from None
 
 
 def driver_pids(paths: StreamPaths) -> set[int]:
@@ -254,7 +207,7 @@ class StreamSupervisor:
             StreamStartError: the driver failed to start (its error and log tail are in the message).
         """
         paths = self.paths(spec.name)
-        _check_writable(self.home, "runtime home")  # before the start lock's file is made there
+        check_writable(self.home, "runtime home")  # before the start lock's file is made there
         with _start_lock(self.home, spec.name):  # two starts of one stream: the second finds the first's driver
             if self.driver_info(spec.name) is not None:
                 raise StreamStateError(f"stream {spec.name!r} is already running; stop it first or pick another name")
@@ -282,8 +235,8 @@ class StreamSupervisor:
                 stateful=checkpoint_facts(paths.checkpoint).stateful,
                 frozen_options=frozen,
             )
-        _check_master_reachable(spec.master)
-        _check_writable(self.home, "runtime home")
+        check_master_reachable(spec.master)
+        check_writable(self.home, "runtime home")
         paths.create()
         data_root = paths.data_root_for(spec.storage)  # the new spec is not written yet: it must pass first
         for directory, what in (
@@ -291,7 +244,7 @@ class StreamSupervisor:
             (paths.work, "work"),
             (data_root / paths.event_log.name, "event log"),
         ):
-            _check_writable(directory, what)
+            check_writable(directory, what)
         new_token(paths.token)
         paths.write_spec(spec.model_dump_json(indent=2))
         paths.driver.unlink(missing_ok=True)
@@ -366,7 +319,7 @@ class StreamSupervisor:
         ):
             return {**existing, "reused": True}
         self.clean_up_drivers(name)
-        _check_master_reachable(spec.master)
+        check_master_reachable(spec.master)
         replace_text(paths.standby_spec, spec.model_dump_json(indent=2))
         return self._spawn(paths, spec, paths.standby, ["--standby"], "warm", timeout_s)
 

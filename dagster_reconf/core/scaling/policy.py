@@ -21,12 +21,9 @@ Direction = Literal["scale_up", "scale_down", "hold", "skew"]
 ProfileSource = StreamProfile | Callable[[], StreamProfile | None] | None
 
 
-_WANTED = {"scale_up": "scale up wanted", "scale_down": "fewer cores wanted", "hold": "no change", "skew": "skew"}
-
-
 def wanted_but(direction: Direction) -> str:
     """How a hold against the signal's direction starts: ``fewer cores wanted, but `` (then the reason not to)."""
-    return f"{_WANTED[direction]}, but "
+    return f"{'fewer cores' if direction == 'scale_down' else 'scale up'} wanted, but "
 
 
 def settled(obs: Signal, current: Knobs) -> bool:

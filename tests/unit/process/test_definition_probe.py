@@ -8,7 +8,7 @@ import pytest
 
 from dagster_reconf.core.errors import SpecError, StreamStartError
 from dagster_reconf.core.process.definition_probe import probe_definition
-from dagster_reconf.core.process.supervisor import driver_environment
+from dagster_reconf.core.process.driver_start import driver_environment
 from dagster_reconf.core.spec import StreamSpec
 
 
