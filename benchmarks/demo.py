@@ -19,6 +19,11 @@ line adds ``peak_lag`` and ``final_lag`` (consumer lag, events) and ``trigger_ev
 final interval: the target for ``final_lag``). Once converged, the loop waits (at most 120 s) for the catch-up to
 bring the lag under that, so the final lag is the steady state's.
 
+``--source orders`` runs it on a user's own stream through its own code location: ``examples/orders`` (Spark's file
+source and file sink, the example's ``workspace.yaml`` and ``orders_scaling_sensor``), started on one core while
+order files arrive faster than one core processes them; the definition's oracle checks its output against a batch
+job over the same files.
+
 ``--handover both`` alternates loops with the handover to a warm standby driver (the
 default, ``on``) and without it (``off``: the paused driver restarts its SparkContext),
 and reports each side and the ratio of their downtime medians: the baseline in the same run.
@@ -37,18 +42,52 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.harness.closed_loop import LoopReport
+from dagster_reconf.harness.closed_loop import LoopReport, run_closed_loop
 from dagster_reconf.harness.timeline import timeline_frame
 from dagster_reconf.workloads.demo import DEMO_STREAM, demo_spec, kafka_demo_spec, run_demo
 from dagster_reconf.workloads.kafka import KafkaBroker
 from dagster_reconf.workloads.nexmark_topic import NexmarkTopicWriter
+from examples.orders.streams import OrderWriter
 
 from ._common import emit, parse_args
 
 WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
+ORDERS_WORKSPACE = WORKSPACE.parent / "examples" / "orders" / "workspace.yaml"
 LAST_BATCHES = 6
+ORDERS_SLEEP_MS = 20.0  # per order: 50 orders per file is a second of work
+ORDERS_FILES_PER_S = 1.5  # about 1.5 cores of work a second: one core falls behind
+ORDERS_TRIGGER_S, ORDERS_MAX_FILES = 2.0, 6  # maxFilesPerTrigger
+
+
+def orders_loop(tmp: Path, home: Path, timeout_s: float) -> LoopReport:
+    """The closed loop over the orders example, through its own code location (the settings through its
+    environment, as a user's deployment would set them)."""
+    data = tmp / "data"
+    env = {
+        "ORDERS_DATA": str(data),
+        "ORDERS_SLEEP_MS": str(ORDERS_SLEEP_MS),
+        "ORDERS_MASTER": "local[1]",
+        "ORDERS_TRIGGER_S": str(ORDERS_TRIGGER_S),
+        "ORDERS_MAX_FILES": str(ORDERS_MAX_FILES),
+    }
+    spec = StreamSpec(
+        name="orders",
+        entrypoint="examples.orders.streams:orders",
+        master="local[1]",
+        state_partitions=4,
+        trigger_interval_s=ORDERS_TRIGGER_S,
+        max_per_trigger=ORDERS_MAX_FILES,
+        options={"input_dir": str(data / "in"), "output_dir": str(data / "out"), "sleep_ms_per_order": ORDERS_SLEEP_MS},
+    )
+    writer = OrderWriter(data / "in")
+    writer.write(2)
+    with writer.keep_writing(every_s=1.0 / ORDERS_FILES_PER_S):
+        return run_closed_loop(
+            home, ORDERS_WORKSPACE, tmp / "out", spec=spec, sensor="orders_scaling_sensor", timeout_s=timeout_s, env=env
+        )
 
 
 def backlog_growth(frame: pd.DataFrame) -> float | None:
@@ -101,6 +140,8 @@ def one_loop(timeout_s: float, handover: bool = True, source: str = "generator")
                         home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s, spec=spec, drain_at_rate=rate
                     )
                 extra = lag_figures(home, report)
+        elif source == "orders":
+            report = orders_loop(Path(tmp), home, timeout_s)
         else:
             report = run_demo(home, WORKSPACE, Path(tmp) / "out", timeout_s=timeout_s)
         before, after = growth_before_and_after(home, report)
@@ -113,7 +154,7 @@ def one_loop(timeout_s: float, handover: bool = True, source: str = "generator")
         "seconds_to_converge": report.seconds_to_converge,
         "lost": report.lost,
         "duplicated": report.duplicated,
-        "rate": demo_spec().options["rate"],
+        "rate": ORDERS_FILES_PER_S * (OrderWriter.ROWS + 1) if source == "orders" else demo_spec().options["rate"],
         "backlog_growth_unmanaged_per_s": before,
         "backlog_growth_converged_per_s": after,
         "reconfigurations": [
@@ -170,9 +211,10 @@ def main() -> None:
         )
         parser.add_argument(
             "--source",
-            choices=("generator", "kafka"),
+            choices=("generator", "kafka", "orders"),
             default="generator",
-            help="the bundled generator (default), or a Nexmark topic on a real Kafka broker (make kafka)",
+            help="the bundled generator (default), a Nexmark topic on a real Kafka broker (make kafka), or a user's "
+            "own file stream through its own code location (examples/orders)",
         )
 
     args = parse_args(__doc__.splitlines()[0], add_options)

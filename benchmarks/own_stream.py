@@ -1,105 +1,334 @@
-"""The closed loop on a user's own stream: Spark's file source, the user's code and sink, started under-provisioned.
+"""DS2 on users' own streams: started under- and over-provisioned, is each right-sized, in how many steps?
 
-``python -m benchmarks.own_stream [--quick]``
+``python -m benchmarks.own_stream [--quick] [--workloads rate,orders,customers,kafka] [--minimum rate=3,...]``
 
-The orders stream of ``examples/orders`` (JSON files in, windowed totals with
-deduplication out, Spark's file sink) runs on one core while order files arrive faster
-than one core processes them (each order pays ``SLEEP_MS`` of simulated enrichment, so a
-file of 50 is a second of work per task). The example's own code location
-(``examples/orders/workspace.yaml``) runs under the real Dagster daemon: its scaling
-sensor reads the file source's backlog (the files not yet read, from the driver's listing)
-and requests DS2 plans, the runs reconfigure the stream, until the sensor holds with no
-backlog growth. Then the stream stops and the definition's oracle compares its output
-with a batch job over the same files.
+Each workload is a stream of ``examples/`` (a user's code through the public API, nothing bundled) under a steady load
+whose every event pays a simulated cost, so capacity grows with task slots past this machine's CPUs:
 
-Baseline, in the same run: the stream's backlog growth (events/s) in its first
-configuration, against the growth once the loop converged. One JSON line last.
+* ``rate``: ``examples.rate_windows``, Spark's rate source, a windowed count with a watermark, the file sink;
+* ``orders``: ``examples.orders``, JSON files, deduplication within a watermark, windowed totals, the file sink;
+* ``customers``: ``examples.customer_totals``, the same files through an ``applyInPandasWithState`` state function
+  (the cost is paid inside it: the stateful stage does the work), the file sink;
+* ``kafka``: ``examples.kafka_clicks``, a topic of 4 partitions on a real broker (``make kafka``), first click per
+  user over all time, the file sink.
+
+Per workload, in a process of its own (the Kafka connector needs its JVM's classpath): the fewest cores that sustain
+its load with the headroom the policy keeps (batches within its target utilization, 70 % of the interval: what DS2
+plans for, so what right-sized means to its user) are swept (``_right_sizing.minimum_configuration``: a binary
+search, a fresh stream per probe; ``minimum_utilization`` in the JSON), then the
+stream starts on 1 core (``under``) and on 8 (``over``), and DS2 decides every second exactly as the scaling sensor
+does; each plan is applied by restarting the stream with its knobs (``_right_sizing.run_policy``), until it holds
+right-sized, or after 3 steps. Then the load stops, the stream reads what is left, and the definition's own oracle
+checks its output (``lost``, ``duplicated``).
+
+Per case: ``steps``, ``final_cores`` against the swept ``minimum_cores`` (``final_over_minimum``), ``oscillations``,
+DS2's ``prediction_error`` (each step's first full window against the prediction from the profile the plan came from,
+median over the case's steps; ``null`` with ``predictions_scored`` 0 where no step was scored), ``lost`` and
+``duplicated``. The baseline in the same run is the sweep: what the fewest cores are, measured, not modelled.
+``targets`` says whether each of the issue's targets holds over the cases: final cores at most 1.25x the minimum
+(rounded up to whole cores: 3 on a minimum of 2), at most 2 steps, no oscillation, prediction error median at most 10 % and max at most 15 %, nothing lost or
+duplicated. ``--quick``: the ``rate`` workload alone, swept over 1-4 cores, started on 1 and on 4.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
+import logging
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
+from dagster_reconf.core.definition import load_definition
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.harness.closed_loop import run_closed_loop
-from dagster_reconf.harness.timeline import timeline_frame
+from dagster_reconf.harness.closed_loop import check_output
 from examples.orders.streams import OrderWriter
 
-from ._common import emit, parse_args
+from ._common import emit, median, parse_args
+from ._right_sizing import (
+    MAX_STEPS,
+    POLICY,
+    Minimum,
+    Run,
+    Workload,
+    minimum_configuration,
+    right_sized_bound,
+    run_policy,
+)
 
-WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "orders" / "workspace.yaml"
-SENSOR = "orders_scaling_sensor"
-SLEEP_MS = 20.0  # per order: 50 orders per file is a second of work
-FILES_PER_S = 1.5  # about 1.5 cores of work a second: one core falls behind
-TRIGGER_S = 2.0
-MAX_FILES = 6  # maxFilesPerTrigger
+WORKLOADS = ("rate", "orders", "customers", "kafka")
+UNDER, OVER, QUICK_OVER = 1, 8, 4  # starting cores
+SWEEP_MAX, QUICK_SWEEP_MAX = 8, 4
+RUN_TIMEOUT_S, QUICK_RUN_TIMEOUT_S = 150.0, 100.0
+DRAIN_S = 90.0  # once the load stops, at most this long to read what is left before the oracle
+FILES_PER_S = 1.5  # order files (51 orders each) a second
+TARGET_STEPS, TARGET_ERROR_MEDIAN, TARGET_ERROR_MAX = 2, 0.10, 0.15
 
 
-def orders_spec(data: Path) -> StreamSpec:
-    """The example's stream as its code location declares it (the same settings through its environment)."""
-    return StreamSpec(
-        name="orders",
-        entrypoint="examples.orders.streams:orders",
-        master="local[1]",
-        state_partitions=4,
-        trigger_interval_s=TRIGGER_S,
-        max_per_trigger=MAX_FILES,
-        options={"input_dir": str(data / "in"), "output_dir": str(data / "out"), "sleep_ms_per_order": SLEEP_MS},
+def rate_workload() -> Workload:
+    """60 events/s at 20 ms each: 1.2 cores' worth of work, spread over the rate source's partitions."""
+
+    def spec_for(data: Path, cores: int, trigger_s: float) -> StreamSpec:
+        return StreamSpec(
+            name="rate-windows",
+            entrypoint="examples.rate_windows.streams:window_counts",
+            master=f"local[{cores}]",
+            source_partitions=cores,
+            state_partitions=2,
+            trigger_interval_s=trigger_s,
+            options={"rows_per_second": 60, "output_dir": str(data / "out"), "work_ms_per_event": 20.0},
+        )
+
+    return Workload("rate", 60.0, spec_for)
+
+
+@contextlib.contextmanager
+def order_files(data: Path) -> Iterator[OrderWriter]:
+    """Order files into ``data/in``, FILES_PER_S a second (two at once first, so the first batch has input)."""
+    writer = OrderWriter(data / "in")
+    writer.write(2)
+    with writer.keep_writing(every_s=1.0 / FILES_PER_S):
+        yield writer
+
+
+def orders_workload() -> Workload:
+    """1.5 files a second of 51 orders at 20 ms each: 1.5 cores' worth in the file scan."""
+
+    def spec_for(data: Path, cores: int, trigger_s: float) -> StreamSpec:
+        return StreamSpec(
+            name="orders",
+            entrypoint="examples.orders.streams:orders",
+            master=f"local[{cores}]",
+            state_partitions=4,
+            trigger_interval_s=trigger_s,
+            max_per_trigger=6,
+            options={"input_dir": str(data / "in"), "output_dir": str(data / "out"), "sleep_ms_per_order": 20.0},
+        )
+
+    return Workload("orders", FILES_PER_S * (OrderWriter.ROWS + 1), spec_for, order_files)
+
+
+def customers_workload() -> Workload:
+    """The same order files, 25 ms per order inside the state function: about two cores' worth in 8 state tasks."""
+
+    def spec_for(data: Path, cores: int, trigger_s: float) -> StreamSpec:
+        return StreamSpec(
+            name="customer-totals",
+            entrypoint="examples.customer_totals.streams:customer_totals",
+            master=f"local[{cores}]",
+            state_partitions=8,
+            trigger_interval_s=trigger_s,
+            max_per_trigger=6,
+            options={"input_dir": str(data / "in"), "output_dir": str(data / "out"), "work_ms_per_order": 25.0},
+        )
+
+    return Workload("customers", FILES_PER_S * (OrderWriter.ROWS + 1), spec_for, order_files)
+
+
+def kafka_workload(broker: Any) -> Workload:
+    """150 clicks/s at 12 ms each on a topic of 4 partitions (a topic per stream): about 1.8 cores' worth."""
+    from dagster_reconf.workloads.kafka import spark_kafka_jars
+    from examples.kafka_clicks.streams import ClickProducer
+
+    rate = 150
+
+    def topic(data: Path) -> str:
+        return f"clicks-{data.parent.name}-{data.name}"
+
+    def spec_for(data: Path, cores: int, trigger_s: float) -> StreamSpec:
+        return StreamSpec(
+            name="first-clicks",
+            entrypoint="examples.kafka_clicks.streams:first_clicks",
+            master=f"local[{cores}]",
+            source_partitions=max(cores, 4),
+            state_partitions=4,
+            trigger_interval_s=trigger_s,
+            max_per_trigger=int(1.5 * rate * trigger_s),
+            spark_conf={"spark.jars": spark_kafka_jars()},
+            kafka={"bootstrap_servers": broker.bootstrap_servers},
+            options={
+                "bootstrap_servers": broker.bootstrap_servers,
+                "topic": topic(data),
+                "output_dir": str(data / "out"),
+                "work_ms_per_click": 12.0,
+            },
+        )
+
+    @contextlib.contextmanager
+    def clicks(data: Path) -> Iterator[Any]:
+        broker.create_topic(topic(data), partitions=4)
+        with ClickProducer(broker.bootstrap_servers, topic(data)).keep_writing(per_second=rate) as producer:
+            yield producer
+
+    return Workload("kafka", float(rate), spec_for, clicks)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One start of one workload, as the JSON line reports it."""
+
+    case: str
+    converged: bool
+    steps: int
+    cores: list[int]
+    final_cores: int
+    minimum_cores: int
+    final_over_minimum: float
+    prediction_error: float | None  # None: no step was scored (predictions_scored 0)
+    prediction_error_max: float | None
+    predictions_scored: int
+    oscillations: int
+    lost: int | None
+    duplicated: int | None
+    seconds: float
+
+
+def case_of(run: Run) -> Case:
+    """The run's figures, its output checked by the stream definition's oracle."""
+    lost = duplicated = None
+    oracle = load_definition(run.final_spec.entrypoint).oracle if run.final_spec else None
+    if oracle is not None and run.home is not None:
+        checked = check_output(oracle, run.home / "home", run.final_spec)
+        lost, duplicated = checked.lost, checked.duplicated
+        print(f"    {run.case}: oracle: {checked}", flush=True)
+    return Case(
+        case=run.case,
+        converged=run.converged,
+        steps=run.steps,
+        cores=run.cores,
+        final_cores=run.cores[-1],
+        minimum_cores=run.minimum,
+        final_over_minimum=round(run.cores[-1] / run.minimum, 2),
+        prediction_error=round(median(run.errors), 3) if run.errors else None,
+        prediction_error_max=round(max(run.errors), 3) if run.errors else None,
+        predictions_scored=len(run.errors),
+        oscillations=run.oscillations,
+        lost=lost,
+        duplicated=duplicated,
+        seconds=run.seconds,
     )
 
 
-def growth(frame) -> float | None:
-    if len(frame) < 3:
-        return None
-    return round(float(np.polyfit(frame["at"], frame["backlog_events"].astype(float), 1)[0]), 1)
+def one_workload(name: str, quick: bool, minimum: Minimum | None) -> dict[str, Any]:
+    """Sweep the workload's minimum (unless given), then run it from each start: its cases, as JSON."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"reconf-own-{name}-")))
+        if name == "kafka":
+            from dagster_reconf.workloads.kafka import KafkaBroker
+
+            workload = kafka_workload(stack.enter_context(KafkaBroker(tmp / "broker")))
+        else:
+            workload = {"rate": rate_workload, "orders": orders_workload, "customers": customers_workload}[name]()
+        swept = minimum is None
+        if minimum is None:
+            upper = QUICK_SWEEP_MAX if quick else SWEEP_MAX
+            minimum = minimum_configuration(
+                workload, tmp, upper, longer_trigger=not quick, utilization=POLICY.utilization_target
+            )
+        print(f"{name}: minimum that sustains {workload.rate:g} events/s: {minimum}", flush=True)
+        cases = []
+        for start, cores in (("under", UNDER), ("over", QUICK_OVER if quick else OVER)):
+            run = run_policy(
+                workload,
+                f"{name}/{start}{cores}",
+                cores,
+                "ds2",
+                tmp,
+                QUICK_RUN_TIMEOUT_S if quick else RUN_TIMEOUT_S,
+                minimum,
+                drain_s=DRAIN_S,
+            )
+            cases.append(asdict(case_of(run)))
+            print(f"{name}/{start}{cores}: {cases[-1]}", flush=True)
+    return {"workload": name, "minimum": asdict(minimum), "minimum_swept": swept, "cases": cases}
+
+
+def targets(cases: list[dict[str, Any]]) -> dict[str, bool]:
+    """The issue's targets over every case."""
+    errors = [c["prediction_error"] for c in cases if c["prediction_error"] is not None]
+    worst = [c["prediction_error_max"] for c in cases if c["prediction_error_max"] is not None]
+    return {
+        "right_sized": all(c["converged"] and c["final_cores"] <= right_sized_bound(c["minimum_cores"]) for c in cases),
+        "steps": all(c["steps"] <= TARGET_STEPS for c in cases),
+        "no_oscillation": all(c["oscillations"] == 0 for c in cases),
+        "prediction_error_median": bool(errors) and median(errors) <= TARGET_ERROR_MEDIAN,
+        "prediction_error_max": bool(worst) and max(worst) <= TARGET_ERROR_MAX,
+        "nothing_lost_or_duplicated": all(c["lost"] == 0 and c["duplicated"] == 0 for c in cases),
+    }
+
+
+def child(name: str, quick: bool, minimum: Minimum | None) -> dict[str, Any]:
+    """One workload in a process of its own; its result is the process's last line."""
+    command = [sys.executable, "-m", "benchmarks.own_stream", "--workload-only", name]
+    command += ["--quick"] if quick else []
+    command += ["--minimum", f"{name}={minimum.cores}@{minimum.trigger_s:g}"] if minimum else []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        lines = []
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+    if process.returncode != 0 or not lines:
+        raise SystemExit(f"own_stream: workload {name} failed (exit {process.returncode}); its output is above")
+    return json.loads(lines[-1])
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workloads",
+        default="",
+        help=f"WORKLOAD,... of {', '.join(WORKLOADS)} (default: all; quick: rate)",
+    )
+    parser.add_argument(
+        "--minimum",
+        default="",
+        help="WORKLOAD=CORES[@TRIGGER_S],... minima measured before (skips their sweep; the JSON says which)",
+    )
+    parser.add_argument("--workload-only", default=None, help=argparse.SUPPRESS)  # a child process: one workload
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
-    timeout_s = 270.0 if args.quick else 900.0
+    args = parse_args(__doc__.splitlines()[0], _options)
+    given = {}
+    for item in filter(None, (part.strip() for part in args.minimum.split(","))):
+        name, _, value = item.partition("=")
+        if name not in WORKLOADS:
+            raise SystemExit(f"--minimum: {item!r}: {name!r} is not one of {', '.join(WORKLOADS)}")
+        given[name] = Minimum.parse(value)
+    if args.workload_only:
+        emit(one_workload(args.workload_only, args.quick, given.get(args.workload_only)))
+        return
+    chosen = [w.strip() for w in (args.workloads or ("rate" if args.quick else ",".join(WORKLOADS))).split(",")]
+    if unknown := [w for w in chosen if w not in WORKLOADS]:
+        raise SystemExit(f"--workloads: unknown {unknown}; choose from {', '.join(WORKLOADS)}")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="reconf-own-") as tmp:
-        data, home = Path(tmp) / "data", Path(tmp) / "home"
-        spec = orders_spec(data)
-        writer = OrderWriter(data / "in")
-        writer.write(2)
-        env = {
-            "ORDERS_DATA": str(data),
-            "ORDERS_SLEEP_MS": str(SLEEP_MS),
-            "ORDERS_MASTER": "local[1]",
-            "ORDERS_TRIGGER_S": str(TRIGGER_S),
-            "ORDERS_MAX_FILES": str(MAX_FILES),
-        }
-        with writer.keep_writing(every_s=1.0 / FILES_PER_S):
-            report = run_closed_loop(
-                home, WORKSPACE, Path(tmp) / "out", spec=spec, sensor=SENSOR, timeout_s=timeout_s, env=env
-            )
-        records, _ = MetricsStore(StreamPaths(home, spec.name).metrics).read(0)
-        frame = timeline_frame(records)
-        changes = [r["paused_at"] for r in report.reconfigurations if r.get("paused_at")]
-        before = growth(frame[frame["at"] < min(changes)].iloc[1:]) if changes else growth(frame)
-        after = growth(frame.iloc[-6:]) if changes else None
+    results = [child(name, args.quick, given.get(name)) for name in chosen]
+    cases = [case for result in results for case in result["cases"]]
+    errors = [c["prediction_error"] for c in cases if c["prediction_error"] is not None]
     emit(
         {
             "benchmark": "own_stream",
             "mode": "quick" if args.quick else "full",
-            "converged": report.converged,
-            "steps": report.steps,
-            "seconds_to_converge": report.seconds_to_converge,
-            "downtime_s": [r.get("downtime_s") for r in report.reconfigurations if r["outcome"] == "succeeded"],
-            "cores": [r.get("cores") for r in report.reconfigurations if r["outcome"] == "succeeded"],
-            "lost": report.lost,
-            "duplicated": report.duplicated,
-            "files_written": writer.files,
-            "backlog_growth_first_configuration_per_s": before,
-            "backlog_growth_converged_per_s": after,
-            "runs": [f"{r['job']}:{r['status']}" for r in report.runs],
+            "policy": "ds2",
+            "max_steps": MAX_STEPS,
+            "minimum_utilization": POLICY.utilization_target,
+            "minimum": {r["workload"]: r["minimum"] for r in results},
+            "minimum_given": sorted(r["workload"] for r in results if not r["minimum_swept"]),
+            "cases": cases,
+            "prediction_error_median": round(median(errors), 3) if errors else None,
+            "prediction_error_max": max(
+                (c["prediction_error_max"] for c in cases if c["prediction_error_max"] is not None), default=None
+            ),
+            "predictions_scored": sum(c["predictions_scored"] for c in cases),
+            "lost": sum(c["lost"] or 0 for c in cases),
+            "duplicated": sum(c["duplicated"] or 0 for c in cases),
+            "targets": targets(cases),
             "wall_s": round(time.monotonic() - started, 1),
         }
     )

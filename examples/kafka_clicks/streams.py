@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -99,17 +100,28 @@ def expected_first_clicks(spark: SparkSession, bootstrap_servers: str, topic: st
     return clicks(records).withColumn("rank", rank).where("rank = 1").drop("rank")
 
 
-def check_output(spark: SparkSession, spec) -> dict[str, int]:
+@dataclass(frozen=True)
+class ClicksCheck:
+    """The stream's output against the batch job over the whole topic, as multisets of rows."""
+
+    expected_rows: int
+    actual_rows: int
+    lost: int
+    duplicated: int
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0
+
+
+def check_output(spark: SparkSession, spec) -> ClicksCheck:
     """The stream's committed output against the batch job, as multisets of rows (run it after the stream drained)."""
     options = ClicksOptions(**spec.options)
     actual = spark.read.parquet(options.output_dir)  # the file sink's log says which files are committed
     expected = expected_first_clicks(spark, options.bootstrap_servers, options.topic).select(*actual.columns)
-    return {
-        "expected_rows": expected.count(),
-        "actual_rows": actual.count(),
-        "lost": expected.exceptAll(actual).count(),
-        "duplicated": actual.exceptAll(expected).count(),
-    }
+    return ClicksCheck(
+        expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count()
+    )
 
 
 class ClickProducer:
@@ -172,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     try:
-        print(json.dumps(check_output(spark, spec)))
+        print(json.dumps(asdict(check_output(spark, spec))))
     finally:
         spark.stop()
     return 0

@@ -29,6 +29,7 @@ from dagster_reconf import StreamContext, stream_definition
 
 SCHEMA = "order_id long, region string, amount double, ts timestamp"
 WATERMARK = "5 seconds"
+CUSTOMERS = 251  # the writer's orders come from this many customers
 
 
 class OrdersOptions(BaseModel):
@@ -108,7 +109,9 @@ def expected_totals(spark: SparkSession, input_dir: str, watermark: str | None) 
 class OrderWriter:
     """Drops order files into a directory: ``rows`` orders per file, event time moving forward, a few duplicates."""
 
-    def __init__(self, directory: Path, rows: int = 50, start: float = 1_767_225_600.0) -> None:
+    ROWS = 50  # orders per file (and one duplicate)
+
+    def __init__(self, directory: Path, rows: int = ROWS, start: float = 1_767_225_600.0) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.rows = rows
@@ -127,6 +130,7 @@ class OrderWriter:
                         {
                             "order_id": order_id,
                             "region": ["eu", "us", "apac"][order_id % 3],
+                            "customer": order_id % CUSTOMERS,
                             "amount": float(order_id % 97),
                             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z",
                         }

@@ -12,8 +12,10 @@ read only those figures.
   position is their sum, the backlog ``latest - end``.
 * ``kafka``: per-partition offsets summed; the backlog ``latest - end`` (the consumer lag),
   else ``avgOffsetsBehindLatest`` times the partitions.
-* ``rate``: ``RateStreamV2`` offsets are seconds (times ``rowsPerSecond``); the
-  per-micro-batch rate source offers exactly one batch per trigger, so it never lags.
+* ``rate``: ``RateStreamV2`` offsets are seconds (times ``rowsPerSecond``). It has no cap: each batch takes every
+  second up to its planning, so what waits behind a batch is what arrived while it ran (its duration times
+  ``rowsPerSecond``); a stream that falls behind shows it as batches, and that backlog, growing. The per-micro-batch
+  rate source offers exactly one batch per trigger, so it never lags.
 * ``file``: the progress carries no latest offset; the driver lists the directory and
   reads the source's file log (:class:`FileBacklogProbe`) and records the files and bytes
   not yet read, turned into events by the rows per byte of the batches read so far.
@@ -129,15 +131,16 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
-def source_figures(source: dict[str, Any], extra: dict[str, Any] | None = None) -> SourceFigures:
-    """The figures of one entry of a progress event's ``sources`` (``extra``: what the driver measured besides)."""
+def source_figures(source: dict[str, Any], extra: dict[str, Any] | None = None, batch_ms: float = 0.0) -> SourceFigures:
+    """The figures of one entry of a progress event's ``sources`` (``extra``: what the driver measured besides;
+    ``batch_ms``: the batch's duration, what an uncapped source's arrivals accrue over)."""
     description = str(source.get("description") or "")
     kind = source_kind(description)
     rows = _int(source.get("numInputRows"))
     if kind == "file":
         return _file(description, rows, extra or {})
     if kind in ("rate", "rate-micro-batch"):
-        return _rate(source, kind, description, rows)
+        return _rate(source, kind, description, rows, batch_ms)
     if kind in ("python", "kafka", "unknown"):
         start, end, latest = (_position(source.get(k)) for k in ("startOffset", "endOffset", "latestOffset"))
         if start is not None and end is not None and (kind != "unknown" or latest is not None):
@@ -191,7 +194,7 @@ def _kafka_lag(source: dict[str, Any], backlog: float | None) -> tuple[float | N
     return backlog, detail
 
 
-def _rate(source: dict[str, Any], kind: str, description: str, rows: int) -> SourceFigures:
+def _rate(source: dict[str, Any], kind: str, description: str, rows: int, batch_ms: float) -> SourceFigures:
     if kind == "rate-micro-batch":
         end = _parse(source.get("endOffset"))
         position = float(end["offset"]) if isinstance(end, dict) and "offset" in end else None
@@ -201,7 +204,8 @@ def _rate(source: dict[str, Any], kind: str, description: str, rows: int) -> Sou
     if per_second is None or end is None:
         return SourceFigures("rate", description, rows, None, None, {"reason": "rate source without offsets"})
     rps = float(per_second.group(1))
-    backlog = max(0.0, (latest - end) * rps) if latest is not None else 0.0
+    behind = max(0.0, latest - end) if latest is not None else 0.0
+    backlog = (behind + batch_ms / 1000.0) * rps  # the next batch takes what arrived while this one ran
     ramp = _RAMP_UP_S.search(description)
     ramping = ramp is not None and end < float(ramp.group(1))  # below rowsPerSecond until the ramp-up ends
     detail = {"rows_per_second": rps, **({"ramping_up": True} if ramping else {})}

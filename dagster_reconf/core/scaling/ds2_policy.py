@@ -163,8 +163,10 @@ class DS2Policy(ScalingPolicy):
         limits = replace(self.config.limits(), source_partition_floor=obs.source_partitions_seen)
         if direction == "scale_up" and obs.backlog_growth >= 0:  # it falls behind at these cores: fewer will not do
             limits = replace(limits, min_cores=max(limits.min_cores, current.cores))
-        # The catch-up is for the backlog at the pause: it moves at the current cores until then.
-        at_pause = max(0.0, obs.backlog + obs.backlog_growth * lead_s)
+        # The catch-up is for the backlog at the pause: it moves at the current cores until then. Up to one interval's
+        # arrivals is what the next batch takes at any steady rate (Signal.has_backlog), not a backlog to clear.
+        in_flight = obs.source_rate * current.trigger_interval_s
+        at_pause = max(0.0, obs.backlog + obs.backlog_growth * lead_s - in_flight)
         planned = plan_micro_batches(profile, obs.source_rate, at_pause, restart_s, limits)
         target = planned.knobs
         if direction == "scale_down" and target.cores >= current.cores:

@@ -333,12 +333,16 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
     source's unread files), one dict per source.
     """
     entries = progress.get("sources") or []
-    figures = [source_figures(s, (sources or [])[i] if i < len(sources or []) else None) for i, s in enumerate(entries)]
+    durations = progress.get("durationMs") or {}
+    batch_ms = float(durations.get("triggerExecution", 0))
+    figures = [
+        source_figures(s, (sources or [])[i] if i < len(sources or []) else None, batch_ms)
+        for i, s in enumerate(entries)
+    ]
     known = bool(figures) and all(f.backlog is not None for f in figures)
     positions = bool(figures) and all(f.end is not None for f in figures)
     end = sum(f.end for f in figures if f.end is not None) if positions else None
     backlog = sum(f.backlog for f in figures if f.backlog is not None) if known else None
-    durations = progress.get("durationMs") or {}
     row = {
         "batch_id": int(progress.get("batchId", -1)),
         "query_id": progress.get("id"),

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from dagster_reconf.core.progress.source_kinds import FileBacklogProbe, source_figures, source_kind
+from dagster_reconf.core.store.metrics import progress_row
 
 KAFKA = {
     "description": "KafkaV2[Subscribe[orders]]",
@@ -69,6 +70,22 @@ def test_rate_source_counts_rows_per_second():
         }
     )
     assert (figures.kind, figures.events, figures.end, figures.backlog) == ("rate", 50, 150.0, 100.0)
+
+
+def test_an_uncapped_rate_source_is_behind_by_what_arrived_while_its_batch_ran():
+    """Each batch takes every second up to its planning (latest = end), so the backlog is the batch's duration of
+    arrivals: within one interval's worth while it keeps up, growing with the batches once it falls behind."""
+    source = {
+        "description": "RateStreamV2[rowsPerSecond=100, rampUpTimeSeconds=0, numPartitions=default",
+        "startOffset": 40,
+        "endOffset": 46,
+        "latestOffset": 46,
+        "numInputRows": 600,
+    }
+    assert source_figures(source).backlog == 0.0
+    assert source_figures(source, batch_ms=6_600).backlog == 660.0
+    steady = progress_row({"batchId": 3, "durationMs": {"triggerExecution": 800}, "sources": [source]})
+    assert steady["backlog_events"] == 80.0
 
 
 def test_rate_per_micro_batch_never_lags():
