@@ -194,18 +194,24 @@ def probe(workload: Workload, home: Path, cores: int, trigger_s: float, utilizat
 
 
 def minimum_configuration(
-    workload: Workload, home: Path, upper: int, longer_trigger: bool = True, utilization: float = 1.0
+    workload: Workload,
+    home: Path,
+    upper: int,
+    longer_trigger: bool = True,
+    utilization: float = 1.0,
+    retry: tuple[str, ...] = ("overruns",),
 ) -> Minimum:
     """The fewest cores that sustain the workload's rate with batches within ``utilization`` of the interval, and
     the trigger interval they need: a binary search over 1..``upper`` at TRIGGER_S (more cores never hurt here until
-    per-task costs dominate, far above the minimum); a count that keeps pace there only by overrunning is judged again
-    at LONGER_TRIGGER_S (``longer_trigger``). ``upper`` is not probed: where even it does not sustain the rate, the
-    answer is ``upper``."""
+    per-task costs dominate, far above the minimum); a count whose verdict there is in ``retry`` (by default one that
+    keeps pace only by overrunning) is judged again at LONGER_TRIGGER_S (``longer_trigger``): where a batch's tasks
+    are bounded by its input (a file each), only a longer interval gives more cores work. ``upper`` is not probed:
+    where even it does not sustain the rate, the answer is ``upper``."""
     lo, hi, trigger = POLICY.min_cores, upper, {}
     while lo < hi:
         mid = (lo + hi) // 2
         verdict = probe(workload, home, mid, TRIGGER_S, utilization)
-        if verdict == "overruns" and longer_trigger:
+        if verdict in retry and longer_trigger:
             verdict = probe(workload, home, mid, LONGER_TRIGGER_S, utilization)
             if verdict == "sustains":
                 trigger[mid] = LONGER_TRIGGER_S
@@ -317,13 +323,13 @@ def run_policy(
                 if decision.action == "hold" and keeps_up and final_load:
                     if cores <= right_sized_bound(minimum.cores):
                         result.converged = True
-                        print(f"    {label}: holds at {decision.step.describe()}: {decision.reason[:160]}", flush=True)
+                        print(f"    {label}: holds at {decision.step.describe()}: {decision.reason[:400]}", flush=True)
                         break
                     if not said_oversized:
                         said_oversized = True
                         print(
                             f"    {label}: holds on {cores} cores, more than {right_sized_bound(minimum.cores)} "
-                            f"({RIGHT_SIZE_SLACK:g}x the minimum {minimum.cores}): {decision.reason[:140]}",
+                            f"({RIGHT_SIZE_SLACK:g}x the minimum {minimum.cores}): {decision.reason[:400]}",
                             flush=True,
                         )
                 if not decision.requests_run:
@@ -340,7 +346,7 @@ def run_policy(
                     (decision.profile, plan.target) if policy_name == "ds2" and decision.profile is not None else None
                 )
                 print(
-                    f"  {label}: step {result.steps + 1}: {plan.step.describe()} ({decision.reason[:110]})", flush=True
+                    f"  {label}: step {result.steps + 1}: {plan.step.describe()} ({decision.reason[:400]})", flush=True
                 )
                 hold_until(time.monotonic())
                 runtime.restart(plan.target.changes_for(runtime.spec))
