@@ -338,9 +338,10 @@ def run_policy(
                 if result.steps == MAX_STEPS:
                     break
                 plan = decision.plan
-                if last_direction is not None and decision.action != last_direction and phase == last_phase:
-                    result.oscillations += 1  # a reversal the load did not ask for
-                last_direction, last_phase = decision.action, phase
+                if decision.action in ("scale_up", "scale_down"):  # an interval change alone has no direction
+                    if last_direction is not None and decision.action != last_direction and phase == last_phase:
+                        result.oscillations += 1  # a reversal the load did not ask for
+                    last_direction, last_phase = decision.action, phase
                 # Scored against the very profile the plan was made from (settled batches, the machine's CPUs).
                 pending = (
                     (decision.profile, plan.target) if policy_name == "ds2" and decision.profile is not None else None

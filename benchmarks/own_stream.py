@@ -67,7 +67,7 @@ from ._right_sizing import (
 WORKLOADS = ("rate", "orders", "customers", "kafka")
 UNDER, OVER, QUICK_OVER = 1, 8, 4  # starting cores
 SWEEP_MAX, QUICK_SWEEP_MAX = 8, 4
-RUN_TIMEOUT_S, QUICK_RUN_TIMEOUT_S = 150.0, 100.0
+RUN_TIMEOUT_S, QUICK_RUN_TIMEOUT_S = 130.0, 100.0
 DRAIN_S = 90.0  # once the load stops, at most this long to read what is left before the oracle
 TARGET_STEPS, TARGET_ERROR_MEDIAN, TARGET_ERROR_MAX = 2, 0.10, 0.15
 

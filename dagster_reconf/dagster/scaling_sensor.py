@@ -136,6 +136,12 @@ def scaling_tick(
         return ScalingTick(nxt, f"reconfiguration run {facts.run_in_flight} is in flight")
     if facts.lock is not None:  # its run failed or was killed: a new plan would only be refused
         return ScalingTick(nxt, held_by(facts.lock))
+    if facts.attached and window.terminated:  # the advice is for its next run: made on ds2_plans, not per tick
+        return ScalingTick(
+            nxt,
+            f"its query ended{_at(window.ended_at)}: no run to scale; the advice for its next run is on ds2_plans "
+            f"(materialize its partition) or `reconf plan {stream}`",
+        )
     decision = decide(policy, window, now, activities())
     plan = decision.plan
     if facts.attached and plan is not None:
@@ -147,6 +153,10 @@ def scaling_tick(
         return ScalingTick(nxt, f"plan {plan.plan_hash} was already requested", decision)
     nxt.requested = plan.plan_hash
     return ScalingTick(nxt, f"requesting plan {plan.plan_hash}: {plan.reason}", decision, plan)
+
+
+def _at(seconds: float | None) -> str:
+    return "" if seconds is None else " at " + time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
 def build_scaling_sensor(

@@ -310,8 +310,8 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
                 break
         said = tick.skip_reason.skip_message
         assert "stopped: not running (no driver)" in said
-        for name in ("alpha", "beta"):  # their queries stopped: said, not decided on
-            assert f"{name}: its query terminated" in said
+        for name in ("alpha", "beta"):  # their queries stopped: said, pointed at the advice for their next run
+            assert f"{name}: its query ended at " in said and f"`reconf plan {name}`" in said
         gamma_says = said[said.index("gamma: ") : said.index("; stopped: ")]  # streams are said in name order
         assert any(
             reason in gamma_says

@@ -8,7 +8,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from dagster_reconf.core.scaling.model import Limits, hot_task_excess_ms, plan_micro_batches, skewed_operators
+from dagster_reconf.core.scaling.model import (
+    Limits,
+    hot_task_excess_ms,
+    plan_micro_batches,
+    shortfall,
+    skewed_operators,
+)
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled, wanted_but
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs
@@ -171,21 +177,19 @@ class DS2Policy(ScalingPolicy):
         target = planned.knobs
         if direction == "scale_down" and target.cores >= current.cores:
             fewer = current.cores - 1
-            share = _steady_utilization(
-                profile,
-                current.model_copy(
-                    update={
-                        "cores": fewer,
-                        "source_partitions": source_partitions(current, fewer, obs.source_partitions_seen),
-                    }
-                ),
-                obs.source_rate,
+            at_fewer = target.model_copy(
+                update={
+                    "cores": fewer,
+                    "source_partitions": source_partitions(current, fewer, obs.source_partitions_seen),
+                }
             )
+            why = shortfall(profile, at_fewer, obs.source_rate, planned.target_rate, limits)
+            if why is None:  # it passes the planner's tests at this interval: what holds it is elsewhere in the plan
+                why = f"would pass, but the plan keeps {target.cores} ({'; '.join(planned.notes) or 'its limits'})"
             return Decision(
                 "hold",
                 f"{wanted_but('scale_down')}DS2 needs {target.cores} cores for {obs.source_rate:,.0f} events/s "
-                f"(+{planned.target_rate - obs.source_rate:,.0f}/s to catch up): {fewer} would take {share:.0%} of "
-                f"the interval (target {limits.utilization:.0%})",
+                f"(+{planned.target_rate - obs.source_rate:,.0f}/s to catch up): {fewer} {why}",
                 obs,
             )
         if direction == "scale_down" and obs.peak_rate > obs.source_rate:

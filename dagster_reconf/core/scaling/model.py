@@ -78,6 +78,7 @@ __all__ = [
     "operator_graph",
     "plan_micro_batches",
     "plan_summary",
+    "shortfall",
     "hot_task_excess_ms",
     "skewed_operators",
 ]
@@ -397,6 +398,29 @@ def _state_limits(
         or short(with_kept, with_more, target)
         or _interval_for(profile.fixed_ms_for(kept), grown.trigger_interval_s, limits) != grown.trigger_interval_s
     )
+
+
+def shortfall(profile: StreamProfile, knobs: Knobs, source_rate: float, target: float, limits: Limits) -> str | None:
+    """Why a plan would not keep ``knobs``, by the tests :func:`_cores_and_interval` chooses with, in its order (None:
+    they pass): the steady state over the target utilization, fixed costs over their share of the interval, or no
+    headroom to reach ``target`` (rate plus catch-up) where more cores would. So a refusal names the test that
+    failed, with its figures, and never one that passed."""
+    interval = knobs.trigger_interval_s
+    share = profile.batch_ms_for(source_rate * interval, knobs) / (interval * 1000.0) if interval > 0 else math.inf
+    if profile.capacity(knobs, limits.utilization) < source_rate:
+        return f"would take {share:.0%} of the interval (target {limits.utilization:.0%})"
+    fixed = profile.fixed_ms_for(knobs)
+    if _interval_for(fixed, interval, limits) != interval:
+        return (
+            f"would spend {fixed:,.0f} ms of each {interval:g} s batch on fixed costs (at most "
+            f"{limits.max_coordination:.0%} of the target's {limits.utilization:.0%})"
+        )
+    if profile.capacity(knobs) < target:
+        return (
+            f"would take {share:.0%} of the interval but catch up at most {profile.capacity(knobs) - source_rate:,.0f} "
+            f"events/s of the {target - source_rate:,.0f}/s wanted"
+        )
+    return None
 
 
 def _interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:

@@ -3,7 +3,7 @@
 import pytest
 
 from dagster_reconf.core.ledger.ledger import StreamLock
-from dagster_reconf.core.progress.lifecycle import Started
+from dagster_reconf.core.progress.lifecycle import QueryTerminated, Started
 from dagster_reconf.core.scaling.baselines import DynamicAllocationPolicy
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.dagster.scaling_sensor import ScalingCursor, StreamFacts, scaling_tick
@@ -62,3 +62,14 @@ def test_an_attached_stream_is_recommended_a_plan_never_applied(traces_read):
     result = tick(StreamFacts(attached=True, running=True), traces_read)
     assert result.plan is None and result.decision.plan is not None
     assert result.reason.endswith("(attached: recommended on ds2_plans, never applied here)")
+
+
+def test_an_attached_stream_whose_query_ended_is_pointed_at_the_advice_for_its_next_run(traces_read):
+    ended = BEHIND + [QueryTerminated(stream="s", recorded_at=1_767_225_600.0).to_record()]
+    facts = StreamFacts(attached=True, running=True)
+    result = scaling_tick("s", POLICY, ScalingCursor(), ended, 4096, facts, lambda: None, now=1_767_225_700.0)
+    assert (result.plan, result.decision) == (None, None)
+    assert result.reason == (
+        "its query ended at 2026-01-01 00:00:00 UTC: no run to scale; the advice for its next run is on ds2_plans "
+        "(materialize its partition) or `reconf plan s`"
+    )

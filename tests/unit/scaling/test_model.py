@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dagster_reconf.core.scaling.cost_split import fit_task_costs
-from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, skewed_operators
+from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, shortfall, skewed_operators
 from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile
 from dagster_reconf.core.scaling.profiling import profile_stream, still_warming
 from dagster_reconf.core.scaling.scaling_plan import Knobs
@@ -876,3 +876,23 @@ def test_a_stateless_kafka_stream_without_a_split_knob_gets_no_more_cores_than_p
     plan = plan_micro_batches(stateless, 3000, limits=Limits(source_partition_floor=2))
     assert plan.knobs.cores == 2 and plan.knobs.source_partitions is None
     assert any("cores would sit idle" in n and "minPartitions" in n for n in plan.notes), plan.notes
+
+
+def test_a_refusal_names_the_planner_test_that_fails_with_its_figures():
+    """shortfall runs the planner's own tests in its order: over the target utilization, fixed costs over their share
+    of the interval, no headroom for the catch-up; where all pass, the planner would have chosen those knobs."""
+    limits = Limits()
+    three = Knobs(cores=3, source_partitions=3, state_partitions=8, trigger_interval_s=1.0)
+    measured = profile(cores=4)
+    sustained = measured.capacity(three, limits.utilization)
+    heavy = shortfall(measured, three, 1.2 * sustained, 1.2 * sustained, limits)
+    share = measured.batch_ms_for(1.2 * sustained, three) / 1000.0
+    assert heavy == f"would take {share:.0%} of the interval (target 70%)" and share > 0.7
+    assert shortfall(measured, three, 0.5 * sustained, 0.5 * sustained, limits) is None
+    flat_out = measured.capacity(three)
+    no_room = shortfall(measured, three, 0.5 * sustained, 1.1 * flat_out, limits)
+    assert no_room is not None and no_room.startswith("would take ") and "catch up at most" in no_room, no_room
+    costly = profile(cores=4, coordination=400.0)  # 400 ms of each 1 s batch: over 25 % of the 700 ms target
+    light = 0.5 * costly.capacity(three, limits.utilization)
+    fixed = shortfall(costly, three, light, light, limits)
+    assert fixed is not None and "ms of each 1 s batch on fixed costs" in fixed, fixed
