@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dagster as dg
@@ -42,7 +42,7 @@ from dagster_reconf.dagster.constants import DIRECTION_TAG, IN_FLIGHT, STREAM_TA
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.scaling_assets import ScalingAssets
-from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by
+from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by, query_ended
 from dagster_reconf.dagster.trace_assets import TraceAssets
 
 __all__ = ["StreamDirection", "StreamRead", "StreamsCursor", "build_streams_sensor", "stream_tick"]
@@ -158,7 +158,7 @@ def build_streams_sensor(
             death = streams.supervisor().driver_death(stream) if row["driver"] == "died" else None
             incidents = query_failures(stream, read.records if read else []) + driver_died(stream, death)
             reasons.extend(_record(ledger, incidents))
-            tick = stream_tick(policy, state, read, keep=keep, now=time.time())
+            tick = stream_tick(stream, policy, state, read, keep=keep, now=time.time())
             if tick.figures is not None and traces is not None:
                 events.append(dg.AssetObservation(asset_key=traces.stream.key, partition=stream, metadata=tick.figures))
             reason, direction = tick.reason, tick.direction
@@ -234,7 +234,7 @@ class StreamDirection:
 
 
 def stream_tick(
-    policy: ScalingPolicy, state: dict[str, Any], read: StreamRead | None, *, keep: int, now: float
+    stream: str, policy: ScalingPolicy, state: dict[str, Any], read: StreamRead | None, *, keep: int, now: float
 ) -> StreamDirection:
     """One stream's part of a tick, without Dagster: fold ``read`` into the configuration window kept in ``state``
     (this stream's cursor entry, updated in place) and ask the policy for a direction, no traces read. ``read`` None:
@@ -251,6 +251,8 @@ def stream_tick(
     window.previous = None  # only the run's DS2 fit reads it: the cursor stays small with many streams
     state["window"] = window.to_json()
     decision = decide(policy, window, now, plan=False)
+    if read.attached and window.terminated:
+        decision = replace(decision, reason=query_ended(stream, window))
     figures = None
     if any(r.get("kind") == "progress" for r in read.records):
         signal = {k: round(v, 3) for k, v in decision.signal.as_dict().items()}

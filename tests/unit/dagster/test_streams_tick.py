@@ -11,17 +11,17 @@ POLICY = DS2Policy(PolicyConfig(stabilization_s=0))
 
 def test_a_stream_without_a_driver_drops_its_window():
     state = {"offset": 10, "window": {"spec": SPEC}}
-    assert stream_tick(POLICY, state, None, keep=20, now=100.0).reason == "not running (no driver)"
+    assert stream_tick("s", POLICY, state, None, keep=20, now=100.0).reason == "not running (no driver)"
     assert "window" not in state and state["offset"] == 10
 
 
 def test_a_stream_behind_points_up_and_reports_its_lag():
     state: dict = {}
-    tick = stream_tick(POLICY, state, StreamRead(False, BEHIND, 4096), keep=20, now=100.0)
+    tick = stream_tick("s", POLICY, state, StreamRead(False, BEHIND, 4096), keep=20, now=100.0)
     assert tick.direction == "scale_up" and tick.epoch.startswith("started@")
     assert tick.figures["lag_events"] > 0 and tick.figures["decision"] == "scale_up"
     assert state["offset"] == 4096 and state["window"]["spec"]["name"] == "s"
-    quiet = stream_tick(POLICY, state, StreamRead(False, [], 4096), keep=20, now=101.0)
+    quiet = stream_tick("s", POLICY, state, StreamRead(False, [], 4096), keep=20, now=101.0)
     assert quiet.figures is None, "no new batch: nothing new to observe"
 
 
@@ -33,7 +33,7 @@ def test_the_drivers_spec_is_asked_only_where_the_metrics_do_not_reach_the_start
         return SPEC
 
     progress_only = BEHIND[1:]  # started longer ago than the first read reaches
-    tick = stream_tick(POLICY, {}, StreamRead(False, progress_only, 10, True, status_spec), keep=20, now=100.0)
+    tick = stream_tick("s", POLICY, {}, StreamRead(False, progress_only, 10, True, status_spec), keep=20, now=100.0)
     assert asked == [True] and tick.reason
-    stream_tick(POLICY, {}, StreamRead(False, BEHIND, 10, True, status_spec), keep=20, now=100.0)
+    stream_tick("s", POLICY, {}, StreamRead(False, BEHIND, 10, True, status_spec), keep=20, now=100.0)
     assert asked == [True], "the start record says the spec: the driver is not asked"
