@@ -8,17 +8,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from dagster_reconf.core.scaling.model import (
-    Limits,
-    hot_task_excess_ms,
-    plan_micro_batches,
-    shortfall,
-    skewed_operators,
-)
+from dagster_reconf.core.scaling.model import Limits, plan_micro_batches, shortfall
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled, wanted_but
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.scaling.signal import Signal
+from dagster_reconf.core.scaling.skew import hot_task_excess_ms, skewed_operators
 from dagster_reconf.core.scaling.source_tasks import source_partitions
 
 __all__ = ["DS2Policy"]

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from dagster_reconf.core.scaling.cost_split import fit_task_costs
-from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, shortfall, skewed_operators
+from dagster_reconf.core.scaling.model import Limits, ds2_parallelism, plan_micro_batches, shortfall
 from dagster_reconf.core.scaling.profile import OPERATOR_COLUMNS, StreamProfile
 from dagster_reconf.core.scaling.profiling import profile_stream, still_warming
 from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.scaling.skew import skewed_operators
 
 
 def test_ds2_worked_example_source_op1_op2():

@@ -10,10 +10,10 @@ from dagster_reconf.core.progress.lifecycle import Paused, QueryTerminated, Rest
 from dagster_reconf.core.scaling.baselines import DhalionPolicy, DynamicAllocationPolicy
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
-from dagster_reconf.core.scaling.model import skewed_operators
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.signal import Signal, observe
+from dagster_reconf.core.scaling.skew import skewed_operators
 from dagster_reconf.core.spec import StreamSpec
 
 from .test_model import profile
