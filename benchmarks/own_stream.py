@@ -102,40 +102,45 @@ def order_files(files_per_s: float) -> Callable[[Path], ContextManager[OrderWrit
     return feed
 
 
-def orders_workload() -> Workload:
-    """1.5 files a second of 51 orders at 10 ms each: 0.77 cores' worth in the file scan, half a second per file (a
-    task each: a 2 s batch of 3 files has 3 tasks, whatever the cores)."""
+def order_files_workload(
+    name: str, stream: str, entrypoint: str, files_per_s: float, state_partitions: int, options: dict[str, float]
+) -> Workload:
+    """Workload ``name``: the stream ``entrypoint`` over the order files (``data/in`` in, ``data/out`` out),
+    ``files_per_s`` arriving."""
 
     def spec_for(data: Path, cores: int, trigger_s: float) -> StreamSpec:
         return StreamSpec(
-            name="orders",
-            entrypoint="examples.orders.streams:orders",
+            name=stream,
+            entrypoint=entrypoint,
             master=f"local[{cores}]",
-            state_partitions=4,
+            state_partitions=state_partitions,
             trigger_interval_s=trigger_s,
-            max_per_trigger=6,
-            options={"input_dir": str(data / "in"), "output_dir": str(data / "out"), "sleep_ms_per_order": 10.0},
+            max_per_trigger=6,  # maxFilesPerTrigger
+            options={"input_dir": str(data / "in"), "output_dir": str(data / "out"), **options},
         )
 
-    return Workload("orders", 1.5 * (OrderWriter.ROWS + 1), spec_for, order_files(1.5))
+    return Workload(name, files_per_s * (OrderWriter.ROWS + 1), spec_for, order_files(files_per_s))
+
+
+def orders_workload() -> Workload:
+    """1.5 files a second of 51 orders at 10 ms each: 0.77 cores' worth in the file scan, half a second per file (a
+    task each: a 2 s batch of 3 files has 3 tasks, whatever the cores)."""
+    return order_files_workload(
+        "orders", "orders", "examples.orders.streams:orders", 1.5, 4, {"sleep_ms_per_order": 10.0}
+    )
 
 
 def customers_workload() -> Workload:
     """The same order files, one every 2 s, 40 ms per order inside the state function: one core's worth in 4 state
     tasks (few customers per batch: the state function's own Python CPU, per customer, does not grow with cores)."""
-
-    def spec_for(data: Path, cores: int, trigger_s: float) -> StreamSpec:
-        return StreamSpec(
-            name="customer-totals",
-            entrypoint="examples.customer_totals.streams:customer_totals",
-            master=f"local[{cores}]",
-            state_partitions=4,
-            trigger_interval_s=trigger_s,
-            max_per_trigger=6,
-            options={"input_dir": str(data / "in"), "output_dir": str(data / "out"), "work_ms_per_order": 40.0},
-        )
-
-    return Workload("customers", 0.5 * (OrderWriter.ROWS + 1), spec_for, order_files(0.5))
+    return order_files_workload(
+        "customers",
+        "customer-totals",
+        "examples.customer_totals.streams:customer_totals",
+        0.5,
+        4,
+        {"work_ms_per_order": 40.0},
+    )
 
 
 def kafka_workload(broker: Any) -> Workload:

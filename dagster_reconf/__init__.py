@@ -21,6 +21,7 @@ from dagster_reconf.version import __version__
 # Public names by use, each name -> the module that defines it. Loaded on first use (PEP 562): Spark's Python
 # workers import dagster_reconf.workloads.sources for the bundled sources, and must not pay for Dagster.
 _STREAM_API = {  # writing a managed stream
+    "OutputComparison": "dagster_reconf.core.definition",
     "StreamContext": "dagster_reconf.core.definition",
     "StreamDefinition": "dagster_reconf.core.definition",
     "StreamOutput": "dagster_reconf.core.definition",
@@ -64,7 +65,13 @@ _DAGSTER = {  # the Dagster building blocks
 _EXPORTS = {**_STREAM_API, **_ENGINE, **_DAGSTER}
 
 if TYPE_CHECKING:
-    from dagster_reconf.core.definition import StreamContext, StreamDefinition, StreamOutput, stream_definition
+    from dagster_reconf.core.definition import (
+        OutputComparison,
+        StreamContext,
+        StreamDefinition,
+        StreamOutput,
+        stream_definition,
+    )
     from dagster_reconf.core.errors import (
         ReconfError,
         SpecError,
@@ -112,6 +119,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "__version__",
     # writing a managed stream
+    "OutputComparison",
     "StreamContext",
     "StreamDefinition",
     "StreamOutput",

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KNOBS",
+    "OutputComparison",
     "StreamContext",
     "StreamDefinition",
     "StreamOutput",
@@ -104,6 +105,21 @@ class StreamContext:
 
 
 @dataclass(frozen=True)
+class OutputComparison:
+    """What a definition's ``oracle`` returns: the stream's committed output against what it should be, as multisets
+    of rows (or of the units the oracle counts in); ``lost`` and ``duplicated`` are what the harnesses read."""
+
+    expected_rows: int
+    actual_rows: int
+    lost: int
+    duplicated: int
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0
+
+
+@dataclass(frozen=True)
 class StreamOutput:
     """A streaming DataFrame plus its sink, for definitions that would rather not build the writer.
 
@@ -144,7 +160,7 @@ class StreamDefinition:
         frozen_options: options that define the data (a change needs a new stream, never a restart).
         replayable: whether its sources replay from retained offsets; None: decided from the sources
             Spark reports (files, Kafka, rate and offset-indexed Python sources do).
-        oracle: ``(spark, home, spec) -> comparison``: checks the stream's output against a batch
+        oracle: ``(spark, home, spec) -> OutputComparison``: checks the stream's output against a batch
             job over the same input (the ``oracle`` capability); None where there is none.
         description: one line for listings and the UI.
     """
@@ -156,7 +172,7 @@ class StreamDefinition:
     code_versions: tuple[str, ...] | None = None
     frozen_options: frozenset[str] = frozenset()
     replayable: bool | None = None
-    oracle: Callable[..., Any] | None = None
+    oracle: Callable[..., OutputComparison] | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -215,7 +231,7 @@ def stream_definition(
     code_versions: tuple[str, ...] | list[str] | None = None,
     frozen_options: tuple[str, ...] | list[str] | frozenset[str] = (),
     replayable: bool | None = None,
-    oracle: Callable[..., Any] | None = None,
+    oracle: Callable[..., OutputComparison] | None = None,
     description: str | None = None,
 ) -> Any:
     """Declare a stream definition (usable bare, ``@stream_definition``, or with arguments).

@@ -39,7 +39,7 @@ from dagster_reconf.dagster.scaling_assets import ScalingAssets
 from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 from dagster_reconf.dagster.translator import AssetKind
 
-__all__ = ["ScalingCursor", "ScalingTick", "StreamFacts", "build_scaling_sensor", "query_ended", "scaling_tick"]
+__all__ = ["ScalingCursor", "ScalingTick", "StreamFacts", "build_scaling_sensor", "next_run_advice", "scaling_tick"]
 
 CURSOR_VERSION = 1
 MAX_EVENTS_PER_TICK = 1_000_000  # event-log events ingested per tick (about 7 s at most); the rest next tick
@@ -136,8 +136,9 @@ def scaling_tick(
         return ScalingTick(nxt, f"reconfiguration run {facts.run_in_flight} is in flight")
     if facts.lock is not None:  # its run failed or was killed: a new plan would only be refused
         return ScalingTick(nxt, held_by(facts.lock))
-    if facts.attached and window.terminated:  # the advice is for its next run: made on ds2_plans, not per tick
-        return ScalingTick(nxt, query_ended(stream, window))
+    if facts.attached and window.terminated:  # held without traces; the advice for its next run is on ds2_plans
+        ended = decide(policy, window, now)
+        return ScalingTick(nxt, ended.reason + next_run_advice(stream), ended)
     decision = decide(policy, window, now, activities())
     plan = decision.plan
     if facts.attached and plan is not None:
@@ -151,14 +152,9 @@ def scaling_tick(
     return ScalingTick(nxt, f"requesting plan {plan.plan_hash}: {plan.reason}", decision, plan)
 
 
-def query_ended(stream: str, window: ConfigurationWindow) -> str:
-    """What a tick says of an attached stream whose query ended: nothing to scale, and where its next run's advice is
-    found."""
-    at = "" if window.ended_at is None else time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(window.ended_at))
-    return (
-        f"its query ended{at}: no run to scale; the advice for its next run is on ds2_plans (materialize its "
-        f"partition) or `reconf plan {stream}`"
-    )
+def next_run_advice(stream: str) -> str:
+    """Where an attached stream whose query ended finds the advice for its next run (said after the hold's reason)."""
+    return f"; the advice for its next run is on ds2_plans (materialize its partition) or `reconf plan {stream}`"
 
 
 def build_scaling_sensor(

@@ -42,7 +42,7 @@ from dagster_reconf.dagster.constants import DIRECTION_TAG, IN_FLIGHT, STREAM_TA
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.scaling_assets import ScalingAssets
-from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by, query_ended
+from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by, next_run_advice
 from dagster_reconf.dagster.trace_assets import TraceAssets
 
 __all__ = ["StreamDirection", "StreamRead", "StreamsCursor", "build_streams_sensor", "stream_tick"]
@@ -252,7 +252,7 @@ def stream_tick(
     state["window"] = window.to_json()
     decision = decide(policy, window, now, plan=False)
     if read.attached and window.terminated:
-        decision = replace(decision, reason=query_ended(stream, window))
+        decision = replace(decision, reason=decision.reason + next_run_advice(stream))
     figures = None
     if any(r.get("kind") == "progress" for r in read.records):
         signal = {k: round(v, 3) for k, v in decision.signal.as_dict().items()}

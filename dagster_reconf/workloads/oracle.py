@@ -12,12 +12,12 @@ definitions' ``oracle``, see :mod:`dagster_reconf.workloads.streams`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from dagster_reconf.core.definition import OutputComparison
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.workloads.options import PACING_OPTIONS, GeneratedOptions, SourceOptions
@@ -38,20 +38,6 @@ __all__ = [
     "last_watermark",
     "stream_result",
 ]
-
-
-@dataclass(frozen=True)
-class OutputComparison:
-    """How a stream's result differs from the oracle's (as multisets of rows)."""
-
-    expected_rows: int
-    actual_rows: int
-    lost: int
-    duplicated: int
-
-    @property
-    def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
 
 
 def _final_rows(frame: pd.DataFrame, query: QueryDefinition, watermark: str | None) -> pd.DataFrame:

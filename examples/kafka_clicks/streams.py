@@ -22,13 +22,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from dagster_reconf import StreamContext, stream_definition
+from dagster_reconf import OutputComparison, StreamContext, stream_definition
 
 CLICK = "user string, page string, seq long"
 
@@ -100,26 +100,12 @@ def expected_first_clicks(spark: SparkSession, bootstrap_servers: str, topic: st
     return clicks(records).withColumn("rank", rank).where("rank = 1").drop("rank")
 
 
-@dataclass(frozen=True)
-class ClicksCheck:
-    """The stream's output against the batch job over the whole topic, as multisets of rows."""
-
-    expected_rows: int
-    actual_rows: int
-    lost: int
-    duplicated: int
-
-    @property
-    def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
-
-
-def check_output(spark: SparkSession, spec) -> ClicksCheck:
+def check_output(spark: SparkSession, spec) -> OutputComparison:
     """The stream's committed output against the batch job, as multisets of rows (run it after the stream drained)."""
     options = ClicksOptions(**spec.options)
     actual = spark.read.parquet(options.output_dir)  # the file sink's log says which files are committed
     expected = expected_first_clicks(spark, options.bootstrap_servers, options.topic).select(*actual.columns)
-    return ClicksCheck(
+    return OutputComparison(
         expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count()
     )
 

@@ -18,14 +18,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dagster_reconf import StreamContext, stream_definition
+from dagster_reconf import OutputComparison, StreamContext, stream_definition
 
 SCHEMA = "order_id long, region string, amount double, ts timestamp"
 WATERMARK = "5 seconds"
@@ -63,28 +62,14 @@ def _slow(sleep_ms: float):
     return pay
 
 
-@dataclass(frozen=True)
-class OutputCheck:
-    """The stream's output against the batch job, as multisets of rows."""
-
-    expected_rows: int
-    actual_rows: int
-    lost: int
-    duplicated: int
-
-    @property
-    def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
-
-
-def check_output(spark: SparkSession, home, spec) -> OutputCheck:
+def check_output(spark: SparkSession, home, spec) -> OutputComparison:
     """Compare what the (stopped) stream committed with the batch job over every file, at its last watermark."""
     from dagster_reconf import StreamSupervisor
 
     watermark = StreamSupervisor(home).status(spec.name).get("watermark")  # of the last batch it committed
     actual = spark.read.parquet(spec.options["output_dir"])  # the file sink's log says which files are committed
     expected = expected_totals(spark, spec.options["input_dir"], watermark)
-    return OutputCheck(
+    return OutputComparison(
         expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count()
     )
 

@@ -11,6 +11,7 @@ It is JSON-serializable, so a sensor keeps it in its cursor.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -164,7 +165,8 @@ def decide(
     knobs = Knobs.of(spec)
     obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches, cfg.scale_down_delay_s)
     if window.terminated:
-        return Decision("hold", "its query terminated: nothing to decide until it starts again", obs, current=knobs)
+        at = "" if window.ended_at is None else time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(window.ended_at))
+        return Decision("hold", f"its query ended{at}: nothing to decide until it runs again", obs, current=knobs)
 
     def profile() -> StreamProfile | None:
         if activities is None:

@@ -68,8 +68,8 @@ def test_an_attached_stream_whose_query_ended_is_pointed_at_the_advice_for_its_n
     ended = BEHIND + [QueryTerminated(stream="s", recorded_at=1_767_225_600.0).to_record()]
     facts = StreamFacts(attached=True, running=True)
     result = scaling_tick("s", POLICY, ScalingCursor(), ended, 4096, facts, lambda: None, now=1_767_225_700.0)
-    assert (result.plan, result.decision) == (None, None)
+    assert result.plan is None and result.decision.action == "hold"
     assert result.reason == (
-        "its query ended at 2026-01-01 00:00:00 UTC: no run to scale; the advice for its next run is on ds2_plans "
-        "(materialize its partition) or `reconf plan s`"
+        "its query ended at 2026-01-01 00:00:00 UTC: nothing to decide until it runs again; the advice for its next "
+        "run is on ds2_plans (materialize its partition) or `reconf plan s`"
     )

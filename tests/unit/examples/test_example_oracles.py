@@ -12,7 +12,7 @@ def windows(*rows: tuple[int, int, int, int]) -> pd.DataFrame:
 
 def test_rate_windows_that_tile_the_values_pass():
     check = window_check(windows((0, 10, 0, 9), (10, 5, 10, 14), (20, 3, 15, 17)))
-    assert (check.windows, check.events, check.lost, check.duplicated) == (3, 18, 0, 0)
+    assert (check.expected_rows, check.actual_rows, check.lost, check.duplicated) == (18, 18, 0, 0)
 
 
 def test_rate_windows_count_the_missing_and_the_twice_counted_values():
@@ -21,7 +21,7 @@ def test_rate_windows_count_the_missing_and_the_twice_counted_values():
     assert window_check(windows((0, 10, 0, 9), (10, 5, 8, 12))).duplicated == 2  # the windows overlap
     assert window_check(windows((0, 12, 0, 9))).duplicated == 2  # counted twice inside a window
     twice = window_check(windows((0, 10, 0, 9), (0, 10, 0, 9), (10, 5, 10, 14)))
-    assert (twice.windows, twice.lost, twice.duplicated) == (2, 0, 10)  # a window written twice
+    assert (twice.expected_rows, twice.actual_rows, twice.lost, twice.duplicated) == (15, 25, 0, 10)  # written twice
     assert window_check(windows((0, 5, 3, 7))).lost == 3  # the values start at 0
 
 

@@ -388,7 +388,7 @@ def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
     behind = [progress(b, b, 500, 1000 * (b + 1), duration=1400) for b in range(10)]
     stopped = ConfigurationWindow().update([started, *behind, QueryTerminated(stream="s").to_record()])
     held = decide(DS2Policy(PolicyConfig(stabilization_s=0)), stopped, now=100.0, plan=False)
-    assert held.action == "hold" and held.reason.startswith("its query terminated")
+    assert held.action == "hold" and held.reason.startswith("its query ended")
     again = ConfigurationWindow.from_json(stopped.to_json()).update(
         [{**started, "recorded_at": 200.0}, *[progress(b, 200 + b, 500, 1000 * (b + 1), 1400) for b in range(10)]]
     )
