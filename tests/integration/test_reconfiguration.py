@@ -8,10 +8,11 @@ from dagster_reconf.core.errors import SpecError, StreamStateError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.reconfig import ExecutionPlan, LocalStream, ReconfigurationRefused, Reconfigurer
 from dagster_reconf.core.reconfig import precopy as precopy_module
+from dagster_reconf.core.reconfig import preflight as preflight_module
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow
 from dagster_reconf.core.spark import state_migrator as migration
 from dagster_reconf.core.spark.runtime import StreamRuntime
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.checkpoint import checkpoint_facts, replay_problem
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.workloads.streams import bundled_spec
@@ -113,37 +114,61 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     runtime = start_stream(spark, tmp_path, "q5")
     ledger = AuditLedger(default_ledger_url(tmp_path))
     reconfigurer = Reconfigurer(LocalStream(runtime), ledger, strategy="precopy", observe_timeout_s=15)
-    # On a 0.5 s trigger a replayed batch (a query start plus the batch) outlasts the stream's time per batch: no
-    # copy is made, the native migration runs in the pause and the record says why.
+    # On a 0.5 s trigger a replayed batch (a query start plus the batch) outlasts the stream's time per batch: where
+    # batches cannot replay as one (here as for a join's state), no copy is made, the native migration runs in the
+    # pause and the record says why.
     wait_until(
         lambda: checkpoint_facts(runtime.paths.checkpoint).last_committed_batch >= 4, what="a history of batches"
     )
-    slow = reconfigurer.run(plan_with(runtime, state_partitions=2))
+    join = "stateful operator 0 (symmetricHashJoin): whether a row was matched depends on the batch"
+    with monkeypatch.context() as patched:
+        patched.setattr(precopy_module, "batch_merge_problem", lambda checkpoint: join)
+        patched.setattr(preflight_module, "batch_merge_problem", lambda checkpoint: join)
+        slow = reconfigurer.run(plan_with(runtime, state_partitions=2))
     assert slow.outcome == "succeeded", slow.results
     assert "the copy could not catch up" in slow.results["prepare"]["precopy"]["failed"]
     assert slow.migrated.fell_back.startswith("native: a replayed batch takes about")
+    assert not slow.results["preflight"]["checks"]["precopy"]["runs"]
     assert (
         not runtime.paths.checkpoint_of(1).exists() and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
     )
+
+    # A windowed count merges: each round replays the batches committed since the last one as one batch, so the
+    # precopy runs on the same 0.5 s trigger, and the pause replays what is left as one batch too.
+    merged = reconfigurer.run(plan_with(runtime, state_partitions=3))
+    assert merged.outcome == "succeeded", merged.results
+    prepared = merged.results["prepare"]["precopy"]
+    assert merged.results["preflight"]["checks"]["precopy"]["merged"]
+    assert "failed" not in prepared and merged.migrated.fell_back is None, (prepared, merged.migrated)
+    runs = prepared["replays"] + merged.results["migrate"]["replays"]
+    assert any(len(run.get("merged") or []) > 1 for run in runs), runs
+    assert all(run["batch_id"] == run["merged"][-1] + 1 for run in runs if "merged" in run)  # ids stay aligned
+    assert merged.verification.ok, merged.verification
+    assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3
+    wait_until(lambda: runtime.query.lastProgress is not None, what="a batch after the merged precopy")
+    # the merged checkpoint has gaps in its log: the replay strategy says so rather than rebuild from them
+    assert "replayed them as one batch" in (replay_problem(runtime.paths.checkpoint) or "")
+
     # From here on the replay is taken to keep pace: the rest is about what the copy meets.
     monkeypatch.setattr(precopy_module, "replay_falls_behind", lambda history: None)
     # A copy that cannot be made (here a file in its way; a full disk alike) falls back to native and says why.
-    blocked = runtime.paths.checkpoint_of(1)
+    blocked = runtime.paths.checkpoint_of(2)
     blocked.write_text("in the way")
-    fallback = reconfigurer.run(plan_with(runtime, state_partitions=3))
+    fallback = reconfigurer.run(plan_with(runtime, state_partitions=4))
     assert fallback.outcome == "succeeded", fallback.results
     assert "could not copy" in fallback.results["prepare"]["precopy"]["failed"]
     assert fallback.migrated.fell_back.startswith("native: could not copy")
-    assert runtime.paths.generation == 0 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3
+    assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 4
     blocked.unlink()
 
     # A copy left too far behind by the pause (here: any delta is too far) is removed; native runs in the pause.
     with monkeypatch.context() as patched:
         patched.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", -1)
+        patched.setattr(migration, "PRECOPY_MAX_MERGED_PAUSE_BATCHES", -1)
         behind = reconfigurer.run(plan_with(runtime, state_partitions=5))
     assert behind.outcome == "succeeded", behind.results
     assert "batches behind the paused stream" in behind.migrated.fell_back
-    assert not runtime.paths.checkpoint_of(1).exists() and runtime.paths.generation == 0
+    assert not runtime.paths.checkpoint_of(2).exists() and runtime.paths.generation == 1
     assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 5
 
     wait_until(
@@ -163,6 +188,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         # On a loaded machine the rounds fall behind (measured under CI: 4 batches at the pause, over the limit of 3,
         # so the native fallback ran): the limit is lifted here, so the precopy path is what this part checks.
         patched.setattr(migration, "PRECOPY_MAX_PAUSE_BATCHES", 50)
+        patched.setattr(migration, "PRECOPY_MAX_MERGED_PAUSE_BATCHES", 50)
         result = reconfigurer.run(plan_with(runtime, state_partitions=6))
     assert result.outcome == "succeeded", result.results
     prepared, paused, migrated = (
@@ -170,7 +196,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         result.results["pause"],
         result.results["migrate"],
     )
-    assert "failed" not in prepared and prepared["generation"] == 1 and prepared["copied_files"] > 0
+    assert "failed" not in prepared and prepared["generation"] == 2 and prepared["copied_files"] > 0
     assert prepared["from_batch"] >= 6  # copied as of a batch the live stream had committed, not from the start
     assert "fell_back" not in migrated and migrated["strategy"] == "precopy", (migrated.get("fell_back"), prepared)
     # The pause replayed only what the live stream committed after the last round before it, not its history.
@@ -190,10 +216,11 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         for run in prepared["replays"] + migrated["replays"]
         if run["batch_id"] - 1 > prepared["verified"]["live_batch"]
     ]
-    assert verification.delta_batches == len(delta) >= migrated["replayed_batches"] == len(migrated["replays"])
+    replayed = sum(len(run.get("merged") or [run["batch_id"] - 1]) for run in migrated["replays"])
+    assert verification.delta_batches == len(delta) >= len(migrated["replays"]) and replayed == migrated["replayed_batches"]
     assert all(run["state"] and run["state"][0]["numRowsTotal"] > 0 for run in migrated["replays"])
-    assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
-    assert not runtime.paths.checkpoint_of(0).exists(), "the live checkpoint the copy came from is removed at the end"
+    assert runtime.paths.generation == 2 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
+    assert not runtime.paths.checkpoint_of(1).exists(), "the live checkpoint the copy came from is removed at the end"
 
     # Where the catch-up does not outrun the stream, the pause compares the whole state, as after a native migration.
     monkeypatch.setattr(precopy_module, "replay_keeps_pace", lambda prepared, history: False)
@@ -202,7 +229,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert again.results["prepare"]["precopy"]["verified"] is None and again.migrated.fell_back is None
     verification = again.verification
     assert verification.ok and verification.copy_verified_at is None, verification
-    assert verification.before_batch == again.results["pause"]["batch_id"] and runtime.paths.generation == 2
+    assert verification.before_batch == again.results["pause"]["batch_id"] and runtime.paths.generation == 3
     assert_output_matches_oracle(spark, runtime)
 
 

@@ -153,6 +153,7 @@ class PrecopyRequest(BaseModel):
     close_enough: int | None = Field(
         None, ge=0, le=100, description="Batches behind the stream where the catch-up rounds stop (default 2)."
     )
+    merge: bool = Field(False, description="Replay each round's batches as one (only for operators that merge).")
 
 
 class ExecutorsRequest(BaseModel):
@@ -342,8 +343,9 @@ class ControlClient:
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self.call("migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)
 
-    def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
-        return self.call("precopy", {"state_partitions": state_partitions, "close_enough": close_enough}, 3600)
+    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
+        body = {"state_partitions": state_partitions, "close_enough": close_enough, "merge": merge}
+        return self.call("precopy", body, 3600)
 
     def rollback_replay(self, generation: int) -> dict[str, Any]:
         return self.call("rollback-replay", {"generation": generation})

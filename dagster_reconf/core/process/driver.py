@@ -179,7 +179,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         "states": lambda req: {"summaries": migrator.state_summaries([(r.generation, r.batch_id) for r in req.reads])},
         "code-check": lambda req: migrator.check_code_version(req.code_version),
         "migrate": lambda req: migrator.migrate(req.state_partitions, req.strategy),
-        "precopy": lambda req: migrator.precopy(req.state_partitions, req.close_enough),
+        "precopy": lambda req: migrator.precopy(req.state_partitions, req.close_enough, req.merge),
         "executors": lambda req: runtime.add_executors(req.count),
         "rollback-replay": lambda req: migrator.rollback_replay(req.generation),
         "resume": resume,

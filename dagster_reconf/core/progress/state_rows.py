@@ -7,8 +7,9 @@ from typing import Any
 
 __all__ = ["StateCounts", "state_counts_by_batch", "state_row_counts"]
 
-StateCounts = list[dict[str, Any]]  # per stateful operator, in plan order: numRowsTotal, numRowsUpdated, numRowsRemoved
-_STATE_ROW_COUNTS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved")
+# per stateful operator, in plan order: numRowsTotal, numRowsUpdated, numRowsRemoved, numRowsDroppedByWatermark
+StateCounts = list[dict[str, Any]]
+_STATE_ROW_COUNTS = ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "numRowsDroppedByWatermark")
 
 
 def state_row_counts(progress: dict[str, Any]) -> StateCounts:

@@ -102,10 +102,11 @@ class StreamHandle(ABC):
         """Move the paused stream's state to ``state_partitions``."""
 
     @abstractmethod
-    def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
+    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
         """Prepare a repartitioned copy of the running stream's checkpoint (the ``precopy`` strategy); its rounds stop
         ``close_enough`` batches behind the stream (default
-        :data:`~dagster_reconf.core.spark.state_migrator.PRECOPY_CLOSE_ENOUGH`)."""
+        :data:`~dagster_reconf.core.spark.state_migrator.PRECOPY_CLOSE_ENOUGH`); ``merge``: each round replays its
+        batches as one."""
 
     @abstractmethod
     def add_executors(self, count: int) -> dict[str, Any]:
@@ -186,8 +187,8 @@ class LocalStream(StreamHandle):
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self.migrator.migrate(state_partitions, strategy)  # type: ignore[arg-type]
 
-    def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
-        return self.migrator.precopy(state_partitions, close_enough)
+    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
+        return self.migrator.precopy(state_partitions, close_enough, merge)
 
     def add_executors(self, count: int) -> dict[str, Any]:
         return self.runtime.add_executors(count)
@@ -266,8 +267,8 @@ class DriverStream(StreamHandle):
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self._client().migrate(state_partitions, strategy)
 
-    def precopy(self, state_partitions: int, close_enough: int | None = None) -> dict[str, Any]:
-        return self._client().precopy(state_partitions, close_enough)
+    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
+        return self._client().precopy(state_partitions, close_enough, merge)
 
     def add_executors(self, count: int) -> dict[str, Any]:
         return self._client().add_executors(count)

@@ -8,6 +8,10 @@ so it goes where both do. An operator Spark names otherwise (a newer Spark's, Sc
 ``transformWithState``, a streaming ``limit``) has not been through it: a plan that moves its state is refused at
 preflight with its name. A change that moves no state (cores, trigger, code) restarts the query from its checkpoint
 as Spark does, whatever the operators.
+
+A precopy replays several batches as one (:func:`merge_problems`) only over operators whose state after the merged
+batch is the state after the batches one by one, given the same input rows dropped as late (which the replay's
+verification compares): aggregations, ``dropDuplicates`` and session windows.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 from dagster_reconf.core.spec import STRATEGIES
 from dagster_reconf.core.store.checkpoint import OperatorMetadata
 
-__all__ = ["OPERATOR_KINDS", "OperatorKind", "operator_kind", "operator_problems", "operator_table"]
+__all__ = ["OPERATOR_KINDS", "OperatorKind", "merge_problems", "operator_kind", "operator_problems", "operator_table"]
 
 
 @dataclass(frozen=True)
@@ -29,19 +33,38 @@ class OperatorKind:
     label: str
     spark_names: tuple[str, ...]
     refused: dict[str, str] = field(default_factory=dict)
+    unmergeable: str = ""  # why a replay cannot run several of its batches as one (empty: it can)
 
+
+_USER_FUNCTION_PER_BATCH = "its function runs once per key and batch, and its timers fire by batch"
 
 OPERATOR_KINDS: tuple[OperatorKind, ...] = (
     OperatorKind("streaming aggregation (groupBy, window; chained ones too)", ("stateStoreSave",)),
     OperatorKind("dropDuplicates", ("dedupe",)),
-    OperatorKind("dropDuplicatesWithinWatermark", ("dedupeWithinWatermark",)),
-    OperatorKind("session_window aggregation", ("sessionWindowStateStoreSaveExec",)),
-    OperatorKind("stream-stream join (inner, left outer)", ("symmetricHashJoin",)),
-    OperatorKind("applyInPandasWithState (with timeouts)", ("applyInPandasWithState",)),
     OperatorKind(
-        "transformWithStateInPandas (value, list, map state; timers; TTL)", ("transformWithStateInPandasExec",)
+        "dropDuplicatesWithinWatermark",
+        ("dedupeWithinWatermark",),
+        unmergeable="a duplicate arriving after its first copy expired starts a new entry, unless both share a batch",
     ),
-    OperatorKind("transformWithState on rows (PySpark 4.1+)", ("transformWithStateInPySparkExec",)),
+    OperatorKind("session_window aggregation", ("sessionWindowStateStoreSaveExec",)),
+    OperatorKind(
+        "stream-stream join (inner, left outer)",
+        ("symmetricHashJoin",),
+        unmergeable="whether a row was matched depends on the batch its partner arrived in",
+    ),
+    OperatorKind(
+        "applyInPandasWithState (with timeouts)", ("applyInPandasWithState",), unmergeable=_USER_FUNCTION_PER_BATCH
+    ),
+    OperatorKind(
+        "transformWithStateInPandas (value, list, map state; timers; TTL)",
+        ("transformWithStateInPandasExec",),
+        unmergeable=_USER_FUNCTION_PER_BATCH,
+    ),
+    OperatorKind(
+        "transformWithState on rows (PySpark 4.1+)",
+        ("transformWithStateInPySparkExec",),
+        unmergeable=_USER_FUNCTION_PER_BATCH,
+    ),
 )
 
 
@@ -66,6 +89,17 @@ def operator_problems(operators: Sequence[OperatorMetadata], strategy: str) -> l
                 f"stateful operator {operator.operator_id} ({operator.name}): the {strategy} strategy cannot move "
                 f"its state: {kind.refused[strategy]}"
             )
+    return problems
+
+
+def merge_problems(operators: Sequence[OperatorMetadata]) -> list[str]:
+    """Why a replay of ``operators``' batches cannot run several of them as one query batch (empty: it can)."""
+    problems = []
+    for operator in operators:
+        kind = operator_kind(operator.name)
+        why = "not an operator known to merge" if kind is None else kind.unmergeable
+        if why:
+            problems.append(f"stateful operator {operator.operator_id} ({operator.name}): {why}")
     return problems
 
 

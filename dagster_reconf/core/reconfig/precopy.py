@@ -5,6 +5,10 @@ The copy pays only where a replayed batch is quicker than the stream's time per 
 fewer batches behind, and the copy is verified before the pause. Otherwise nothing is copied, or the copy is left
 unverified, and the pause runs the native migration or compares the whole state, and the record says why.
 
+Where the stream's operators and state files allow (:func:`batch_merge_problem`), each round replays the batches
+committed since the last one as one query batch: a query start per round, not per batch, so the copy catches up on
+short triggers too. Otherwise a round pays a query start per batch, and a copy that cannot catch up is not made.
+
 ``history`` below is the stream's recent pace (:class:`~dagster_reconf.core.reconfig.step_results.RecentPace`).
 """
 
@@ -14,10 +18,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.errors import StreamStateError
+from dagster_reconf.core.reconfig.operators import merge_problems
 from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.reconfig.verification import verify_migration
 from dagster_reconf.core.spark.state_reader import StateSummary
-from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.checkpoint import checkpoint_facts, operator_metadata
+from dagster_reconf.core.store.state_versions import state_versions_problem
 from dagster_reconf.core.store.storage import Location
 
 if TYPE_CHECKING:
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QUERY_START_ALLOWANCE_S",
     "await_batch_boundary",
+    "batch_merge_problem",
     "precopy_verdict",
     "prepare_precopy",
     "replay_falls_behind",
@@ -36,6 +43,14 @@ __all__ = [
 
 QUERY_START_ALLOWANCE_S = 1.5  # what a replayed batch adds to a live one: its query's start
 BOUNDARY_POLL_S = 0.1  # a checkpoint listing per poll (object storage: a few requests), for at most 1.5 batches
+
+
+def batch_merge_problem(checkpoint: Location) -> str | None:
+    """Why a precopy of ``checkpoint`` cannot replay several batches as one (None: it can)."""
+    problems = merge_problems(operator_metadata(checkpoint))
+    if problems:
+        return "; ".join(problems)
+    return state_versions_problem(checkpoint)
 
 
 def replay_pace(history: RecentPace) -> tuple[float | None, float]:
@@ -55,6 +70,8 @@ def replay_keeps_pace(prepared: dict[str, Any], history: RecentPace) -> bool:
     ahead meanwhile, and rounds that cannot catch up would leave all of that to the pause.
     """
     rounds = prepared.get("rounds") or []
+    if prepared.get("merge"):  # a round is mostly its query start: holding its ground is keeping pace
+        return not rounds or prepared["batches_left"] <= rounds[-1]
     if rounds:
         return prepared["batches_left"] < rounds[-1]
     replay_s, per_batch_s = replay_pace(history)
@@ -75,17 +92,30 @@ def replay_falls_behind(history: RecentPace) -> str | None:
     )
 
 
-def precopy_verdict(history: RecentPace) -> dict[str, Any]:
+def precopy_verdict(history: RecentPace, unmergeable: str | None) -> dict[str, Any]:
     """Whether a precopy will run or fall back to the native migration, and why, from the pace of the configuration in
-    force (what preflight says before anything is touched)."""
+    force (what preflight says before anything is touched). ``unmergeable``: :func:`batch_merge_problem`'s answer."""
+    if unmergeable is None:
+        return {
+            "runs": True,
+            "merged": True,
+            "why": "each catch-up round replays the batches committed since the last one as one batch (one query "
+            "start, then their data), so the copy catches up at this trigger; a copy the rounds leave too far "
+            "behind at the pause falls back to the native migration",
+        }
     falls_behind = replay_falls_behind(history)
     if falls_behind:
-        return {"runs": False, "why": falls_behind}
+        return {"runs": False, "merged": False, "why": f"{falls_behind} (batches replay one by one: {unmergeable})"}
     replay_s, per_batch_s = replay_pace(history)
     if replay_s is None:
-        return {"runs": True, "why": "the pace of this configuration is not known yet: its rounds will tell"}
+        return {
+            "runs": True,
+            "merged": False,
+            "why": "the pace of this configuration is not known yet: its rounds will tell",
+        }
     return {
         "runs": True,
+        "merged": False,
         "why": f"a replayed batch takes about {replay_s:.1f} s and the stream commits one every {per_batch_s:.1f} s: "
         "the copy catches up while the stream runs",
     }
@@ -115,12 +145,18 @@ def verify_copy(stream: StreamHandle, prepared: dict[str, Any], partitions: int)
     batch, generation = prepared["caught_up_to"], prepared["generation"]
     live, copy = map(StateSummary.from_dict, stream.states([(generation - 1, batch), (generation, batch + 1)]))
     verification = verify_migration(live, copy, partitions)
+    merged_runs = sum(len(run.get("merged") or []) > 1 for run in prepared.get("replays") or [])
     if not verification.ok:
         raise StreamStateError(
             f"the prepared copy differs from the live state at batch {batch}: "
             + "; ".join(verification.problems or verification.gx.failures)
         )
-    return {**verification.as_dict(), "live_batch": batch, "seconds": round(time.monotonic() - started, 3)}
+    return {
+        **verification.as_dict(),
+        "live_batch": batch,
+        "merged_runs": merged_runs,  # merged replays this copy went through: merging is exact for this query
+        "seconds": round(time.monotonic() - started, 3),
+    }
 
 
 def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) -> dict[str, Any]:
@@ -129,15 +165,16 @@ def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) 
     Raises:
         StreamStateError: a precopy cannot pay at this pace, or its copy differs (the pause runs the native way).
     """
-    falls_behind = replay_falls_behind(history)
+    merge = batch_merge_problem(stream.paths.checkpoint) is None
+    falls_behind = None if merge else replay_falls_behind(history)
     if falls_behind:  # nothing copied: the pause runs the native migration and the record says why
         raise StreamStateError(falls_behind)
     started = time.monotonic()
-    first = stream.precopy(partitions)
+    first = stream.precopy(partitions, merge=merge)
     if not replay_keeps_pace(first, history):  # a verification now would leave the pause more to replay than it saves
         return {**first, "verified": None}
     verified = verify_copy(stream, first, partitions)
-    prepared = stream.precopy(partitions, close_enough=0)  # what committed while it was verified
+    prepared = stream.precopy(partitions, close_enough=0, merge=merge)  # what committed while it was verified
     if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
         verified = verify_copy(stream, prepared, partitions)
     rounds, waited_s = first["rounds"] + prepared["rounds"], 0.0
@@ -145,7 +182,7 @@ def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) 
     if prepared["batches_left"] == 0 and replay_s is not None and replay_s < per_batch_s:
         # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight.
         waited_s = await_batch_boundary(stream.paths.checkpoint, history.batch_s)
-        last = stream.precopy(partitions, close_enough=0)
+        last = stream.precopy(partitions, close_enough=0, merge=merge)
         replays = prepared["replays"] + last["replays"]  # the pause checks those after the verified batch
         if last["from_batch"] != prepared["from_batch"]:
             verified, replays = verify_copy(stream, last, partitions), last["replays"]

@@ -17,7 +17,7 @@ from dagster_reconf.core.reconfig.capabilities import stream_capabilities
 from dagster_reconf.core.reconfig.kafka_preflight import kafka_problems, repeat_bound
 from dagster_reconf.core.reconfig.observe import recent_backlog
 from dagster_reconf.core.reconfig.operators import operator_problems
-from dagster_reconf.core.reconfig.precopy import precopy_verdict
+from dagster_reconf.core.reconfig.precopy import batch_merge_problem, precopy_verdict
 from dagster_reconf.core.spark.executor_room import executor_room_problem
 from dagster_reconf.core.spark.session import native_repartition_available
 from dagster_reconf.core.store.checkpoint import (
@@ -92,7 +92,8 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
         )
     if r.needs_migration and r.strategy == "precopy" and capabilities.replay_recent:
         records, _ = MetricsStore(stream.paths.metrics).tail(PACE_TAIL_BYTES)
-        verdict = precopy_verdict(recent_backlog(records, r.current.partitioning.trigger_interval_s))
+        history = recent_backlog(records, r.current.partitioning.trigger_interval_s)
+        verdict = precopy_verdict(history, batch_merge_problem(checkpoint))
         checks["precopy"] = verdict
         if not verdict["runs"]:
             checks.setdefault("warnings", []).append(f"the precopy will fall back: {verdict['why']}")

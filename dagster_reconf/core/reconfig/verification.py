@@ -122,18 +122,51 @@ def verify_migration(before: StateSummary, after: StateSummary, partitions: int)
 def delta_problems(live: dict[int, StateCounts], replays: list[dict[str, Any]], shift: int) -> list[str] | None:
     """Why batches replayed into a copy (``replays``: ids in the copy, ``shift`` past the live ones, and their ``state``
     counts) did not change its state as the live batches did (empty: they did); None where a live batch's counts are
-    not known (the whole state must be compared instead)."""
+    not known (the whole state must be compared instead).
+
+    A replay of several batches as one (``merged``) must end with the last one's rows and drop as many input rows as
+    late as all of them: every batch's watermark is at most the merged one's, so equal counts are the same rows.
+    """
     problems = []
     for replay in replays:
-        batch = replay["batch_id"] - shift
-        if batch not in live:
+        merged = replay.get("merged") or [replay["batch_id"] - shift]
+        if any(batch not in live for batch in merged):
             return None
-        if replay["state"] != live[batch]:
+        last = merged[-1]
+        if len(merged) == 1:
+            if replay["state"] != live[last]:
+                problems.append(
+                    f"live batch {last} left state rows {live[last]}, its replay into the copy (batch "
+                    f"{replay['batch_id']}) {replay['state']}"
+                )
+            continue
+        expected = _merged_counts([live[batch] for batch in merged])
+        got = [{k: op.get(k) for k in _MERGED_COUNTS} for op in replay["state"]]
+        if expected is None:
+            return None
+        if got != expected:
             problems.append(
-                f"live batch {batch} left state rows {live[batch]}, its replay into the copy (batch "
-                f"{replay['batch_id']}) {replay['state']}"
+                f"live batches {merged[0]}-{last} left state rows {expected}, their replay as one batch into the copy "
+                f"(batch {replay['batch_id']}) {got}"
             )
     return problems
+
+
+_MERGED_COUNTS = ("numRowsTotal", "numRowsDroppedByWatermark")
+
+
+def _merged_counts(batches: list[StateCounts]) -> StateCounts | None:
+    """What one batch replaying ``batches`` must report: the last one's rows, and every row they dropped as late
+    (None: a batch does not say)."""
+    if len({len(counts) for counts in batches}) != 1:
+        return None
+    merged = []
+    for ops in zip(*batches):
+        dropped = [op.get("numRowsDroppedByWatermark") for op in ops]
+        if any(d is None for d in dropped):
+            return None
+        merged.append({"numRowsTotal": ops[-1].get("numRowsTotal"), "numRowsDroppedByWatermark": sum(dropped)})
+    return merged
 
 
 def precopy_delta(
@@ -150,7 +183,10 @@ def precopy_delta(
     replays = [
         run for run in precopy.get("replays", []) + migrated.replays if run["batch_id"] - 1 > verified["live_batch"]
     ]  # replayed after the copy was verified
-    live = state_counts_by_batch(metrics_tail(), {run["batch_id"] - 1 for run in replays})
+    if any(len(run.get("merged") or []) > 1 for run in replays) and not verified.get("merged_runs"):
+        return None  # merging was never compared with the whole state for this query: that compares it now
+    batches = {b for run in replays for b in run.get("merged") or [run["batch_id"] - 1]}
+    live = state_counts_by_batch(metrics_tail(), batches)
     problems = delta_problems(live, replays, shift=1)
     if problems is None:
         return None

@@ -1,7 +1,9 @@
 """Replaying a checkpoint's planned batches into another checkpoint: the engine of the replay and precopy strategies.
 
 A batch's offset entry is copied into the new checkpoint and a once-trigger query runs exactly that batch, output
-discarded, so the new checkpoint's state is what the old one's batches made of it, at the new state partitions.
+discarded, so the new checkpoint's state is what the old one's batches made of it, at the new state partitions. Spark
+re-runs only the newest planned batch of an offset log, so that is a query start per batch; a precopy's catch-up runs
+several batches as one instead (:func:`replay_merged`), where the operators allow.
 """
 
 from __future__ import annotations
@@ -13,13 +15,20 @@ from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.progress.state_rows import state_row_counts
 from dagster_reconf.core.spark.termination import await_termination
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.store.checkpoint import committed_batches, copy_offset_entry, copy_source_logs
+from dagster_reconf.core.store.checkpoint import (
+    committed_batches,
+    copy_offset_entry,
+    copy_source_logs,
+    drop_planned_after,
+    last_committed_batch,
+)
+from dagster_reconf.core.store.state_versions import carry_state_version, drop_uncommitted_state
 from dagster_reconf.core.store.storage import Location
 
 if TYPE_CHECKING:
     from dagster_reconf.core.spark.runtime import StreamRuntime
 
-__all__ = ["BATCH_TIMEOUT_S", "next_precopy_round", "replay_batches"]
+__all__ = ["BATCH_TIMEOUT_S", "next_precopy_round", "replay_batches", "replay_merged"]
 
 BATCH_TIMEOUT_S = 600.0
 
@@ -51,31 +60,74 @@ def replay_batches(
         if batch_id in committed_batches(new):
             continue  # an earlier attempt got this far
         copy_offset_entry(old, new, source_batch, spec.state_partitions, as_batch=batch_id)
-        started = time.monotonic()
-        query = runtime.start_query(spec, checkpoint=new, purpose=purpose, once=True)
-        try:
-            if not await_termination(query, BATCH_TIMEOUT_S):
-                raise StreamStateError(
-                    f"{purpose} of batch {batch_id} into {new} did not finish in {BATCH_TIMEOUT_S:g} s"
-                )
-            if query.exception() is not None:
-                raise StreamStateError(
-                    f"{purpose} of batch {batch_id} into {new} failed: {str(query.exception()).strip().splitlines()[0]}"
-                )
-        finally:
-            query.stop()
-        if batch_id not in committed_batches(new):
-            raise StreamStateError(f"{purpose} of batch {batch_id} into {new} ran but did not commit")
-        progress = dict(query.lastProgress or {})
-        runs.append(
-            {
-                "batch_id": batch_id,
-                "seconds": round(time.monotonic() - started, 3),
-                "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
-                "state": state_row_counts(progress),
-            }
-        )
+        runs.append(_run_planned_batch(runtime, new, batch_id, spec, purpose))
     return runs
+
+
+def replay_merged(
+    runtime: StreamRuntime, old: Location, new: Location, batch_ids: list[int], spec: StreamSpec, shift: int = 1
+) -> dict[str, Any]:
+    """Run consecutive batches ``batch_ids`` of checkpoint ``old`` again as one batch of checkpoint ``new``: one
+    query start for all of them, not one each.
+
+    ``new`` must be committed at ``batch_ids[0] - 1 + shift``. The merged batch takes the offsets from before the first
+    batch to the end of the last one, the last one's watermark and timestamp, and runs under the last one's id (plus
+    ``shift``), so the ids stay aligned with ``old``'s: the state it starts from is carried to that id first
+    (:func:`~dagster_reconf.core.store.state_versions.carry_state_version`), and the ids skipped have no entries.
+    Exact only for operators whose state does not depend on where batches end
+    (:func:`~dagster_reconf.core.reconfig.operators.merge_problems`), and given the same rows dropped as late: the
+    record's ``merged`` names the batches, its ``state`` counts compare with the last one's and the sum of theirs.
+
+    Raises:
+        StreamStateError: ``new`` is not where the merge starts, or the merged batch failed or did not commit.
+    """
+    first, last = batch_ids[0], batch_ids[-1]
+    if batch_ids != list(range(first, last + 1)):
+        raise StreamStateError(f"batches {batch_ids} of {old} are not consecutive: they cannot be merged")
+    start, batch_id = first - 1 + shift, last + shift
+    if batch_id in committed_batches(new):
+        return {"batch_id": batch_id, "merged": batch_ids, "seconds": 0.0, "batch_s": 0.0, "state": []}
+    if last_committed_batch(new) != start:
+        raise StreamStateError(
+            f"{new} is committed at batch {last_committed_batch(new)}, not {start}: batches {first}-{last} of {old} "
+            "cannot be merged onto it"
+        )
+    copy_source_logs(old, new)
+    drop_planned_after(new, start)  # what a merge that died before its commit planned
+    drop_uncommitted_state(new, start + 1)  # and wrote
+    copy_offset_entry(old, new, first - 1, spec.state_partitions, as_batch=batch_id - 1)  # where the merge begins
+    copy_offset_entry(old, new, last, spec.state_partitions, as_batch=batch_id)
+    carry_state_version(new, start + 1, batch_id, spec.state_partitions)
+    return {**_run_planned_batch(runtime, new, batch_id, spec, "precopy"), "merged": batch_ids}
+
+
+def _run_planned_batch(
+    runtime: StreamRuntime, checkpoint: Location, batch_id: int, spec: StreamSpec, purpose: str
+) -> dict[str, Any]:
+    """Run the batch planned last in ``checkpoint`` (``batch_id``) in a once-trigger query; its record."""
+    started = time.monotonic()
+    query = runtime.start_query(spec, checkpoint=checkpoint, purpose=purpose, once=True)
+    try:
+        if not await_termination(query, BATCH_TIMEOUT_S):
+            raise StreamStateError(
+                f"{purpose} of batch {batch_id} into {checkpoint} did not finish in {BATCH_TIMEOUT_S:g} s"
+            )
+        if query.exception() is not None:
+            raise StreamStateError(
+                f"{purpose} of batch {batch_id} into {checkpoint} failed: "
+                + str(query.exception()).strip().splitlines()[0]
+            )
+    finally:
+        query.stop()
+    if batch_id not in committed_batches(checkpoint):
+        raise StreamStateError(f"{purpose} of batch {batch_id} into {checkpoint} ran but did not commit")
+    progress = dict(query.lastProgress or {})
+    return {
+        "batch_id": batch_id,
+        "seconds": round(time.monotonic() - started, 3),
+        "batch_s": (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
+        "state": state_row_counts(progress),
+    }
 
 
 def next_precopy_round(

@@ -29,7 +29,8 @@ Three ways to change a stateful stream's state partitions:
   not repartition the state (verification still reads it). The copy's batch ids are the live ones plus one (its
   repartition
   batch); the stream goes on from there, after its last committed batch, as after a
-  ``native`` migration.
+  ``native`` migration. Where its operators allow, each round and the pause replay their
+  batches as one query batch (the ids in between are left out of the copy's logs).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.errors import SpecError, StreamStateError
-from dagster_reconf.core.spark.batch_replay import BATCH_TIMEOUT_S, next_precopy_round, replay_batches
+from dagster_reconf.core.spark.batch_replay import BATCH_TIMEOUT_S, next_precopy_round, replay_batches, replay_merged
 from dagster_reconf.core.spark.session import native_repartition_available
 from dagster_reconf.core.spark.state_reader import schema_problems, state_schemas, state_summaries
 from dagster_reconf.core.spark.termination import await_termination
@@ -70,6 +71,7 @@ PRECOPY_MANIFEST = "precopy.json"  # in the prepared generation: what it was cop
 PRECOPY_ROUNDS = 3  # catch-up rounds while the stream runs
 PRECOPY_CLOSE_ENOUGH = 2  # batches left for the pause: stop the rounds there
 PRECOPY_MAX_PAUSE_BATCHES = 3  # more left at the pause: the native migration is the cheaper one
+PRECOPY_MAX_MERGED_PAUSE_BATCHES = 12  # the same where they replay as one batch: one query start, their data
 
 
 def _read_manifest(copy: Location) -> dict[str, Any] | None:
@@ -237,7 +239,7 @@ class StreamMigrator:
             message = str(exc.java_exception).splitlines()[0] if exc.java_exception is not None else str(exc)
             raise StreamStateError(f"Spark refused to repartition {checkpoint}: {message}") from None
 
-    def precopy(self, partitions: int, close_enough: int | None = None) -> dict[str, Any]:
+    def precopy(self, partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
         """Prepare a ``precopy`` migration while the stream runs (see module docstring).
 
         Copies the checkpoint as of its last committed batch into the next generation,
@@ -248,7 +250,9 @@ class StreamMigrator:
         replay falls behind the live stream (a round's delta grew) and a fresh copy costs less
         than replaying the delta, the copy is made again from a newer batch, once. Idempotent: a
         copy prepared earlier for the same generation and partitions, whose stream has not been
-        migrated since, is caught up, not made again.
+        migrated since, is caught up, not made again. ``merge``: each round (and the pause) replays its
+        batches as one (:func:`~dagster_reconf.core.spark.batch_replay.replay_merged`), which the caller
+        allows only for operators and state files that merge exactly.
 
         Raises:
             StreamStateError: nothing committed yet, the copy could not be made, or Spark refused
@@ -264,6 +268,7 @@ class StreamMigrator:
         behind = self._behind(live, manifest["caught_up_to"]) if manifest else []
         if not self._copy_usable(live, generation, partitions, manifest, behind):
             manifest = self._copy(live, copy, generation, partitions)
+        manifest["merge"] = merge
         rounds: list[int] = []
         replays: list[dict[str, Any]] = []
         recopied = False
@@ -346,7 +351,10 @@ class StreamMigrator:
         self, live: Location, copy: Location, batches: list[int], partitions: int, manifest: dict[str, Any]
     ) -> list[dict[str, Any]]:
         spec = self.runtime.spec.with_changes({"state_partitions": partitions})
-        runs = replay_batches(self.runtime, live, copy, batches, spec, purpose="precopy", shift=1)
+        if manifest.get("merge") and len(batches) > 1:
+            runs = [replay_merged(self.runtime, live, copy, batches, spec, shift=1)]
+        else:
+            runs = replay_batches(self.runtime, live, copy, batches, spec, purpose="precopy", shift=1)
         manifest["caught_up_to"] = batches[-1]
         _write_manifest(copy, manifest)
         return runs
@@ -362,10 +370,12 @@ class StreamMigrator:
                 f"no usable copy of {live} with {partitions} state partitions was prepared; prepare "
                 "one (the reconfiguration's prepare step) or use strategy 'native'"
             )
-        if len(behind) > PRECOPY_MAX_PAUSE_BATCHES:
+        most = PRECOPY_MAX_MERGED_PAUSE_BATCHES if manifest.get("merge") else PRECOPY_MAX_PAUSE_BATCHES
+        if len(behind) > most:
+            cost = "their data in one query run" if manifest.get("merge") else "a query start and the batch each"
             raise StreamStateError(
                 f"the copy {copy} is {len(behind)} batches behind the paused stream; the pause replays "
-                f"at most {PRECOPY_MAX_PAUSE_BATCHES} (each costs a query start and the batch)"
+                f"at most {most} ({cost})"
             )
         replays = self._catch_up(live, copy, behind, partitions, manifest) if behind else []
         paused_at = checkpoint_facts(live).last_committed_batch

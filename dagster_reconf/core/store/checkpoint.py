@@ -36,6 +36,7 @@ __all__ = [
     "copy_checkpoint_as_of",
     "copy_offset_entry",
     "copy_source_logs",
+    "drop_planned_after",
     "drop_planned_batch",
     "renew_query_id",
     "replay_problem",
@@ -158,6 +159,20 @@ def drop_planned_batch(checkpoint: Location, batch_id: int) -> None:
         entry = checkpoint / "offsets" / name
         if entry.exists():
             entry.unlink()
+
+
+def drop_planned_after(checkpoint: Location, batch_id: int) -> int:
+    """Remove the offset-log entries after ``batch_id`` (planned by a replay that never committed them); how many.
+
+    Only for a checkpoint no live query runs on (a replay's target): the next start plans from ``batch_id``.
+    """
+    offsets, removed = checkpoint / "offsets", 0
+    for entry in list(offsets.iterdir()) if offsets.is_dir() else []:
+        head = entry.name.lstrip(".").split(".", 1)[0]
+        if head.isdigit() and int(head) > batch_id:
+            entry.unlink()
+            removed += 1
+    return removed
 
 
 def copy_checkpoint_as_of(source: Location, target: Location, batch_id: int) -> dict[str, int]:
@@ -445,11 +460,18 @@ def retained_batches(checkpoint: Location, upto: int) -> list[int]:
 
 
 def replay_problem(checkpoint: Location) -> str | None:
-    """Why checkpoint ``checkpoint`` cannot be replayed (None: it can): its offset log must still start at batch 0."""
+    """Why checkpoint ``checkpoint`` cannot be replayed (None: it can): its offset log must still hold every batch from
+    batch 0."""
     facts = checkpoint_facts(checkpoint)
     if facts.last_committed_batch is None:
         return None
     batches = retained_batches(checkpoint, facts.last_committed_batch)
+    gaps = [b for b, after in zip(batches, batches[1:]) if after != b + 1]
+    if gaps:
+        return (
+            f"the offset log of {checkpoint} has no entries between batch {gaps[0]} and the next one: a precopy "
+            "replayed them as one batch, so state cannot be rebuilt batch by batch; use the native strategy"
+        )
     if batches and batches[0] != 0:
         return (
             f"the offset log of {checkpoint} starts at batch {batches[0]}: Spark purged older entries "
