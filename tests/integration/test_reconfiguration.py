@@ -217,7 +217,10 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         if run["batch_id"] - 1 > prepared["verified"]["live_batch"]
     ]
     replayed = sum(len(run.get("merged") or [run["batch_id"] - 1]) for run in migrated["replays"])
-    assert verification.delta_batches == len(delta) >= len(migrated["replays"]) and replayed == migrated["replayed_batches"]
+    assert (
+        verification.delta_batches == len(delta) >= len(migrated["replays"])
+        and replayed == migrated["replayed_batches"]
+    )
     assert all(run["state"] and run["state"][0]["numRowsTotal"] > 0 for run in migrated["replays"])
     assert runtime.paths.generation == 2 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
     assert not runtime.paths.checkpoint_of(1).exists(), "the live checkpoint the copy came from is removed at the end"

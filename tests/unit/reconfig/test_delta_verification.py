@@ -97,7 +97,9 @@ def test_merged_replays_end_with_the_last_batch_rows_and_drop_what_all_of_them_d
     live = {7: live_counts(100, 0), 8: live_counts(104, 2), 9: live_counts(110, 1)}
 
     def merged(total: int, dropped: int) -> dict:
-        state = [{"numRowsTotal": total, "numRowsUpdated": 9, "numRowsRemoved": 0, "numRowsDroppedByWatermark": dropped}]
+        state = [
+            {"numRowsTotal": total, "numRowsUpdated": 9, "numRowsRemoved": 0, "numRowsDroppedByWatermark": dropped}
+        ]
         return {"batch_id": 10, "merged": [7, 8, 9], "seconds": 1.0, "batch_s": 0.5, "state": state}
 
     assert delta_problems(live, [merged(110, 3)], shift=1) == []  # updated and removed differ by nature: not compared

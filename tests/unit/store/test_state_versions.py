@@ -41,7 +41,9 @@ def test_a_version_is_carried_in_every_store_with_its_checksum(tmp_path):
 def test_a_missing_version_is_refused_before_anything_is_written(tmp_path):
     store(tmp_path, "5.zip")
     lacking = store(tmp_path, "4.zip", subdir="state/0/1")
-    with pytest.raises(StreamStateError, match=r"state version 5 of .* is not a file in 1 store\(s\), e.g. .*state/0/1"):
+    with pytest.raises(
+        StreamStateError, match=r"state version 5 of .* is not a file in 1 store\(s\), e.g. .*state/0/1"
+    ):
         carry_state_version(tmp_path, 5, 9, partitions=2)
     assert not (tmp_path / "state/0/0/9.zip").exists() and not (lacking / "9.zip").exists()
 
