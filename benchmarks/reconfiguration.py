@@ -103,7 +103,12 @@ def _precopy_figures(result: Reconfiguration) -> dict[str, Any]:
     prepared, migrated = result.prepared.precopy or {}, result.migrated
     fell_back = prepared.get("failed") or migrated.fell_back
     if fell_back:  # the native migration ran in the pause instead: its figures are what the change cost
-        return {"fell_back": fell_back, "prepare_s": prepared.get("seconds", 0.0), "replayed_in_pause": 0}
+        return {
+            "fell_back": fell_back,
+            "prepare_s": prepared.get("seconds", 0.0),
+            "replayed_in_pause": 0,
+            "unmergeable": prepared.get("unmergeable"),
+        }
     return {
         "prepare_s": prepared["seconds"],
         "copy_s": prepared["copy_s"],
@@ -111,6 +116,8 @@ def _precopy_figures(result: Reconfiguration) -> dict[str, Any]:
         "verified_before_pause": prepared["verified"] is not None,
         "replayed_in_pause": migrated.replayed_batches,
         "replay_s": [[r["seconds"], r["batch_s"]] for r in migrated.replays],
+        "merged_runs": sum(len(r.get("merged") or []) > 1 for r in prepared.get("replays", []) + migrated.replays),
+        "pause_checked": "whole state" if result.verification.delta_batches is None else "replayed batches' counts",
     }
 
 

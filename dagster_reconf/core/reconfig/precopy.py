@@ -22,7 +22,7 @@ from dagster_reconf.core.reconfig.operators import merge_problems
 from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.reconfig.verification import verify_migration
 from dagster_reconf.core.spark.state_reader import StateSummary
-from dagster_reconf.core.store.checkpoint import checkpoint_facts, operator_metadata
+from dagster_reconf.core.store.checkpoint import checkpoint_facts, operator_metadata, retained_batches
 from dagster_reconf.core.store.state_versions import state_versions_problem
 from dagster_reconf.core.store.storage import Location
 
@@ -145,7 +145,8 @@ def verify_copy(stream: StreamHandle, prepared: dict[str, Any], partitions: int)
     batch, generation = prepared["caught_up_to"], prepared["generation"]
     live, copy = map(StateSummary.from_dict, stream.states([(generation - 1, batch), (generation, batch + 1)]))
     verification = verify_migration(live, copy, partitions)
-    merged_runs = sum(len(run.get("merged") or []) > 1 for run in prepared.get("replays") or [])
+    logged = retained_batches(stream.paths.checkpoint_of(generation), batch + 1)
+    merged_runs = sum(b - a > 1 for a, b in zip(logged, logged[1:]) if a > prepared["from_batch"])  # gaps: merges
     if not verification.ok:
         raise StreamStateError(
             f"the prepared copy differs from the live state at batch {batch}: "
@@ -154,7 +155,7 @@ def verify_copy(stream: StreamHandle, prepared: dict[str, Any], partitions: int)
     return {
         **verification.as_dict(),
         "live_batch": batch,
-        "merged_runs": merged_runs,  # merged replays this copy went through: merging is exact for this query
+        "merged_runs": merged_runs,  # merged replays this copy went through, compared in full: merging is exact here
         "seconds": round(time.monotonic() - started, 3),
     }
 
@@ -165,19 +166,27 @@ def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) 
     Raises:
         StreamStateError: a precopy cannot pay at this pace, or its copy differs (the pause runs the native way).
     """
-    merge = batch_merge_problem(stream.paths.checkpoint) is None
+    unmergeable = batch_merge_problem(stream.paths.checkpoint)
+    merge = unmergeable is None
     falls_behind = None if merge else replay_falls_behind(history)
     if falls_behind:  # nothing copied: the pause runs the native migration and the record says why
         raise StreamStateError(falls_behind)
     started = time.monotonic()
     first = stream.precopy(partitions, merge=merge)
     if not replay_keeps_pace(first, history):  # a verification now would leave the pause more to replay than it saves
-        return {**first, "verified": None}
+        return {**first, "unmergeable": unmergeable, "verified": None}
     verified = verify_copy(stream, first, partitions)
-    prepared = stream.precopy(partitions, close_enough=0, merge=merge)  # what committed while it was verified
-    if prepared["from_batch"] != first["from_batch"]:  # made again from a newer batch: verify that one
-        verified = verify_copy(stream, prepared, partitions)
-    rounds, waited_s = first["rounds"] + prepared["rounds"], 0.0
+    prepared, rounds, waited_s = first, list(first["rounds"]), 0.0
+    for _ in range(2):
+        later = stream.precopy(partitions, close_enough=0, merge=merge)  # what committed while it was verified
+        rounds += later["rounds"]
+        if later["from_batch"] != prepared["from_batch"]:  # made again from a newer batch: verify that one
+            verified = verify_copy(stream, later, partitions)
+        prepared = later
+        if verified["merged_runs"] or not any(len(run.get("merged") or []) > 1 for run in later["replays"]):
+            break
+        # The pause checks a merged run by its counts only once one was compared with the whole state: do so now.
+        verified = verify_copy(stream, later, partitions)
     replay_s, per_batch_s = replay_pace(history)
     if prepared["batches_left"] == 0 and replay_s is not None and replay_s < per_batch_s:
         # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight.
@@ -189,6 +198,7 @@ def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) 
         prepared, rounds = {**last, "replays": replays}, rounds + last["rounds"]
     return {
         **prepared,
+        "unmergeable": unmergeable,
         "verified": verified,
         "rounds": rounds,
         "boundary_wait_s": waited_s,

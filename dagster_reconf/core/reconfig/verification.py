@@ -178,7 +178,7 @@ def precopy_delta(
     """A precopy verified before the pause: only the batches replayed since are checked, against the live ones' row
     counts in the stream's metrics (:func:`delta_problems`). None where that cannot tell: the whole state then."""
     verified = precopy.get("verified")
-    if not migrated.replays or not verified:
+    if not verified or migrated.strategy != "precopy" or migrated.fell_back or migrated.skipped:  # the whole state
         return None
     replays = [
         run for run in precopy.get("replays", []) + migrated.replays if run["batch_id"] - 1 > verified["live_batch"]

@@ -131,7 +131,13 @@ def _run_planned_batch(
 
 
 def next_precopy_round(
-    behind: int, last_delta: int | None, per_batch_s: float, copy_s: float, recopied: bool, close_enough: int
+    behind: int,
+    last_delta: int | None,
+    per_batch_s: float,
+    copy_s: float,
+    recopied: bool,
+    close_enough: int,
+    merged: bool = False,
 ) -> Literal["replay", "recopy", "stop"]:
     """What a precopy does next, with its copy ``behind`` batches behind the live stream.
 
@@ -140,9 +146,10 @@ def next_precopy_round(
     means the replay is slower than the stream: a fresh copy where it costs less than
     replaying the delta (once), otherwise stop (more rounds only lose). As far behind as it
     began (the stream committed as many batches as the round replayed) is no loss: another round.
+    ``merged`` rounds (one batch each) cost about a query start whatever they replay: never a fresh copy.
     """
     if behind <= close_enough:
         return "stop"
     if last_delta is not None and behind > last_delta:
-        return "stop" if recopied or behind * per_batch_s <= copy_s else "recopy"
+        return "stop" if merged or recopied or behind * per_batch_s <= copy_s else "recopy"
     return "replay"

@@ -267,8 +267,10 @@ class StreamMigrator:
         manifest = _read_manifest(copy)
         behind = self._behind(live, manifest["caught_up_to"]) if manifest else []
         if not self._copy_usable(live, generation, partitions, manifest, behind):
-            manifest = self._copy(live, copy, generation, partitions)
-        manifest["merge"] = merge
+            manifest = self._copy(live, copy, generation, partitions, merge)
+        elif manifest.get("merge") != merge:  # the pause merges as the rounds did
+            manifest["merge"] = merge
+            _write_manifest(copy, manifest)
         rounds: list[int] = []
         replays: list[dict[str, Any]] = []
         recopied = False
@@ -282,11 +284,12 @@ class StreamMigrator:
                 manifest["copy_s"],
                 recopied,
                 PRECOPY_CLOSE_ENOUGH if close_enough is None else close_enough,
+                merged=merge,
             )
             if step == "stop":
                 break
             if step == "recopy":
-                manifest, recopied, last_delta = self._copy(live, copy, generation, partitions), True, None
+                manifest, recopied, last_delta = self._copy(live, copy, generation, partitions, merge), True, None
                 replays = []  # into the copy just replaced
                 continue
             round_started = time.monotonic()
@@ -304,8 +307,9 @@ class StreamMigrator:
             "seconds": round(time.monotonic() - started, 3),
         }
 
-    def _copy(self, live: Location, copy: Location, generation: int, partitions: int) -> dict[str, Any]:
-        """A repartitioned copy of ``live`` as of its last committed batch; its manifest."""
+    def _copy(self, live: Location, copy: Location, generation: int, partitions: int, merge: bool) -> dict[str, Any]:
+        """A repartitioned copy of ``live`` as of its last committed batch; its manifest (``merge``: its replays run
+        several batches as one)."""
         started = time.monotonic()
         remove_tree(copy)  # none, another plan's, a stale or a crashed copy: made again
         facts = checkpoint_facts(live)
@@ -330,6 +334,7 @@ class StreamMigrator:
             "caught_up_to": batch,
             "copied_files": counts["copied"],
             "copy_s": round(time.monotonic() - started, 3),
+            "merge": merge,
         }
         _write_manifest(copy, manifest)
         return manifest

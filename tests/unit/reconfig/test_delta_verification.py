@@ -131,3 +131,8 @@ def test_a_merged_pause_is_checked_by_counts_only_after_a_merged_round_was_compa
     assert precopy_delta({"verified": verified, "replays": []}, migrated, 13, lambda: tail) is None
     checked = precopy_delta({"verified": {**verified, "merged_runs": 1}, "replays": []}, migrated, 13, lambda: tail)
     assert checked["ok"] and checked["delta_batches"] == 1
+    # caught up at the pause: nothing left to check; a native fallback or a skipped re-run: the whole state
+    caught_up = MigrateResult.from_record({"strategy": "precopy", "batch_id": 11})
+    assert precopy_delta({"verified": {**verified, "live_batch": 10}}, caught_up, 10, lambda: [])["ok"]
+    for other in ({"strategy": "native", "fell_back": "too far behind"}, {"strategy": "precopy", "skipped": True}):
+        assert precopy_delta({"verified": verified}, MigrateResult.from_record(other), 10, lambda: []) is None

@@ -29,6 +29,13 @@ def test_the_next_round(behind, last_delta, per_batch_s, copy_s, recopied, close
     assert next_precopy_round(behind, last_delta, per_batch_s, copy_s, recopied, close_enough) == step
 
 
+def test_merged_rounds_never_copy_again():
+    """A merged round costs about a query start whatever it replays: falling behind stops the rounds, holding its
+    ground goes on."""
+    assert next_precopy_round(4, 2, 2.0, 5.0, False, 0, merged=True) == "stop"
+    assert next_precopy_round(2, 2, 0.6, 5.0, False, 0, merged=True) == "replay"
+
+
 def test_the_last_round_waits_for_the_batch_in_flight_to_commit(tmp_path):
     """A batch in flight after the copy's rounds would be replayed in the pause: the precopy waits for its commit
     (then catches it up while the stream runs), at most 1.5 batches, and not at all between batches."""
