@@ -128,7 +128,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert slow.outcome == "succeeded", slow.results
     assert "the copy could not catch up" in slow.results["prepare"]["precopy"]["failed"]
     assert slow.migrated.fell_back.startswith("native: a replayed batch takes about")
-    assert not slow.results["preflight"]["checks"]["precopy"]["runs"]
+    assert not slow.results["preflight"]["checks"]["precopy"]["runs"] and join in slow.migrated.fell_back
     assert (
         not runtime.paths.checkpoint_of(1).exists() and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
     )
@@ -144,6 +144,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert any(len(run.get("merged") or []) > 1 for run in runs), runs
     assert all(run["batch_id"] == run["merged"][-1] + 1 for run in runs if "merged" in run)  # ids stay aligned
     assert merged.verification.ok, merged.verification
+    assert any("each round and the pause replaying their batches as one" in line for line in merged.explanation())
     assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3
     wait_until(lambda: runtime.query.lastProgress is not None, what="a batch after the merged precopy")
     # the merged checkpoint has gaps in its log: the replay strategy says so rather than rebuild from them

@@ -170,7 +170,7 @@ def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) 
     merge = unmergeable is None
     falls_behind = None if merge else replay_falls_behind(history)
     if falls_behind:  # nothing copied: the pause runs the native migration and the record says why
-        raise StreamStateError(falls_behind)
+        raise StreamStateError(f"{falls_behind} (batches replay one by one: {unmergeable})")
     started = time.monotonic()
     first = stream.precopy(partitions, merge=merge)
     if not replay_keeps_pace(first, history):  # a verification now would leave the pause more to replay than it saves

@@ -117,10 +117,18 @@ class Reconfiguration:
         if "migrate" in self.results and self.migrated.fell_back:
             lines.append(f"the precopy fell back to {self.migrated.fell_back}")
         elif "migrate" in self.results and self.strategy == "precopy" and self.migrated.strategy:
-            rounds = (self.prepared.precopy or {}).get("rounds") or []
+            prepared = self.prepared.precopy or {}
+            rounds = prepared.get("rounds") or []
+            how = (
+                "each round and the pause replaying their batches as one"
+                if prepared.get("merge")
+                else f"batch by batch ({prepared['unmergeable']})"
+                if prepared.get("unmergeable")
+                else "batch by batch"
+            )
             lines.append(
                 f"the precopy ran: its copy caught up in {len(rounds)} round(s) while the stream ran, and the pause "
-                f"replayed {self.migrated.replayed_batches} batch(es)"
+                f"replayed {self.migrated.replayed_batches} batch(es), {how}"
             )
         return lines
 
