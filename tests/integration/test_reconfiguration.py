@@ -147,19 +147,24 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert any("each round and the pause replaying their batches as one" in line for line in merged.explanation())
     assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 3
     wait_until(lambda: runtime.query.lastProgress is not None, what="a batch after the merged precopy")
-    # the merged checkpoint has gaps in its log: the replay strategy says so rather than rebuild from them
-    assert "replayed them as one batch" in (replay_problem(runtime.paths.checkpoint) or "")
+    # The merged batches left gaps in the log: a replay runs each merged batch again as one, from its start entry.
+    assert replay_problem(runtime.paths.checkpoint) is None
+    rebuilt = Reconfigurer(LocalStream(runtime), ledger, strategy="replay", observe_timeout_s=15).run(
+        plan_with(runtime, state_partitions=2)
+    )
+    assert rebuilt.outcome == "succeeded" and rebuilt.verification.ok, rebuilt.results
+    assert runtime.paths.generation == 2 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 2
 
     # From here on the replay is taken to keep pace: the rest is about what the copy meets.
     monkeypatch.setattr(precopy_module, "replay_falls_behind", lambda history: None)
     # A copy that cannot be made (here a file in its way; a full disk alike) falls back to native and says why.
-    blocked = runtime.paths.checkpoint_of(2)
+    blocked = runtime.paths.checkpoint_of(3)
     blocked.write_text("in the way")
     fallback = reconfigurer.run(plan_with(runtime, state_partitions=4))
     assert fallback.outcome == "succeeded", fallback.results
     assert "could not copy" in fallback.results["prepare"]["precopy"]["failed"]
     assert fallback.migrated.fell_back.startswith("native: could not copy")
-    assert runtime.paths.generation == 1 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 4
+    assert runtime.paths.generation == 2 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 4
     blocked.unlink()
 
     # A copy left too far behind by the pause (here: any delta is too far) is removed; native runs in the pause.
@@ -169,7 +174,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         behind = reconfigurer.run(plan_with(runtime, state_partitions=5))
     assert behind.outcome == "succeeded", behind.results
     assert "batches behind the paused stream" in behind.migrated.fell_back
-    assert not runtime.paths.checkpoint_of(2).exists() and runtime.paths.generation == 1
+    assert not runtime.paths.checkpoint_of(3).exists() and runtime.paths.generation == 2
     assert checkpoint_facts(runtime.paths.checkpoint).state_partitions == 5
 
     wait_until(
@@ -197,7 +202,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         result.results["pause"],
         result.results["migrate"],
     )
-    assert "failed" not in prepared and prepared["generation"] == 2 and prepared["copied_files"] > 0
+    assert "failed" not in prepared and prepared["generation"] == 3 and prepared["copied_files"] > 0
     assert prepared["from_batch"] >= 6  # copied as of a batch the live stream had committed, not from the start
     assert "fell_back" not in migrated and migrated["strategy"] == "precopy", (migrated.get("fell_back"), prepared)
     # The pause replayed only what the live stream committed after the last round before it, not its history.
@@ -223,8 +228,8 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
         and replayed == migrated["replayed_batches"]
     )
     assert all(run["state"] and run["state"][0]["numRowsTotal"] > 0 for run in migrated["replays"])
-    assert runtime.paths.generation == 2 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
-    assert not runtime.paths.checkpoint_of(1).exists(), "the live checkpoint the copy came from is removed at the end"
+    assert runtime.paths.generation == 3 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
+    assert not runtime.paths.checkpoint_of(2).exists(), "the live checkpoint the copy came from is removed at the end"
 
     # Where the catch-up does not outrun the stream, the pause compares the whole state, as after a native migration.
     monkeypatch.setattr(precopy_module, "replay_keeps_pace", lambda prepared, history: False)
@@ -233,7 +238,7 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     assert again.results["prepare"]["precopy"]["verified"] is None and again.migrated.fell_back is None
     verification = again.verification
     assert verification.ok and verification.copy_verified_at is None, verification
-    assert verification.before_batch == again.results["pause"]["batch_id"] and runtime.paths.generation == 3
+    assert verification.before_batch == again.results["pause"]["batch_id"] and runtime.paths.generation == 4
     assert_output_matches_oracle(spark, runtime)
 
 

@@ -42,25 +42,32 @@ def replay_batches(
     purpose: str = "replay",
     shift: int = 0,
 ) -> list[dict[str, Any]]:
-    """Run batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into checkpoint
-    ``new``.
+    """Run committed batches ``batch_ids`` of checkpoint ``old`` again, one by one with their logged offsets, into
+    checkpoint ``new``.
 
     Each batch's offset entry is copied (with ``spec``'s state partitions) and a once-trigger
-    query, output discarded, runs exactly that planned batch. Returns, per batch run, its id in
-    ``new``, the seconds from the query's start to its end, the batch's own share of them
-    (Spark's ``triggerExecution``), and its state operators' row counts (Spark's progress).
+    query, output discarded, runs exactly that planned batch. A batch after a gap in ``batch_ids`` is one a precopy
+    merged (:func:`replay_merged`): it runs again as it ran, from its start entry, with the state carried to its id.
+    Returns, per batch run, its id in ``new``, the seconds from the query's start to its end, the batch's own share of
+    them (Spark's ``triggerExecution``), and its state operators' row counts (Spark's progress).
 
     Raises:
         StreamStateError: a batch failed or did not commit.
     """
     copy_source_logs(old, new)
     runs = []
+    previous = None
     for source_batch in batch_ids:
         batch_id = source_batch + shift  # a precopy's batches run one id later than the live ones
         if batch_id in committed_batches(new):
+            previous = source_batch
             continue  # an earlier attempt got this far
+        if previous is not None and source_batch > previous + 1:  # merged by a precopy: from its start entry
+            copy_offset_entry(old, new, source_batch - 1, spec.state_partitions, as_batch=batch_id - 1)
+            carry_state_version(new, previous + shift + 1, batch_id, spec.state_partitions)
         copy_offset_entry(old, new, source_batch, spec.state_partitions, as_batch=batch_id)
         runs.append(_run_planned_batch(runtime, new, batch_id, spec, purpose))
+        previous = source_batch
     return runs
 
 

@@ -57,6 +57,7 @@ from dagster_reconf.core.store.checkpoint import (
     partitions_at,
     renew_query_id,
     replay_problem,
+    replayable_batches,
     retained_batches,
 )
 from dagster_reconf.core.store.paths import remove_generations
@@ -405,7 +406,7 @@ class StreamMigrator:
         if problem:
             raise StreamStateError(problem)
         facts = checkpoint_facts(old)
-        batches = retained_batches(old, facts.last_committed_batch) if facts.last_committed_batch is not None else []
+        batches = replayable_batches(old, facts.last_committed_batch) if facts.last_committed_batch is not None else []
         generation = self.paths.generation + 1
         new = self.paths.checkpoint_of(generation)
         remove_tree(new)  # what a crashed earlier attempt left

@@ -40,6 +40,7 @@ __all__ = [
     "drop_planned_batch",
     "renew_query_id",
     "replay_problem",
+    "replayable_batches",
     "retained_batches",
     "free_bytes",
     "last_committed_batch",
@@ -449,6 +450,13 @@ def committed_batches(checkpoint: Location) -> set[int]:
     return {int(p.name) for p in commits.iterdir() if p.name.isdigit()} if commits.is_dir() else set()
 
 
+def replayable_batches(checkpoint: Location, upto: int) -> list[int]:
+    """The committed batch ids up to ``upto`` whose offsets ``checkpoint`` still holds, in order: what a replay runs
+    (a merged batch's start entry is planned, never committed)."""
+    committed = committed_batches(checkpoint)
+    return [b for b in retained_batches(checkpoint, upto) if b in committed]
+
+
 def retained_batches(checkpoint: Location, upto: int) -> list[int]:
     """The batch ids up to ``upto`` whose offsets ``checkpoint`` still holds, in order."""
     offsets = checkpoint / "offsets"
@@ -461,16 +469,18 @@ def retained_batches(checkpoint: Location, upto: int) -> list[int]:
 
 def replay_problem(checkpoint: Location) -> str | None:
     """Why checkpoint ``checkpoint`` cannot be replayed (None: it can): its offset log must still hold every batch from
-    batch 0."""
+    batch 0, a batch a precopy merged with the start entry it ran from."""
     facts = checkpoint_facts(checkpoint)
     if facts.last_committed_batch is None:
         return None
     batches = retained_batches(checkpoint, facts.last_committed_batch)
-    gaps = [b for b, after in zip(batches, batches[1:]) if after != b + 1]
-    if gaps:
+    replayed = set(replayable_batches(checkpoint, facts.last_committed_batch))
+    logged = set(batches)
+    holes = sorted(b for b in replayed if b > 0 and b - 1 not in logged)  # a batch runs from the entry before it
+    if holes:
         return (
-            f"the offset log of {checkpoint} has no entries between batch {gaps[0]} and the next one: a precopy "
-            "replayed them as one batch, so state cannot be rebuilt batch by batch; use the native strategy"
+            f"the offset log of {checkpoint} has no entry before batch {holes[0]} (where it started from): state "
+            "cannot be rebuilt from it; use the native strategy"
         )
     if batches and batches[0] != 0:
         return (

@@ -4,7 +4,12 @@ import pytest
 
 from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.reconfig.operators import merge_problems
-from dagster_reconf.core.store.checkpoint import OperatorMetadata, drop_planned_after, replay_problem
+from dagster_reconf.core.store.checkpoint import (
+    OperatorMetadata,
+    drop_planned_after,
+    replay_problem,
+    replayable_batches,
+)
 from dagster_reconf.core.store.state_versions import (
     carry_state_version,
     drop_uncommitted_state,
@@ -73,12 +78,17 @@ def test_only_operators_whose_state_ignores_batch_ends_merge():
         assert f"({name})" in problem and says in problem
 
 
-def test_a_merged_log_is_no_longer_replayable_from_the_start(tmp_path):
-    for directory in ("offsets", "commits"):
-        (tmp_path / directory).mkdir()
-        for batch in (0, 1, 2, 7, 8):
-            (tmp_path / directory / str(batch)).write_text("v1\n{}\n{}")
-    assert "no entries between batch 2 and the next one" in replay_problem(tmp_path)
-    (tmp_path / "offsets" / "9").write_text("planned")
-    (tmp_path / "offsets" / ".9.crc").write_text("")
-    assert drop_planned_after(tmp_path, 8) == 2 and not (tmp_path / "offsets" / "9").exists()
+def test_a_merged_log_replays_from_each_batch_s_start_entry(tmp_path):
+    def log(offsets: list[int], commits: list[int]) -> None:
+        for directory, ids in (("offsets", offsets), ("commits", commits)):
+            (tmp_path / directory).mkdir(exist_ok=True)
+            for batch in ids:
+                (tmp_path / directory / str(batch)).write_text("v1\n{}\n{}")
+
+    log([0, 1, 2, 6, 7], [0, 1, 2, 7])  # batch 7 merged 3-7 from its start entry 6 (planned, never committed)
+    assert replay_problem(tmp_path) is None and replayable_batches(tmp_path, 7) == [0, 1, 2, 7]
+    log([9], [9])  # batch 9's start entry, 8, is gone: nothing tells where it started
+    assert "no entry before batch 9" in replay_problem(tmp_path)
+    (tmp_path / "offsets" / "10").write_text("planned")
+    (tmp_path / "offsets" / ".10.crc").write_text("")
+    assert drop_planned_after(tmp_path, 9) == 2 and not (tmp_path / "offsets" / "10").exists()
