@@ -11,7 +11,8 @@ as Spark does, whatever the operators.
 
 A precopy replays several batches as one (:func:`merge_problems`) only over operators whose state after the merged
 batch is the state after the batches one by one, given the same input rows dropped as late (which the replay's
-verification compares), and where that was measured: aggregations (``tests/integration/test_reconfiguration.py``).
+verification compares), and where that was measured (``test_operator_zoo.py``, a merged catch-up against the live
+state): aggregations, ``dropDuplicates`` and session windows.
 """
 
 from __future__ import annotations
@@ -36,18 +37,17 @@ class OperatorKind:
     unmergeable: str = ""  # why a replay cannot run several of its batches as one (empty: it can)
 
 
-_NOT_MEASURED_MERGED = "its merged replay has not been compared with the live state on this Spark yet"
 _USER_FUNCTION_PER_BATCH = "its function runs once per key and batch, and its timers fire by batch"
 
 OPERATOR_KINDS: tuple[OperatorKind, ...] = (
     OperatorKind("streaming aggregation (groupBy, window; chained ones too)", ("stateStoreSave",)),
-    OperatorKind("dropDuplicates", ("dedupe",), unmergeable=_NOT_MEASURED_MERGED),
+    OperatorKind("dropDuplicates", ("dedupe",)),
     OperatorKind(
         "dropDuplicatesWithinWatermark",
         ("dedupeWithinWatermark",),
         unmergeable="a duplicate arriving after its first copy expired starts a new entry, unless both share a batch",
     ),
-    OperatorKind("session_window aggregation", ("sessionWindowStateStoreSaveExec",), unmergeable=_NOT_MEASURED_MERGED),
+    OperatorKind("session_window aggregation", ("sessionWindowStateStoreSaveExec",)),
     OperatorKind(
         "stream-stream join (inner, left outer)",
         ("symmetricHashJoin",),

@@ -66,9 +66,8 @@ def test_only_operators_whose_state_ignores_batch_ends_merge():
     def op(name: str) -> OperatorMetadata:
         return OperatorMetadata("0", name)
 
-    assert merge_problems([op("stateStoreSave"), op("stateStoreSave")]) == []
+    assert merge_problems([op("stateStoreSave"), op("dedupe"), op("sessionWindowStateStoreSaveExec")]) == []
     for name, says in [
-        ("dedupe", "not been compared with the live state"),
         ("symmetricHashJoin", "matched depends on the batch"),
         ("applyInPandasWithState", "once per key and batch"),
         ("dedupeWithinWatermark", "first copy expired"),
