@@ -2,7 +2,8 @@
 (``tests/user_streams/operators.py``), each through a native migration 2 -> 4, a cores change and a replay 4 -> 3
 while it runs. Each change either succeeds with a verification that read every state store and state variable, or is
 refused at preflight with the operator and the reason; at the end the output equals a batch job over the same input
-(nothing lost, nothing twice).
+(nothing lost, nothing twice). The operators a precopy's catch-up merges also replay several batches as one, ending
+with the live state.
 
 Each case's runtime owns its SparkSession (a cores change on ``local[N]`` needs a new SparkContext); the JVM is shared.
 """
