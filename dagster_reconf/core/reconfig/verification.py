@@ -130,7 +130,7 @@ def delta_problems(live: dict[int, StateCounts], replays: list[dict[str, Any]], 
     problems = []
     for replay in replays:
         merged = replay.get("merged") or [replay["batch_id"] - shift]
-        if any(batch not in live for batch in merged):
+        if replay.get("state") is None or any(batch not in live for batch in merged):
             return None
         last = merged[-1]
         if len(merged) == 1:

@@ -92,8 +92,8 @@ def replay_merged(
     if batch_ids != list(range(first, last + 1)):
         raise StreamStateError(f"batches {batch_ids} of {old} are not consecutive: they cannot be merged")
     start, batch_id = first - 1 + shift, last + shift
-    if batch_id in committed_batches(new):
-        return {"batch_id": batch_id, "merged": batch_ids, "seconds": 0.0, "batch_s": 0.0, "state": []}
+    if batch_id in committed_batches(new):  # an earlier attempt ran it; its counts are not known here
+        return {"batch_id": batch_id, "merged": batch_ids, "seconds": 0.0, "batch_s": 0.0, "state": None}
     if last_committed_batch(new) != start:
         raise StreamStateError(
             f"{new} is committed at batch {last_committed_batch(new)}, not {start}: batches {first}-{last} of {old} "

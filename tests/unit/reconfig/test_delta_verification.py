@@ -107,6 +107,8 @@ def test_merged_replays_end_with_the_last_batch_rows_and_drop_what_all_of_them_d
     assert len(late) == 1 and "live batches 7-9" in late[0] and "(batch 10)" in late[0] and "Watermark': 5" in late[0]
     assert delta_problems(live, [merged(109, 3)], shift=1) != []
     assert delta_problems({8: live[8], 9: live[9]}, [merged(110, 3)], shift=1) is None  # batch 7 unknown
+    rerun = {**merged(110, 3), "state": None}  # committed by an earlier attempt: its counts are not known
+    assert delta_problems(live, [rerun], shift=1) is None
     old = {b: [{"numRowsTotal": 1, "numRowsUpdated": 1, "numRowsRemoved": 0}] for b in (7, 8, 9)}
     assert delta_problems(old, [merged(1, 0)], shift=1) is None  # records without dropped counts cannot tell
 
