@@ -169,8 +169,8 @@ def drop_planned_after(checkpoint: Location, batch_id: int) -> int:
     """
     offsets, removed = checkpoint / "offsets", 0
     for entry in list(offsets.iterdir()) if offsets.is_dir() else []:
-        head = entry.name.lstrip(".").split(".", 1)[0]
-        if head.isdigit() and int(head) > batch_id:
+        version = _leading_int(entry.name.lstrip("."))  # ".12.crc" is entry 12's checksum
+        if version is not None and version > batch_id:
             entry.unlink()
             removed += 1
     return removed
