@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO_SECONDS ?= 480
 PYTEST_ARGS ?=
 
-.PHONY: demo ui test lint setup java postgres browser compat kafka clean
+.PHONY: demo ui test lint setup java postgres browser compat kafka s3 clean
 
 setup: $(STAMP) java
 
@@ -39,9 +39,11 @@ JVM := .jvm
 MVN := mvn -q -B -Dmaven.repo.local=$(CURDIR)/$(JVM)/m2
 kafka: $(JVM)/kafka-broker/.resolved $(JVM)/spark-sql-kafka/.resolved
 
-$(JVM)/kafka-broker/.resolved: jvm/kafka-broker.pom.xml
-	@command -v mvn >/dev/null 2>&1 || { echo "Maven not found: installing maven with apt-get"; \
+NEED_MVN := command -v mvn >/dev/null 2>&1 || { echo "Maven not found: installing maven with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+
+$(JVM)/kafka-broker/.resolved: jvm/kafka-broker.pom.xml
+	@$(NEED_MVN)
 	rm -rf $(@D) && $(MVN) -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(@D)
 	touch $@
 
@@ -49,6 +51,15 @@ $(JVM)/kafka-broker/.resolved: jvm/kafka-broker.pom.xml
 $(JVM)/spark-sql-kafka/.resolved: jvm/spark-sql-kafka.pom.xml $(JVM)/kafka-broker/.resolved
 	rm -rf $(@D) && $(MVN) -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(@D) \
 	  -DexcludeArtifactIds=hadoop-client-api,hadoop-client-runtime,scala-library,slf4j-api,lz4-java,snappy-java,spark-tags_2.13,jsr305,scala-parallel-collections_2.13
+	touch $@
+
+# Hadoop's S3A filesystem for s3a:// storage (jvm/hadoop-aws.pom.xml says why these jars), into .jvm/hadoop-aws/.
+s3: $(JVM)/hadoop-aws/.resolved
+
+$(JVM)/hadoop-aws/.resolved: jvm/hadoop-aws.pom.xml
+	@$(NEED_MVN)
+	rm -rf $(@D) && $(MVN) -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(@D) \
+	  -DexcludeGroupIds=io.netty -DexcludeArtifactIds=commons-codec,slf4j-api,commons-logging,httpclient,httpcore
 	touch $@
 
 $(STAMP): requirements.lock pyproject.toml
@@ -109,7 +120,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint postgres browser kafka
+test: lint postgres browser kafka s3
 	@export RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1 JAVA_TOOL_OPTIONS="$(TEST_JAVA_OPTIONS) $${JAVA_TOOL_OPTIONS:-}"; \
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(SOLO_TESTS); solo=$$?; \
 	slow_log=$$(mktemp); slow_tmp=$$(mktemp -d); \

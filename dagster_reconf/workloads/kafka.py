@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
+from dagster_reconf.workloads.jvm import JarsMissing, jvm_dir, resolved_jars
+
 __all__ = ["KafkaBroker", "KafkaSetupError", "TopicWriter", "jvm_dir", "spark_kafka_jars"]
 
 LOOPBACK = "127.0.0.1"
@@ -35,20 +37,11 @@ class KafkaSetupError(RuntimeError):
     """The broker or the connector is not installed, or the broker did not start."""
 
 
-def jvm_dir() -> Path:
-    """Where ``make kafka`` put the jars: ``$RECONF_JVM_DIR``, else ``.jvm/`` at the repository root."""
-    configured = os.environ.get("RECONF_JVM_DIR")
-    return Path(configured) if configured else Path(__file__).resolve().parents[2] / ".jvm"
-
-
 def _jars(folder: str, what: str) -> list[Path]:
-    jars = sorted((jvm_dir() / folder).glob("*.jar"))
-    if not jars:
-        raise KafkaSetupError(
-            f"no {what} jars in {jvm_dir() / folder}: run `make kafka` (it resolves them from Maven "
-            f"Central with mvn), or set RECONF_JVM_DIR to where they are"
-        )
-    return jars
+    try:
+        return resolved_jars(folder, what, "kafka")
+    except JarsMissing as missing:
+        raise KafkaSetupError(str(missing)) from None
 
 
 def spark_kafka_jars() -> str:

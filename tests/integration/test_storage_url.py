@@ -1,9 +1,12 @@
-"""A stream whose checkpoint and event logs live on a storage URL (``file://`` here: the same
-Hadoop FileSystem and fsspec code paths as ``hdfs://`` or ``s3a://``, without a cluster):
-Spark writes there, the control plane reads there, and a native state migration with its
-snapshot, verification and oracle check works on it."""
+"""A stream whose checkpoint and event logs live on a storage URL: ``file://`` (the same Hadoop
+FileSystem and fsspec code paths as ``hdfs://``, without a cluster) and ``s3a://`` on a real S3
+server (moto's, on loopback): Spark writes there through Hadoop, the control plane reads there
+through fsspec, and a native state migration with its snapshot, verification and oracle check
+works on it."""
 
 import json
+import os
+import uuid
 
 import pytest
 
@@ -16,7 +19,9 @@ from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.store.storage import is_local, location
 from dagster_reconf.core.traces.store import TraceStore
+from dagster_reconf.workloads.object_store import S3Server
 from dagster_reconf.workloads.streams import bundled_spec
 
 from .conftest import wait_until
@@ -25,8 +30,34 @@ from .test_reconfiguration import assert_output_matches_oracle, plan_with
 pytestmark = pytest.mark.spark
 
 
-def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path):
-    storage = tmp_path / "storage"
+@pytest.fixture(name="s3", scope="module")
+def s3_fixture(tmp_path_factory):
+    """moto's S3 server on loopback; the control plane (this process, and the drivers it starts) finds it
+    through the standard AWS environment, as s3fs does anywhere."""
+    with S3Server(tmp_path_factory.mktemp("s3")) as server:
+        saved = {key: os.environ.get(key) for key in server.client_env()}
+        os.environ.update(server.client_env())
+        try:
+            yield server
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def storage_for(kind: str, tmp_path, request) -> tuple[str, dict[str, str]]:
+    """A storage URL of ``kind`` and the ``spark_conf`` Spark needs to write there."""
+    if kind == "file":
+        return (tmp_path / "storage").as_uri(), {}
+    s3 = request.getfixturevalue("s3")
+    return s3.create_bucket(f"reconf-{uuid.uuid4().hex[:12]}") + "/data", s3.spark_conf()
+
+
+@pytest.mark.parametrize("kind", ["file", "s3a"])
+def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path, request, kind):
+    storage, spark_conf = storage_for(kind, tmp_path, request)
     spec = bundled_spec(
         "remote-q5",
         "q5",
@@ -35,14 +66,15 @@ def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path):
         trigger_interval_s=0.5,
         source_partitions=2,
         state_partitions=4,
-        storage=storage.as_uri(),
+        storage=storage,
+        spark_conf=spark_conf,
     )
     paths = StreamPaths(tmp_path / "home", spec.name)
     runtime = StreamRuntime(spec, paths)  # its own session: the event log goes to the storage URL
     try:
         runtime.start()
         wait_until(lambda: (checkpoint_facts(paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
-        remote = storage / "streams" / spec.name
+        remote = location(storage) / "streams" / spec.name
         assert (remote / "checkpoint" / "commits").is_dir() and any((remote / "eventlog").iterdir())
         assert not (paths.root / "checkpoint").exists() and not (paths.root / "eventlog").exists()
 
@@ -57,9 +89,12 @@ def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path):
             and verification["stores"][0]["rows_before"] == verification["stores"][0]["rows_after"] > 0
         )
         assert checkpoint_facts(remote / "checkpoint").state_partitions == 8
-        assert (
-            result.results["preflight"]["checks"]["disk"]["free_bytes"] > 0
-        )  # a file:// store is local: its disk is checked
+        disk = result.results["preflight"]["checks"]["disk"]
+        assert disk["state_bytes"] > 0  # read through the store's own API
+        if is_local(remote):  # a file:// store is local: its disk is checked; an object store's quota is its own
+            assert disk["free_bytes"] > 0
+        else:
+            assert disk["free_bytes"] is None, disk
         assert_output_matches_oracle(runtime.spark, runtime)
     finally:
         runtime.shutdown(timeout_s=60)

@@ -22,7 +22,7 @@ from upath import UPath
 
 from dagster_reconf.core.spark.worker_interpreter import worker_python
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.store.storage import Location, spark_uri
+from dagster_reconf.core.store.storage import Location, make_dirs, spark_uri
 
 __all__ = [
     "DRIVER_THREAD_STACK",
@@ -66,7 +66,7 @@ def spark_conf_for(spec: StreamSpec, event_log_dir: Location | None, temp_dir: P
         "spark.python.task.killTimeout": "100ms",
     }
     if spec.instrumentation and event_log_dir is not None:
-        event_log_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(event_log_dir)
         conf["spark.eventLog.enabled"] = "true"
         conf["spark.eventLog.dir"] = (
             spark_uri(event_log_dir) if isinstance(event_log_dir, UPath) else event_log_dir.resolve().as_uri()

@@ -25,6 +25,7 @@ __all__ = [
     "is_local",
     "location",
     "location_of",
+    "make_dirs",
     "remove_tree",
     "spark_uri",
     "validate_storage_url",
@@ -52,14 +53,22 @@ def validate_storage_url(url: str) -> str:
 
 def location(url: str) -> UPath:
     """The fsspec path of a storage URL (fsspec knows Hadoop's schemes, ``s3a`` included)."""
-    return UPath(validate_storage_url(url))
+    return _url_path(validate_storage_url(url))
 
 
 def location_of(value: Location | str) -> Location:
     """A location, or one written out with ``str()``: a URL back to a UPath, any other text to a local Path."""
     if not isinstance(value, str):
         return value
-    return UPath(value) if "://" in value else Path(value)
+    return _url_path(value) if "://" in value else Path(value)
+
+
+def _url_path(url: str) -> UPath:
+    """The fsspec path of ``url``, with no listing cache on a remote store: Spark adds files there while the
+    control plane reads (a commit, an event log), and s3fs, gcsfs and adlfs keep a listing until told otherwise,
+    so a cached one would hide every batch committed after the first look."""
+    path = UPath(url)
+    return path if is_local(path) else UPath(url, use_listings_cache=False)
 
 
 def is_local(path: Location) -> bool:
@@ -82,6 +91,20 @@ def copy_file(source: Location, target: Location) -> None:
         shutil.copy2(_local(source), _local(target))
     else:
         target.write_bytes(source.read_bytes())
+
+
+def make_dirs(path: Location) -> None:
+    """Create the directory ``path`` (and its parents) so that Hadoop sees it, whatever the store.
+
+    An object store has no directories: fsspec's ``mkdir`` there does nothing, and Hadoop sees a
+    folder only where an object lies under its prefix. So an empty one gets the marker Hadoop's
+    S3A writes itself, an empty object named with a trailing slash (Spark refuses an event-log
+    folder it cannot see).
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    if not is_local(path) and not path.exists():
+        path.fs.pipe_file(path.path.rstrip("/") + "/", b"")
+        path.fs.invalidate_cache(path.path)
 
 
 def remove_tree(path: Location) -> None:

@@ -1,0 +1,165 @@
+"""A real S3 API on loopback (moto's standalone server), and the settings Spark and fsspec need to use it.
+
+Why: checkpoints and event logs in object storage are only proven against a server that speaks
+the S3 HTTP API, reached the way a cluster reaches S3: Spark through Hadoop's S3A filesystem
+(``make s3`` resolves ``hadoop-aws`` into ``.jvm/hadoop-aws``), the control plane through
+fsspec's ``s3fs``. moto's server is a separate process, installed from PyPI with the test
+dependencies, that keeps its objects in memory: nothing survives :meth:`S3Server.stop`.
+
+Spark and fsspec each take the endpoint their own way, and neither reads the other's: Spark
+from ``spark.hadoop.fs.s3a.*`` in the stream's ``spark_conf`` (:meth:`S3Server.spark_conf`),
+fsspec from the standard AWS environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...:
+:meth:`S3Server.client_env`), which is also how a real deployment configures them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Self
+
+from dagster_reconf.core.process.process_tree import terminate_process_tree
+from dagster_reconf.workloads.jvm import resolved_jars
+
+__all__ = ["S3Server", "S3SetupError", "hadoop_aws_jars"]
+
+LOOPBACK = "127.0.0.1"
+REGION = "us-east-1"
+# moto accepts any credentials; these name themselves so that no one mistakes them for real ones.
+ACCESS_KEY = "reconf-test-access-key"
+SECRET_KEY = "reconf-test-secret-key"
+
+
+class S3SetupError(RuntimeError):
+    """The S3 server did not start, or the S3A jars are missing."""
+
+
+def hadoop_aws_jars() -> str:
+    """Hadoop's S3A filesystem and the AWS SDK modules it loads, comma-separated for ``spark.jars``."""
+    return ",".join(str(jar) for jar in resolved_jars("hadoop-aws", "hadoop-aws (S3A)", "s3"))
+
+
+class S3Server:
+    """moto's S3 server on ``host`` (loopback unless told otherwise), on a free port.
+
+    ``with S3Server(directory) as s3:`` starts it and waits until it answers; leaving the block
+    stops its process tree. ``s3.endpoint`` is its URL.
+    """
+
+    def __init__(self, directory: Path | str, host: str = LOOPBACK, port: int | None = None) -> None:
+        self.directory = Path(directory).resolve()
+        self.host = host
+        self.port = port or _free_port(host)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "s3-server.log"
+
+    def start(self, timeout_s: float = 60.0) -> Self:
+        if self._process is not None and self._process.poll() is None:
+            return self
+        self.directory.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
+        with open(self.log_file, "ab") as log:
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise S3SetupError(
+                    f"the S3 server ({' '.join(command)}) exited with {self._process.returncode} while starting; "
+                    f"see {self.log_file} (is moto[s3] with flask installed? `make setup` installs it)"
+                )
+            if self._answers():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise S3SetupError(f"the S3 server did not answer on {self.endpoint} in {timeout_s:.0f} s; see {self.log_file}")
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.endpoint, timeout=2):
+                return True
+        except urllib.error.HTTPError:
+            return True  # it answered, with an S3 error for a request without a bucket
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            terminate_process_tree(process.pid, grace_s=10.0)
+            process.wait(timeout=10)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client_env(self) -> dict[str, str]:
+        """The standard AWS environment that points boto3 and ``s3fs`` (the control plane) at this server."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+        }
+
+    def spark_conf(self) -> dict[str, str]:
+        """The ``spark_conf`` a stream needs to keep its checkpoint and event logs here through ``s3a://``.
+
+        Path-style requests, because a bucket cannot be a subdomain of an IP address; plain HTTP, as the
+        server speaks it; no ``Expect: 100-continue`` on uploads, which the server's HTTP layer (Werkzeug) answers
+        in a way the AWS SDK reads as a failed upload (status 100): neither from the synchronous client nor
+        through the transfer manager's asynchronous one, which S3A uses to copy a local file (RocksDB's SST
+        files and state zips) unless ``optimized.copy.from.local`` is off.
+
+        The credentials travel in the configuration so that executors on other hosts have them too: these
+        are the server's made-up ones (a real deployment names a credentials provider instead).
+        """
+        return {
+            "spark.jars": hadoop_aws_jars(),
+            "spark.hadoop.fs.s3a.endpoint": self.endpoint,
+            "spark.hadoop.fs.s3a.endpoint.region": REGION,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+            "spark.hadoop.fs.s3a.connection.expect.continue": "false",
+            "spark.hadoop.fs.s3a.optimized.copy.from.local.enabled": "false",
+            "spark.hadoop.fs.s3a.access.key": ACCESS_KEY,
+            "spark.hadoop.fs.s3a.secret.key": SECRET_KEY,
+        }
+
+    def create_bucket(self, name: str) -> str:
+        """Create bucket ``name`` (if it is new) and return its ``s3a://`` URL."""
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
+        try:
+            client.create_bucket(Bucket=name)
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        return f"s3a://{name}"
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
