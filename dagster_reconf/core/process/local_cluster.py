@@ -30,7 +30,7 @@ from dagster_reconf.core.spark.executor_room import size_mb
 from dagster_reconf.core.store.cluster_record import ClusterInfo, cluster_info, cluster_record_file
 from dagster_reconf.core.store.paths import default_home
 
-__all__ = ["start_cluster", "stop_cluster"]
+__all__ = ["alive_workers", "daemon_env", "master_args", "spark_class", "start_cluster", "stop_cluster", "worker_args"]
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_START_TIMEOUT_S = 120.0
@@ -42,7 +42,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _spark_class() -> Path:
+def spark_class() -> Path:
+    """pyspark's ``bin/spark-class``, which starts Spark's daemons."""
     script = Path(pyspark.__file__).parent / "bin" / "spark-class"
     if not script.exists():
         raise StreamStartError(f"{script} not found: this pyspark install has no bin/spark-class")
@@ -52,7 +53,7 @@ def _spark_class() -> Path:
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     with open(log, "ab") as fh:
         return subprocess.Popen(
-            [str(_spark_class()), *args],
+            [str(spark_class()), *args],
             stdout=fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -61,13 +62,49 @@ def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[
         )
 
 
-def _alive_workers(master_ui: str) -> int:
+def alive_workers(master_ui: str) -> int:
+    """Workers the master at ``master_ui`` has registered (-1: it does not answer yet)."""
     try:
         with urllib.request.urlopen(f"{master_ui}/json/", timeout=2) as resp:
             state = json.loads(resp.read())
     except (OSError, ValueError):
         return -1
     return int(state.get("aliveworkers", 0))
+
+
+def daemon_env(directory: Path, host: str) -> dict[str, str]:
+    """The environment of a master or worker bound to ``host``, with its logs and work under ``directory``."""
+    return {
+        **os.environ,
+        "SPARK_LOCAL_IP": host,
+        "SPARK_LOG_DIR": str(directory / "logs"),
+        "SPARK_WORKER_DIR": str(directory / "work"),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_NO_DAEMONIZE": "1",
+    }
+
+
+def master_args(host: str, port: int, ui_port: int) -> list[str]:
+    """``spark-class`` arguments of a standalone master listening on ``host``."""
+    return ["org.apache.spark.deploy.master.Master", "--host", host, "--port", str(port), "--webui-port", str(ui_port)]
+
+
+def worker_args(master_url: str, host: str, cores: int, memory: str, ui_port: int, work_dir: Path) -> list[str]:
+    """``spark-class`` arguments of a worker on ``host`` offering ``cores`` and ``memory`` to ``master_url``."""
+    return [
+        "org.apache.spark.deploy.worker.Worker",
+        master_url,
+        "--host",
+        host,
+        "--cores",
+        str(cores),
+        "--memory",
+        memory,
+        "--webui-port",
+        str(ui_port),
+        "--work-dir",
+        str(work_dir),
+    ]
 
 
 def start_cluster(
@@ -97,26 +134,11 @@ def start_cluster(
         raise StreamStateError(f"a cluster is already running under {home}; stop it with `reconf cluster stop`")
     directory = home / "cluster"
     directory.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": LOOPBACK,
-        "SPARK_LOG_DIR": str(directory / "logs"),
-        "SPARK_WORKER_DIR": str(directory / "work"),
-        "PYSPARK_PYTHON": sys.executable,
-        "SPARK_NO_DAEMONIZE": "1",
-    }
+    env = daemon_env(directory, LOOPBACK)
     port, ui_port = _free_port(), _free_port()
     master_url, master_ui = f"spark://{LOOPBACK}:{port}", f"http://{LOOPBACK}:{ui_port}"
     master = _spawn(
-        [
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(port),
-            "--webui-port",
-            str(ui_port),
-        ],
+        master_args(LOOPBACK, port, ui_port),
         directory / "master.log",
         env,
     )
@@ -124,30 +146,19 @@ def start_cluster(
     info = ClusterInfo(master_url, master_ui, master.pid, [], str(directory))
     try:
         deadline = time.monotonic() + timeout_s
-        while _alive_workers(master_ui) < 0:
+        while alive_workers(master_ui) < 0:
             _check_running(started, deadline, directory)
         for k in range(workers):
             worker = _spawn(
-                [
-                    "org.apache.spark.deploy.worker.Worker",
-                    master_url,
-                    "--host",
-                    LOOPBACK,
-                    "--cores",
-                    str(cores_per_worker),
-                    "--memory",
-                    memory_per_worker,
-                    "--webui-port",
-                    str(_free_port()),
-                    "--work-dir",
-                    str(directory / "work"),
-                ],
+                worker_args(
+                    master_url, LOOPBACK, cores_per_worker, memory_per_worker, _free_port(), directory / "work"
+                ),
                 directory / f"worker-{k}.log",
                 env,
             )
             started.append(worker)
             info.worker_pids.append(worker.pid)
-        while _alive_workers(master_ui) < workers:
+        while alive_workers(master_ui) < workers:
             _check_running(started, deadline, directory)
     except BaseException:
         for proc in started:

@@ -1,0 +1,86 @@
+"""Past one machine: a stream whose driver, master and two workers each run on their own simulated host (a network
+namespace), with its checkpoint and event logs on a real S3 server, and nothing else shared.
+
+The test process plays the control plane's host: it reads the stream only through the S3 API (s3fs) and the
+master's web API, and starts and kills the driver host's processes the way an operator would there. Skipped only
+where network namespaces cannot be made (not root, no iproute2), with that reason."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.storage import location
+from dagster_reconf.workloads.hosts import SimulatedHosts, hosts_unavailable, start_spark_cluster
+from dagster_reconf.workloads.object_store import S3Server
+from dagster_reconf.workloads.streams import bundled_spec
+
+from .conftest import wait_until
+
+UNAVAILABLE = hosts_unavailable()
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.cluster,
+    pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no simulated hosts here: {UNAVAILABLE}"),
+]
+RECONF = str(Path(sys.executable).parent / "reconf")
+
+
+def master_state(master_ui: str) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{master_ui}/json/", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_host(tmp_path):
+    with SimulatedHosts(["master", "worker-1", "worker-2", "driver"]) as hosts:
+        with S3Server(tmp_path / "s3", host=hosts.gateway) as s3:
+            os.environ.update(s3.client_env())  # this host's s3fs, as on a real control-plane host
+            cluster = start_spark_cluster(hosts, "master", ["worker-1", "worker-2"], tmp_path / "daemons")
+            driver = hosts["driver"]
+            storage = s3.create_bucket("hosted") + "/data"
+            spec = bundled_spec(
+                "hosted-q5",
+                "q5",
+                rate=400,
+                trigger_interval_s=1.0,
+                source_partitions=2,
+                state_partitions=4,
+                master=cluster.master_url,
+                executor_cores=1,
+                max_cores=2,
+                storage=storage,
+                driver_host=driver.address,
+                driver_bind_address=driver.address,
+                spark_conf=s3.spark_conf(),
+            )
+            spec_file = tmp_path / "driver-host" / "spec.json"  # what the operator hands the driver host
+            spec_file.parent.mkdir()
+            spec_file.write_text(spec.model_dump_json())
+            start = [RECONF, "--home", str(tmp_path / "driver-host" / "home"), "stream", "start", spec.name]
+            start += ["--spec-file", str(spec_file)]
+            driver.run(start, env={**os.environ, **s3.client_env()})
+
+            checkpoint = location(storage) / "streams" / spec.name / "checkpoint"
+
+            def committed() -> int:
+                return checkpoint_facts(checkpoint).last_committed_batch or -1
+
+            wait_until(lambda: committed() >= 2, timeout_s=180, what="3 batches committed to S3")
+            workers = master_state(cluster.master_ui)["workers"]
+            assert sorted(w["host"] for w in workers) == sorted([hosts["worker-1"].address, hosts["worker-2"].address])
+            assert all(w["coresused"] == 1 for w in workers), workers  # an executor on each worker host
+
+            # The driver host dies (every process on it); the stream restarts there from its checkpoint on S3.
+            before = committed()
+            driver.kill_all(grace_s=0.0)
+            driver.run(start, env={**os.environ, **s3.client_env()})
+            wait_until(lambda: committed() >= before + 2, timeout_s=180, what="batches after the restart")
+            facts = checkpoint_facts(checkpoint)
+            assert facts.state_partitions == 4 and facts.last_committed_batch >= before + 2
+            event_logs = list((location(storage) / "streams" / spec.name / "eventlog").iterdir())
+            assert len([p for p in event_logs if p.name.startswith("eventlog_v2_")]) == 2  # one per driver run
