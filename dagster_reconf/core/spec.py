@@ -133,6 +133,13 @@ class StreamSpec(BaseModel):
         description="Address the control endpoint listens "
         "on (token-authenticated); another host's Dagster run workers need a routable one.",
     )
+    control_token_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of an environment variable that holds the control endpoint's token (32 characters or "
+        "more) on the driver's host and on the control plane's: for hosts that share no files. None: a fresh token "
+        "file in the runtime home, mode 0600 (one host).",
+    )
     source_partitions: int | None = Field(
         None,
         ge=1,
@@ -300,7 +307,8 @@ SESSION_FIELDS = {
     "driver_host",
     "driver_bind_address",
 }
-IDENTITY_FIELDS = {"name", "entrypoint", "storage", "control_bind_address"}
+ENDPOINT_FIELDS = {"control_bind_address", "control_token_env"}  # read once, when the driver opens its endpoint
+IDENTITY_FIELDS = {"name", "entrypoint", "storage", *ENDPOINT_FIELDS}
 # Read when the driver's JVM launches: a new SparkContext in a running driver ignores them (Spark's configuration docs:
 # "must not be set through the SparkConf directly in your application ... the driver JVM has already started").
 DRIVER_LAUNCH_SETTINGS = (
@@ -328,8 +336,8 @@ def restart_scope(
     identity = sorted(changed & IDENTITY_FIELDS)
     if identity:
         fix = (
-            "stop the stream and start it again with the new address"
-            if identity == ["control_bind_address"]
+            "stop the stream and start it again with the new control endpoint settings"
+            if set(identity) <= ENDPOINT_FIELDS
             else "start a new stream with another name"
         )
         raise SpecError(f"{identity} cannot change in place: they define the stream's identity, code or storage; {fix}")

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from dagster_reconf.core.errors import ControlRequestError
+from dagster_reconf.core.process.control import ControlClient
+from dagster_reconf.core.process.endpoint_record import read_endpoint, remote_client
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.paths import storage_root
 from dagster_reconf.core.store.storage import location
 from dagster_reconf.workloads.hosts import SimulatedHosts, hosts_unavailable, start_spark_cluster
 from dagster_reconf.workloads.object_store import S3Server
@@ -39,7 +43,9 @@ def master_state(master_ui: str) -> dict:
 def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_host(tmp_path):
     with SimulatedHosts(["master", "worker-1", "worker-2", "driver"]) as hosts:
         with S3Server(tmp_path / "s3", host=hosts.gateway) as s3:
-            os.environ.update(s3.client_env())  # this host's s3fs, as on a real control-plane host
+            # This host's s3fs, and the control token, as on a real control-plane host; the driver host gets its own.
+            secrets = {**s3.client_env(), "RECONF_HOSTED_TOKEN": "hosted-" + os.urandom(24).hex()}
+            os.environ.update(secrets)
             cluster = start_spark_cluster(hosts, "master", ["worker-1", "worker-2"], tmp_path / "daemons")
             driver = hosts["driver"]
             storage = s3.create_bucket("hosted") + "/data"
@@ -56,6 +62,8 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
                 storage=storage,
                 driver_host=driver.address,
                 driver_bind_address=driver.address,
+                control_bind_address=driver.address,
+                control_token_env="RECONF_HOSTED_TOKEN",
                 spark_conf=s3.spark_conf(),
             )
             spec_file = tmp_path / "driver-host" / "spec.json"  # what the operator hands the driver host
@@ -63,7 +71,7 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             spec_file.write_text(spec.model_dump_json())
             start = [RECONF, "--home", str(tmp_path / "driver-host" / "home"), "stream", "start", spec.name]
             start += ["--spec-file", str(spec_file)]
-            driver.run(start, env={**os.environ, **s3.client_env()})
+            driver.run(start, env={**os.environ, **secrets})
 
             checkpoint = location(storage) / "streams" / spec.name / "checkpoint"
 
@@ -75,11 +83,23 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             assert sorted(w["host"] for w in workers) == sorted([hosts["worker-1"].address, hosts["worker-2"].address])
             assert all(w["coresused"] == 1 for w in workers), workers  # an executor on each worker host
 
+            # The control endpoint, found through S3 and reached over the bridge with the token from the environment.
+            first = read_endpoint(storage_root(storage, spec.name))
+            assert (first.host, first.driver_host) == (driver.address, first.driver_host)
+            status = remote_client(spec).status()
+            assert status["state"] == "running" and status["master"] == cluster.master_url, status
+            assert status["checkpoint"]["last_committed_batch"] >= 2, status
+            with pytest.raises(ControlRequestError) as refused:
+                ControlClient(first.port, "x" * 40, first.host).status()
+            assert refused.value.status == 401
+
             # The driver host dies (every process on it); the stream restarts there from its checkpoint on S3.
             before = committed()
             driver.kill_all(grace_s=0.0)
-            driver.run(start, env={**os.environ, **s3.client_env()})
+            driver.run(start, env={**os.environ, **secrets})
             wait_until(lambda: committed() >= before + 2, timeout_s=180, what="batches after the restart")
+            assert read_endpoint(storage_root(storage, spec.name)).pid != first.pid
+            assert remote_client(spec).status()["state"] == "running"
             facts = checkpoint_facts(checkpoint)
             assert facts.state_partitions == 4 and facts.last_committed_batch >= before + 2
             event_logs = list((location(storage) / "streams" / spec.name / "eventlog").iterdir())

@@ -89,7 +89,7 @@ def test_identity_fields_cannot_change_in_place(field, value):
 
 def test_the_control_address_changes_with_a_new_driver():
     old = spec()
-    with pytest.raises(SpecError, match="stop the stream and start it again with the new address"):
+    with pytest.raises(SpecError, match="stop the stream and start it again with the new control endpoint settings"):
         restart_scope(old, old.with_changes({"control_bind_address": "0.0.0.0"}))
 
 

@@ -49,10 +49,15 @@ from dagster_reconf.core.process.control import (
     ResumeRequest,
     StartRequest,
     StopRequest,
-    read_token,
     routes,
 )
 from dagster_reconf.core.process.control_server import ControlServer
+from dagster_reconf.core.process.endpoint_record import (
+    ControlEndpoint,
+    publish_endpoint,
+    stream_token,
+    withdraw_endpoint,
+)
 from dagster_reconf.core.spark.python_worker_cpu import stop_python_workers
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spark.state_migrator import StreamMigrator
@@ -186,10 +191,20 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         "promote": promote,
         "retire": retire,
     }
-    server = ControlServer(read_token(paths.token), routes(handlers), host=spec.control_bind_address)
+    server = ControlServer(stream_token(spec, paths.token), routes(handlers), host=spec.control_bind_address)
     server.start()
     info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
     write_driver_info(record, info)
+    published = spec.storage is not None and not standby  # a standby is reached through its own record, locally
+    if published:
+        endpoint = ControlEndpoint(
+            host=info["control_host"],
+            port=server.port,
+            pid=os.getpid(),
+            driver_host=socket.gethostname(),
+            started_at=info["started_at"],
+        )
+        publish_endpoint(paths.data_root_for(spec.storage), endpoint)
 
     def leave(*_: Any) -> None:
         leaving.set()
@@ -245,6 +260,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     finally:
         if not retired:
             write_driver_info(record, info)
+        if published:
+            withdraw_endpoint(paths.data_root_for(spec.storage), os.getpid())
         server.close()
 
 

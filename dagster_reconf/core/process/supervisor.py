@@ -35,9 +35,10 @@ from dagster_reconf.core.errors import (
     StreamStartError,
     StreamStateError,
 )
-from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token, read_token
+from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token
 from dagster_reconf.core.process.definition_probe import IMPORT_TIMEOUT_S, probe_definition
 from dagster_reconf.core.process.driver_start import check_master_reachable, check_writable, driver_environment
+from dagster_reconf.core.process.endpoint_record import stream_token, token_from_env
 from dagster_reconf.core.process.process_tree import KILL_GRACE_S, ask_to_leave, terminate_process_tree, wait_for_exit
 from dagster_reconf.core.progress.lifecycle import query_end
 from dagster_reconf.core.spec import StreamSpec, restart_scope, validate_spec
@@ -93,9 +94,8 @@ def remove_dead_drivers_temp(paths: StreamPaths) -> list[int]:
 
 def _client_of(info: dict[str, Any], paths: StreamPaths) -> ControlClient:
     """A client for the driver (or standby) that ``info`` records."""
-    return ControlClient(
-        int(info["control_port"]), read_token(paths.token), info.get("control_host") or LOOPBACK, paths.driver_log
-    )
+    token = stream_token(StreamSpec.parse(json.loads(paths.spec.read_text())), paths.token)
+    return ControlClient(int(info["control_port"]), token, info.get("control_host") or LOOPBACK, paths.driver_log)
 
 
 class StreamSupervisor:
@@ -245,7 +245,11 @@ class StreamSupervisor:
             (data_root / paths.event_log.name, "event log"),
         ):
             check_writable(directory, what)
-        new_token(paths.token)
+        if spec.control_token_env:
+            token_from_env(spec.control_token_env)  # the driver reads it at its start: fail here, not in its log
+            paths.token.unlink(missing_ok=True)
+        else:
+            new_token(paths.token)
         paths.write_spec(spec.model_dump_json(indent=2))
         paths.driver.unlink(missing_ok=True)
         return self._spawn(paths, spec, paths.driver, ["--paused"] if paused else [], "running", timeout_s)

@@ -17,7 +17,7 @@ from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.storage import Location, location, location_of, remove_tree
 
-__all__ = ["StreamPaths", "default_home", "remove_generations"]
+__all__ = ["StreamPaths", "default_home", "remove_generations", "storage_root"]
 
 HOME_ENV = "RECONF_HOME"
 
@@ -25,6 +25,11 @@ HOME_ENV = "RECONF_HOME"
 def default_home() -> Path:
     """``$RECONF_HOME`` if set, else ``./.reconf`` (absolute)."""
     return Path(os.environ.get(HOME_ENV, ".reconf")).resolve()
+
+
+def storage_root(storage: str, name: str) -> Location:
+    """Where stream ``name`` keeps its checkpoints, event logs and published endpoint under the storage URL."""
+    return location(storage) / "streams" / name
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ class StreamPaths:
 
     def data_root_for(self, storage: str | None) -> Location:
         """Where checkpoints and event logs live for a spec with ``storage``."""
-        return self.root if storage is None else location(storage) / "streams" / self.name
+        return self.root if storage is None else storage_root(storage, self.name)
 
     def checkpoint_of(self, generation: int) -> Location:
         return self.data_root_for(self.storage) / ("checkpoint" if generation == 0 else f"checkpoint.g{generation}")
