@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO_SECONDS ?= 480
 PYTEST_ARGS ?=
 
-.PHONY: demo ui test lint setup java postgres browser compat kafka s3 clean
+.PHONY: demo ui test lint setup java postgres browser compat kafka s3 hosts clean
 
 setup: $(STAMP) java
 
@@ -26,6 +26,13 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
 	  echo "PostgreSQL server not found: installing postgresql with apt-get"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+
+# The cross-host tests simulate hosts as network namespaces with iproute2's `ip` (they need root; elsewhere they skip
+# and say why).
+hosts:
+	@command -v ip >/dev/null 2>&1 || { \
+	  echo "iproute2 not found: installing it with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2; }
 
 # The UI test drives the Dagster webserver with Playwright in Debian's headless Chromium.
 browser:
@@ -98,7 +105,8 @@ TEST_JAVA_OPTIONS := -XX:TieredStopAtLevel=1
 # main venv's, which runs with the rest.
 SOLO_TESTS := tests/integration/test_closed_loop_ui.py
 SLOW_TESTS := tests/integration/test_reconfiguration_crash.py tests/integration/test_handover.py \
-  tests/integration/test_cluster.py tests/integration/test_storage_url.py tests/integration/test_operator_zoo.py
+  tests/integration/test_cluster.py tests/integration/test_storage_url.py tests/integration/test_operator_zoo.py \
+  tests/integration/test_hosts.py
 
 # Another combination of the ranges in pyproject.toml (requirements-compat.txt: dagster 1.12, pyspark 4.2, GX 1.20, the
 # rest at their newest): the package installs into it, imports, loads the reference definitions and passes the unit tests;
@@ -120,7 +128,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint postgres browser kafka s3
+test: lint postgres browser kafka s3 hosts
 	@export RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1 JAVA_TOOL_OPTIONS="$(TEST_JAVA_OPTIONS) $${JAVA_TOOL_OPTIONS:-}"; \
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(SOLO_TESTS); solo=$$?; \
 	slow_log=$$(mktemp); slow_tmp=$$(mktemp -d); \

@@ -15,7 +15,9 @@ import pytest
 from dagster_reconf.core.errors import ControlRequestError
 from dagster_reconf.core.process.control import ControlClient
 from dagster_reconf.core.process.endpoint_record import read_endpoint, remote_client
+from dagster_reconf.core.process.metrics_mirror import pull_metrics
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
+from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import storage_root
 from dagster_reconf.core.store.storage import location
 from dagster_reconf.workloads.hosts import SimulatedHosts, hosts_unavailable, start_spark_cluster
@@ -93,6 +95,13 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
                 ControlClient(first.port, "x" * 40, first.host).status()
             assert refused.value.status == 401
 
+            # The driver's metrics, copied into a store on this host (never the driver host's file).
+            mirror = MetricsStore(tmp_path / "control-plane" / "metrics.jsonl")
+            cursor = tmp_path / "control-plane" / "metrics-cursor.json"
+            assert pull_metrics(remote_client(spec), mirror, cursor).records > 0
+            copied = [r["progress"]["batchId"] for r in mirror.progress()]
+            assert copied and max(copied) >= 2
+
             # The driver host dies (every process on it); the stream restarts there from its checkpoint on S3.
             before = committed()
             driver.kill_all(grace_s=0.0)
@@ -100,6 +109,9 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             wait_until(lambda: committed() >= before + 2, timeout_s=180, what="batches after the restart")
             assert read_endpoint(storage_root(storage, spec.name)).pid != first.pid
             assert remote_client(spec).status()["state"] == "running"
+            resumed = pull_metrics(remote_client(spec), mirror, cursor)  # the same store on the driver host: no gap
+            assert resumed.records > 0 and not resumed.skipped
+            assert max(r["progress"]["batchId"] for r in mirror.progress()) >= before + 2
             facts = checkpoint_facts(checkpoint)
             assert facts.state_partitions == 4 and facts.last_committed_batch >= before + 2
             event_logs = list((location(storage) / "streams" / spec.name / "eventlog").iterdir())

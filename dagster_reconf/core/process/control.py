@@ -25,7 +25,8 @@ version), ``POST migrate`` (state partitions), ``POST precopy`` (a repartitioned
 the query runs), ``POST executors`` (more executors, ahead of a cores change), ``POST rollback-replay`` and
 ``POST resume`` (start with new settings); for a handover to a warm standby driver
 (:mod:`dagster_reconf.core.process.driver`), ``POST promote`` (the standby) and ``POST retire``
-(the paused old driver).
+(the paused old driver); ``POST metrics`` (the metrics store's records after a cursor, for a
+control plane on another host: :mod:`dagster_reconf.core.process.metrics_mirror`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ __all__ = [
     "ControlClient",
     "ExecutorsRequest",
     "Operation",
+    "MetricsRequest",
     "MigrateRequest",
     "PrecopyRequest",
     "RestartRequest",
@@ -177,6 +179,14 @@ class ResumeRequest(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="Spec fields and their new values.")
 
 
+class MetricsRequest(BaseModel):
+    """Body of ``POST /v1/metrics``: the driver's metrics records after a cursor (a control plane on another host)."""
+
+    model_config = ConfigDict(extra="forbid")
+    cursor: int | None = Field(None, ge=0, description="Offset into the store's history to read from (None: recent).")
+    max_bytes: int = Field(1 << 20, ge=1024, le=16 << 20, description="The most of the store's bytes one answer holds.")
+
+
 @dataclass(frozen=True)
 class Operation:
     """One operation of a driver's control endpoint: ``METHOD /v1/<name>`` with its request body's model."""
@@ -205,6 +215,7 @@ OPERATIONS: dict[str, Operation] = {
         Operation("resume", "POST", ResumeRequest),
         Operation("promote", "POST", StartRequest),
         Operation("retire", "POST", StartRequest),
+        Operation("metrics", "POST", MetricsRequest),
     )
 }
 
@@ -339,6 +350,11 @@ class ControlClient:
 
     def code_check(self, code_version: str) -> dict[str, Any]:
         return self.call("code-check", {"code_version": code_version})
+
+    def metrics(self, cursor: int | None = None, max_bytes: int = 1 << 20) -> dict[str, Any]:
+        """``records`` after ``cursor`` (at most ``max_bytes`` of the store), the ``cursor`` to read on from, whether
+        records were ``skipped`` (the cursor was further back than that), and the store's ``end``."""
+        return self.call("metrics", {"cursor": cursor, "max_bytes": max_bytes})
 
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self.call("migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)

@@ -58,6 +58,7 @@ from dagster_reconf.core.process.endpoint_record import (
     stream_token,
     withdraw_endpoint,
 )
+from dagster_reconf.core.process.metrics_mirror import metrics_since
 from dagster_reconf.core.spark.python_worker_cpu import stop_python_workers
 from dagster_reconf.core.spark.runtime import StreamRuntime
 from dagster_reconf.core.spark.state_migrator import StreamMigrator
@@ -190,6 +191,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         "resume": resume,
         "promote": promote,
         "retire": retire,
+        "metrics": lambda req: metrics_since(runtime.store, req.cursor, req.max_bytes),
     }
     server = ControlServer(stream_token(spec, paths.token), routes(handlers), host=spec.control_bind_address)
     server.start()

@@ -136,6 +136,14 @@ class MetricsStore:
                 break  # a write in progress: nothing after it is readable yet
         return records, cursor
 
+    def read_bounded(self, cursor: int | None, max_bytes: int) -> tuple[list[dict[str, Any]], int, bool]:
+        """:meth:`read` after ``cursor``, but of the last ``max_bytes`` at most (None: just those): the records, the
+        next cursor, and whether records after ``cursor`` were left out to keep within ``max_bytes``."""
+        start = self.tail_offset(max_bytes)
+        skipped = cursor is not None and cursor < start
+        records, after = self.read(start if cursor is None or skipped else cursor)
+        return records, after, skipped
+
     def tail(self, max_bytes: int) -> tuple[list[dict[str, Any]], int]:
         """The records of the last ``max_bytes`` (whole lines), and the cursor after them (read on from there)."""
         return self.read(self.tail_offset(max_bytes))

@@ -1,0 +1,72 @@
+"""A control plane's copy of a driver's metrics store, pulled over the control endpoint.
+
+Why: the metrics store is a file the driver appends to under a file lock, which holds only
+on one host. A control plane on another host (the Dagster daemon's) therefore never opens
+the driver's file: it asks the driver for the records after its cursor (``POST /v1/metrics``)
+and appends them to a store of its own, in its own runtime home, that only it writes. The
+sensors and reconfigurations there read that copy as they read a local stream's store.
+The cursor into the driver's history is kept beside the copy, with the store it points
+into (host and path), so each pull moves only what is new; a driver with another store (a
+new host or home) or one younger than the cursor is read again from its recent tail, and
+the pull says so.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from dagster_reconf.core.process.control import ControlClient
+from dagster_reconf.core.store.atomic import replace_text
+from dagster_reconf.core.store.metrics import MetricsStore
+
+__all__ = ["MirrorPull", "metrics_since", "pull_metrics"]
+
+PULL_MAX_BYTES = 1 << 20
+
+
+def metrics_since(store: MetricsStore, cursor: int | None, max_bytes: int) -> dict[str, Any]:
+    """The driver's answer to ``POST /v1/metrics``: records after ``cursor``, bounded by ``max_bytes``."""
+    records, after, skipped = store.read_bounded(cursor, max_bytes)
+    source = f"{socket.gethostname()}:{store.path.resolve()}"
+    return {"records": records, "cursor": after, "skipped": skipped, "end": store.size(), "source": source}
+
+
+class _Cursor(BaseModel):
+    remote: int
+    source: str
+
+
+@dataclass(frozen=True)
+class MirrorPull:
+    """What one pull moved."""
+
+    records: int
+    cursor: int  # into the driver's history, after the last record copied
+    skipped: bool  # records between the old cursor and the ones copied were left out (too far behind, or restarted)
+
+
+def pull_metrics(
+    client: ControlClient, mirror: MetricsStore, cursor_file: Path, max_bytes: int = PULL_MAX_BYTES
+) -> MirrorPull:
+    """Copy the driver's records after the saved cursor into ``mirror``, then save the new cursor.
+
+    A record is appended before the cursor moves past it: a pull that dies in between copies it again next time
+    (at least once), never loses it."""
+    try:
+        saved: _Cursor | None = _Cursor.model_validate_json(cursor_file.read_text())
+    except (FileNotFoundError, ValidationError, ValueError):
+        saved = None
+    answer = client.metrics(saved.remote if saved else None, max_bytes)
+    restarted = saved is not None and (saved.source != answer["source"] or saved.remote > int(answer["end"]))
+    if restarted:  # another store, or one younger than our cursor: read it from its recent tail
+        answer = client.metrics(None, max_bytes)
+    for record in answer["records"]:
+        mirror.append(record)  # the driver's recorded_at is kept: the record's own fields win
+    cursor_file.parent.mkdir(parents=True, exist_ok=True)
+    replace_text(cursor_file, _Cursor(remote=int(answer["cursor"]), source=answer["source"]).model_dump_json())
+    return MirrorPull(len(answer["records"]), int(answer["cursor"]), restarted or bool(answer["skipped"]))
