@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 
 from dagster_reconf.core.errors import ControlRequestError
+from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.process.control import ControlClient
 from dagster_reconf.core.process.endpoint_record import read_endpoint, remote_client
 from dagster_reconf.core.process.metrics_mirror import pull_metrics
+from dagster_reconf.core.reconfig import ExecutionPlan, Reconfigurer, RemoteStream
+from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.store.paths import storage_root
+from dagster_reconf.core.store.paths import StreamPaths, storage_root
 from dagster_reconf.core.store.storage import location
 from dagster_reconf.workloads.hosts import SimulatedHosts, hosts_unavailable, start_spark_cluster
 from dagster_reconf.workloads.object_store import S3Server
@@ -102,9 +105,30 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             copied = [r["progress"]["batchId"] for r in mirror.progress()]
             assert copied and max(copied) >= 2
 
-            # The driver host dies (every process on it); the stream restarts there from its checkpoint on S3.
+            # A native state migration (4 -> 8) of the checkpoint on S3, run from this host: pause, migrate, verify
+            # and resume through the control endpoint, the snapshot and the ledger here.
+            plane = StreamPaths(tmp_path / "control-plane" / "home", spec.name)
+            plane.create()
+            plane.write_spec(spec.model_dump_json(indent=2))
+            plan = ExecutionPlan.of(spec).model_dump()
+            plan["partitioning"]["state_partitions"] = 8
+            ledger = AuditLedger(default_ledger_url(plane.home))
+            result = Reconfigurer(RemoteStream(plane), ledger, observe_timeout_s=30).run(plan, trigger={"user": "test"})
+            assert result.outcome == "succeeded", result.results
+            observed = result.results["observe"]
+            assert observed["health"]["verdict"] == "healthy", observed  # new batches seen in the pulled copy
+            store = result.verification.stores[0]
+            assert store["rows_before"] == store["rows_after"] > 0 and store["max_partition_id"] < 8
+            assert checkpoint_facts(checkpoint).state_partitions == 8
+            assert StreamSpec.parse(json.loads(plane.spec.read_text())).state_partitions == 8  # the driver's spec now
+            assert [r["progress"]["batchId"] for r in MetricsStore(plane.metrics).progress()]  # its copy, pulled
+
+            # The driver host dies (every process on it); the stream restarts there from its checkpoint on S3, with
+            # the spec its driver kept.
             before = committed()
             driver.kill_all(grace_s=0.0)
+            kept = tmp_path / "driver-host" / "home" / "streams" / spec.name / "spec.json"
+            start[-1] = str(kept)
             driver.run(start, env={**os.environ, **secrets})
             wait_until(lambda: committed() >= before + 2, timeout_s=180, what="batches after the restart")
             assert read_endpoint(storage_root(storage, spec.name)).pid != first.pid
@@ -113,6 +137,6 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             assert resumed.records > 0 and not resumed.skipped
             assert max(r["progress"]["batchId"] for r in mirror.progress()) >= before + 2
             facts = checkpoint_facts(checkpoint)
-            assert facts.state_partitions == 4 and facts.last_committed_batch >= before + 2
+            assert facts.state_partitions == 8 and facts.last_committed_batch >= before + 2
             event_logs = list((location(storage) / "streams" / spec.name / "eventlog").iterdir())
             assert len([p for p in event_logs if p.name.startswith("eventlog_v2_")]) == 2  # one per driver run

@@ -23,6 +23,7 @@ from dagster_reconf.core.store.storage import Location
 __all__ = [
     "MIN_TOKEN_CHARS",
     "ControlEndpoint",
+    "check_remote_spec",
     "endpoint_file",
     "publish_endpoint",
     "read_endpoint",
@@ -101,15 +102,22 @@ def read_endpoint(data_root: Location) -> ControlEndpoint:
         raise ControlRequestError(f"the control endpoint record at {path} is damaged ({exc}); restart the driver", 409)
 
 
-def remote_client(spec: StreamSpec) -> ControlClient:
-    """A client for the driver of ``spec`` on another host: its endpoint from the stream's storage, its token from
-    the environment variable the spec names."""
-    if spec.storage is None or spec.control_token_env is None:
-        missing = [name for name in ("storage", "control_token_env") if getattr(spec, name) is None]
+def check_remote_spec(spec: StreamSpec) -> None:
+    """A SpecError unless ``spec`` lets a control plane on another host find its driver (a storage URL) and
+    authenticate (a token variable)."""
+    missing = [name for name in ("storage", "control_token_env") if getattr(spec, name) is None]
+    if missing:
         raise SpecError(
             f"stream {spec.name!r} has no {' or '.join(missing)}: a control plane on another host finds the driver "
             "through the stream's storage URL and authenticates with the token in the environment variable "
             "control_token_env names; set both in the spec"
         )
+
+
+def remote_client(spec: StreamSpec) -> ControlClient:
+    """A client for the driver of ``spec`` on another host: its endpoint from the stream's storage, its token from
+    the environment variable the spec names."""
+    check_remote_spec(spec)
+    assert spec.storage is not None and spec.control_token_env is not None
     endpoint = read_endpoint(storage_root(spec.storage, spec.name))
     return ControlClient(endpoint.port, token_from_env(spec.control_token_env), endpoint.host)

@@ -14,17 +14,19 @@ the pull says so.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from dagster_reconf.core.errors import ControlRequestError
 from dagster_reconf.core.process.control import ControlClient
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.metrics import MetricsStore
 
-__all__ = ["MirrorPull", "metrics_since", "pull_metrics"]
+__all__ = ["MirrorPull", "PulledMetricsStore", "metrics_since", "pull_metrics"]
 
 PULL_MAX_BYTES = 1 << 20
 
@@ -70,3 +72,28 @@ def pull_metrics(
     cursor_file.parent.mkdir(parents=True, exist_ok=True)
     replace_text(cursor_file, _Cursor(remote=int(answer["cursor"]), source=answer["source"]).model_dump_json())
     return MirrorPull(len(answer["records"]), int(answer["cursor"]), restarted or bool(answer["skipped"]))
+
+
+class PulledMetricsStore(MetricsStore):
+    """This host's copy of a remote driver's store: every read pulls what is new first.
+
+    A pull that fails (the driver is down or unreachable) leaves the copy as it is: readers see what was copied,
+    and the driver's status, asked separately, says why nothing newer came."""
+
+    def __init__(self, path: Path, pull: Callable[[], object]) -> None:
+        super().__init__(path)
+        self._pull = pull
+
+    def _refresh(self) -> None:
+        try:
+            self._pull()
+        except (ControlRequestError, OSError):
+            pass
+
+    def read(self, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
+        self._refresh()
+        return super().read(cursor)
+
+    def last_progress(self) -> dict[str, Any] | None:
+        self._refresh()
+        return super().last_progress()

@@ -16,6 +16,7 @@ from dagster_reconf.core.reconfig.plan import (
 )
 from dagster_reconf.core.reconfig.reconfiguration import Reconfiguration
 from dagster_reconf.core.reconfig.reconfigurer import PAUSED_STEPS, STEPS, Reconfigurer
+from dagster_reconf.core.reconfig.remote_stream import RemoteStream
 from dagster_reconf.core.spec import STRATEGIES
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "ReconfigurationInterrupted",
     "ReconfigurationRefused",
     "Reconfigurer",
+    "RemoteStream",
     "Resources",
     "STEPS",
     "STRATEGIES",

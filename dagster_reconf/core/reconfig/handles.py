@@ -66,6 +66,10 @@ class StreamHandle(ABC):
         """How the stream's driver died while its record says it runs (pid, last seen); None: it did not."""
         return None
 
+    def metrics(self) -> MetricsStore:
+        """The stream's metrics store as this host reads it (a remote driver's: this host's copy, pulled on read)."""
+        return MetricsStore(self.paths.metrics)
+
     def kafka_lag(self) -> ConsumerLag | None:
         """The consumer lag of the stream's Kafka sources, from its checkpoint and the brokers the spec's ``kafka``
         names (None: no ``kafka`` access in the spec, no Kafka source, or no batch committed yet).
@@ -76,7 +80,7 @@ class StreamHandle(ABC):
         access = self.spec().kafka
         if access is None:
             return None
-        record = MetricsStore(self.paths.metrics).last_progress()
+        record = self.metrics().last_progress()
         return stream_consumer_lag(self.paths.checkpoint, (record or {}).get("progress"), access)
 
     @abstractmethod

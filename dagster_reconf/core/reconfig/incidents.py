@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from dagster_reconf.core.errors import summary_line
 from dagster_reconf.core.ledger import AuditLedger, AuditRecord
 from dagster_reconf.core.progress.lifecycle import QueryTerminated, lifecycle_event
-from dagster_reconf.core.store.metrics import MetricsStore
 
 if TYPE_CHECKING:
     from dagster_reconf.core.reconfig.handles import StreamHandle
@@ -113,7 +112,7 @@ def stream_incidents(stream: StreamHandle) -> list[Incident]:
     """``stream``'s unplanned failures as far as it can tell: the failed query runs in the newest :data:`TAIL_BYTES`
     of its metrics store, and its driver if it died (read only: nothing is recorded)."""
     try:
-        records, _ = MetricsStore(stream.paths.metrics).tail(TAIL_BYTES)
+        records, _ = stream.metrics().tail(TAIL_BYTES)
     except ValueError:  # a damaged store: its failures cannot be read, and whatever reads it next says why
         records = []
     return query_failures(stream.name, records) + driver_died(stream.name, stream.driver_death())

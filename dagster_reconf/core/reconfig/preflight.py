@@ -27,7 +27,6 @@ from dagster_reconf.core.store.checkpoint import (
     operator_metadata,
     tree_bytes,
 )
-from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.storage import Location
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
             "start the stream so it finishes that batch"
         )
     spec = stream.spec()
-    record = MetricsStore(stream.paths.metrics).last_progress()
+    record = stream.metrics().last_progress()
     progress = (record or {}).get("progress")
     capabilities = stream_capabilities(stream.definition(), record, checkpoint, accept_loss=spec.accept_loss)
     checks["capabilities"] = capabilities.as_dict()
@@ -91,7 +90,7 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
             f"{capabilities.reasons.get('replay')}; use strategy 'native'"
         )
     if r.needs_migration and r.strategy == "precopy" and capabilities.replay_recent:
-        records, _ = MetricsStore(stream.paths.metrics).tail(PACE_TAIL_BYTES)
+        records, _ = stream.metrics().tail(PACE_TAIL_BYTES)
         history = recent_backlog(records, r.current.partitioning.trigger_interval_s)
         verdict = precopy_verdict(history, batch_merge_problem(checkpoint))
         checks["precopy"] = verdict

@@ -53,7 +53,6 @@ from dagster_reconf.core.reconfig.verification import precopy_delta, verify_migr
 from dagster_reconf.core.spark.state_reader import StateSummary
 from dagster_reconf.core.spec import STRATEGIES
 from dagster_reconf.core.store.checkpoint import CheckpointSnapshot
-from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import remove_generations
 from dagster_reconf.core.store.storage import spark_uri
 
@@ -297,7 +296,7 @@ class Reconfigurer:
         return {"checks": checks, "actions": r.actions}
 
     def _prepare(self, r: Reconfiguration) -> dict[str, Any]:
-        records, _ = MetricsStore(self.stream.paths.metrics).tail(HISTORY_TAIL_BYTES)
+        records, _ = self.stream.metrics().tail(HISTORY_TAIL_BYTES)
         history = recent_backlog(records, self.stream.spec().trigger_interval_s)
         baseline = executors = precopy = None
         standby: dict[str, Any] = {}
@@ -363,7 +362,7 @@ class Reconfigurer:
         backlog went on moving at the old settings that long, which a policy weighs before asking for the next one."""
         lead_s = sum(r.timings.get(step, 0.0) for step in STEPS[: STEPS.index("pause")])
         paused = Paused(stream=self.stream.name, reconfiguration_id=r.id, lead_s=round(lead_s, 3))
-        MetricsStore(self.stream.paths.metrics).append(paused.to_record())
+        self.stream.metrics().append(paused.to_record())
 
     def _migrate(self, r: Reconfiguration) -> dict[str, Any]:
         if not r.needs_migration:
@@ -418,7 +417,7 @@ class Reconfigurer:
         return result
 
     def _metrics_tail(self) -> list[dict[str, Any]]:
-        return MetricsStore(self.stream.paths.metrics).tail(OBSERVED_TAIL_BYTES)[0]
+        return self.stream.metrics().tail(OBSERVED_TAIL_BYTES)[0]
 
     def _rollback(self, r: Reconfiguration, reason: str, *, after_resume: bool = False) -> dict[str, Any]:
         """Return the checkpoint to the paused batch and resume the stream as it was; finish as rolled back
@@ -458,7 +457,7 @@ class Reconfigurer:
         started = self.stream.restart_lost_driver()  # a driver killed after the resume (its query never restarts)
         observation, health = watch_resumed(
             self.stream.status,
-            MetricsStore(self.stream.paths.metrics),
+            self.stream.metrics(),
             paused_at=r.paused.paused_at,
             resumed_at=r.resumed.resumed_at,
             normal=r.prepared.history.normal_backlog_events,

@@ -1,0 +1,97 @@
+"""A stream whose driver runs on another host, as a reconfiguration on this host reaches it.
+
+Everything crosses the network: the driver's control endpoint (found in the endpoint record it publishes under the
+stream's storage, authenticated with the token from the environment variable the spec names), the checkpoint in the
+stream's storage, and the driver's metrics, copied into this host's runtime home as they are read. This host starts
+no process on the other one: a driver that is down is started again there (``reconf stream start``), and a
+reconfiguration that needs it stops with that said.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dagster_reconf.core.definition import StreamDefinition, load_definition
+from dagster_reconf.core.errors import ControlRequestError, StreamStateError
+from dagster_reconf.core.process.control import ControlClient
+from dagster_reconf.core.process.endpoint_record import check_remote_spec, remote_client
+from dagster_reconf.core.process.metrics_mirror import PulledMetricsStore, pull_metrics
+from dagster_reconf.core.reconfig.handles import StreamHandle
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
+
+__all__ = ["RemoteStream"]
+
+
+class RemoteStream(StreamHandle):
+    """The stream registered under ``paths`` (its spec in this host's home), run by a driver on another host."""
+
+    def __init__(self, paths: StreamPaths) -> None:
+        self.paths = paths
+        check_remote_spec(self.spec())  # no storage or token variable: a SpecError naming both, before anything runs
+
+    def spec(self) -> StreamSpec:
+        return StreamSpec.parse(json.loads(self.paths.spec.read_text()))
+
+    def _client(self, spec: StreamSpec | None = None) -> ControlClient:
+        return remote_client(spec or self.spec())
+
+    def metrics(self) -> PulledMetricsStore:
+        copy, cursor = MetricsStore(self.paths.metrics), self.paths.root / "metrics-cursor.json"
+        return PulledMetricsStore(self.paths.metrics, lambda: pull_metrics(self._client(), copy, cursor))
+
+    def status(self) -> dict[str, Any]:
+        try:
+            return self._client().status()
+        except ControlRequestError as exc:
+            return {"name": self.name, "state": "not running", "error": str(exc)}
+
+    def ensure_driver(self) -> None:
+        status = self.status()
+        if status.get("state") == "not running":
+            raise StreamStateError(
+                f"stream {self.name!r} has no driver answering on its host ({status.get('error')}); start it there "
+                "with `reconf stream start --spec-file ...`, then run the reconfiguration again"
+            )
+
+    def ensure_running(self) -> dict[str, Any]:
+        self.ensure_driver()
+        if self.status().get("state") != "running":
+            self._client().start()
+            return {"started": True, "driver": "kept"}
+        return {"started": False}
+
+    def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
+        return self._client().stop(timeout_s, finish, keep_interrupted)
+
+    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
+        return self._client().state(generation, batch_id)
+
+    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        return self._client().states(reads)
+
+    def code_check(self, code_version: str) -> dict[str, Any]:
+        return self._client().code_check(code_version)
+
+    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
+        return self._client().migrate(state_partitions, strategy)
+
+    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
+        return self._client().precopy(state_partitions, close_enough, merge)
+
+    def add_executors(self, count: int) -> dict[str, Any]:
+        return self._client().add_executors(count)
+
+    def rollback_replay(self, generation: int) -> dict[str, Any]:
+        return self._client().rollback_replay(generation)
+
+    def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Start the paused query with ``settings``; this host's copy of the spec takes the driver's new one."""
+        result = self._client().resume(settings)
+        self.paths.write_spec(StreamSpec.parse(self._client().status()["spec"]).model_dump_json(indent=2))
+        return result
+
+    def definition(self) -> StreamDefinition:
+        return load_definition(self.spec().entrypoint)
