@@ -185,6 +185,9 @@ class MetricsRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cursor: int | None = Field(None, ge=0, description="Offset into the store's history to read from (None: recent).")
     max_bytes: int = Field(1 << 20, ge=1024, le=16 << 20, description="The most of the store's bytes one answer holds.")
+    source: str | None = Field(
+        None, max_length=4096, description="The store the cursor points into; another store is read from its tail."
+    )
 
 
 @dataclass(frozen=True)
@@ -351,10 +354,11 @@ class ControlClient:
     def code_check(self, code_version: str) -> dict[str, Any]:
         return self.call("code-check", {"code_version": code_version})
 
-    def metrics(self, cursor: int | None = None, max_bytes: int = 1 << 20) -> dict[str, Any]:
-        """``records`` after ``cursor`` (at most ``max_bytes`` of the store), the ``cursor`` to read on from, whether
-        records were ``skipped`` (the cursor was further back than that), and the store's ``end``."""
-        return self.call("metrics", {"cursor": cursor, "max_bytes": max_bytes})
+    def metrics(self, cursor: int | None = None, max_bytes: int = 1 << 20, source: str | None = None) -> dict[str, Any]:
+        """``records`` after ``cursor`` into store ``source`` (at most ``max_bytes`` of the store), the ``cursor`` to
+        read on from and the store's ``source``, and whether records were ``skipped`` (the cursor was further back,
+        or into another store)."""
+        return self.call("metrics", {"cursor": cursor, "max_bytes": max_bytes, "source": source})
 
     def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
         return self.call("migrate", {"state_partitions": state_partitions, "strategy": strategy}, 3600)

@@ -191,7 +191,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         "resume": resume,
         "promote": promote,
         "retire": retire,
-        "metrics": lambda req: metrics_since(runtime.store, req.cursor, req.max_bytes),
+        "metrics": lambda req: metrics_since(runtime.store, req.cursor, req.max_bytes, req.source),
     }
     server = ControlServer(stream_token(spec, paths.token), routes(handlers), host=spec.control_bind_address)
     server.start()

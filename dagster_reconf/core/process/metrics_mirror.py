@@ -31,11 +31,15 @@ __all__ = ["MirrorPull", "PulledMetricsStore", "metrics_since", "pull_metrics"]
 PULL_MAX_BYTES = 1 << 20
 
 
-def metrics_since(store: MetricsStore, cursor: int | None, max_bytes: int) -> dict[str, Any]:
-    """The driver's answer to ``POST /v1/metrics``: records after ``cursor``, bounded by ``max_bytes``."""
-    records, after, skipped = store.read_bounded(cursor, max_bytes)
-    source = f"{socket.gethostname()}:{store.path.resolve()}"
-    return {"records": records, "cursor": after, "skipped": skipped, "end": store.size(), "source": source}
+def metrics_since(store: MetricsStore, cursor: int | None, max_bytes: int, source: str | None = None) -> dict[str, Any]:
+    """The driver's answer to ``POST /v1/metrics``: records after ``cursor``, bounded by ``max_bytes``.
+
+    A cursor into another store (``source``: a driver on a new host or home) or past this one's end means nothing
+    here: the store is read from its tail instead, and the answer says records were skipped."""
+    own = f"{socket.gethostname()}:{store.path.resolve()}"
+    foreign = cursor is not None and ((source is not None and source != own) or cursor > store.size())
+    records, after, skipped = store.read_bounded(None if foreign else cursor, max_bytes)
+    return {"records": records, "cursor": after, "skipped": skipped or foreign, "source": own}
 
 
 class _Cursor(BaseModel):
@@ -63,15 +67,12 @@ def pull_metrics(
         saved: _Cursor | None = _Cursor.model_validate_json(cursor_file.read_text())
     except (FileNotFoundError, ValidationError, ValueError):
         saved = None
-    answer = client.metrics(saved.remote if saved else None, max_bytes)
-    restarted = saved is not None and (saved.source != answer["source"] or saved.remote > int(answer["end"]))
-    if restarted:  # another store, or one younger than our cursor: read it from its recent tail
-        answer = client.metrics(None, max_bytes)
+    answer = client.metrics(saved.remote if saved else None, max_bytes, saved.source if saved else None)
     for record in answer["records"]:
         mirror.append(record)  # the driver's recorded_at is kept: the record's own fields win
     cursor_file.parent.mkdir(parents=True, exist_ok=True)
     replace_text(cursor_file, _Cursor(remote=int(answer["cursor"]), source=answer["source"]).model_dump_json())
-    return MirrorPull(len(answer["records"]), int(answer["cursor"]), restarted or bool(answer["skipped"]))
+    return MirrorPull(len(answer["records"]), int(answer["cursor"]), bool(answer["skipped"]))
 
 
 class PulledMetricsStore(MetricsStore):

@@ -20,7 +20,12 @@ def driver_fixture(tmp_path):
     holder = {"store": MetricsStore(tmp_path / "driver-host" / "metrics.jsonl")}
     server = ControlServer(
         TOKEN,
-        {("POST", "/v1/metrics"): (MetricsRequest, lambda r: metrics_since(holder["store"], r.cursor, r.max_bytes))},
+        {
+            ("POST", "/v1/metrics"): (
+                MetricsRequest,
+                lambda r: metrics_since(holder["store"], r.cursor, r.max_bytes, r.source),
+            )
+        },
     )
     server.start()
     yield holder, ControlClient(server.port, TOKEN)

@@ -48,13 +48,18 @@ def test_each_incident_is_recorded_once_per_stream(tmp_path):
 
 
 class DeadStream:
-    """What stream_incidents reads of a stream: its paths and whether its driver died."""
+    """What stream_incidents reads of a stream: its metrics store and whether its driver died."""
 
     def __init__(self, home):
         from dagster_reconf.core.store.paths import StreamPaths
 
         self.name, self.paths = "s", StreamPaths(home, "s")
         self.paths.create()
+
+    def metrics(self):
+        from dagster_reconf.core.store.metrics import MetricsStore
+
+        return MetricsStore(self.paths.metrics)
 
     def driver_death(self):
         return {"pid": 7, "last_seen_at": 1.0}
