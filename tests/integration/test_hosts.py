@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dagster_reconf.core.errors import ControlRequestError
+from dagster_reconf.core.errors import ControlRequestError, ReconfigurationInterrupted
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.process.control import ControlClient
-from dagster_reconf.core.process.endpoint_record import read_endpoint, remote_client
+from dagster_reconf.core.process.endpoint_record import pause_marker, read_endpoint, remote_client
 from dagster_reconf.core.process.metrics_mirror import pull_metrics
 from dagster_reconf.core.reconfig import ExecutionPlan, Reconfigurer, RemoteStream
 from dagster_reconf.core.spec import StreamSpec
@@ -106,13 +106,31 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             assert copied and max(copied) >= 2
 
             # A native state migration (4 -> 8) of the checkpoint on S3, run from this host: pause, migrate, verify
-            # and resume through the control endpoint, the snapshot and the ledger here.
+            # and resume through the control endpoint, the snapshot and the ledger here. The driver host dies right
+            # after the pause; started again there, its driver stays paused (the marker on S3), and the re-run
+            # finishes the plan.
             plane = StreamPaths(tmp_path / "control-plane" / "home", spec.name)
             plane.create()
             plane.write_spec(spec.model_dump_json(indent=2))
             plan = ExecutionPlan.of(spec).model_dump()
             plan["partitioning"]["state_partitions"] = 8
             ledger = AuditLedger(default_ledger_url(plane.home))
+            kept = tmp_path / "driver-host" / "home" / "streams" / spec.name / "spec.json"
+            start[-1] = str(kept)  # from now on the operator starts the stream with the spec its driver keeps
+
+            def driver_host_dies(step: str) -> None:
+                if step == "pause":
+                    driver.kill_all(grace_s=0.0)
+
+            interrupted = Reconfigurer(RemoteStream(plane), ledger, observe_timeout_s=30, after_step=driver_host_dies)
+            with pytest.raises(ReconfigurationInterrupted, match=r"start it there with .* re-run the same plan"):
+                interrupted.run(plan, trigger={"user": "test"})
+            marker = pause_marker(storage_root(storage, spec.name))
+            assert marker.exists()
+            paused_at = committed()
+            driver.run(start, env={**os.environ, **secrets})
+            assert remote_client(spec).status()["state"] == "stopped"  # started paused: the query waits
+            assert committed() == paused_at
             result = Reconfigurer(RemoteStream(plane), ledger, observe_timeout_s=30).run(plan, trigger={"user": "test"})
             assert result.outcome == "succeeded", result.results
             observed = result.results["observe"]
@@ -122,13 +140,12 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             assert checkpoint_facts(checkpoint).state_partitions == 8
             assert StreamSpec.parse(json.loads(plane.spec.read_text())).state_partitions == 8  # the driver's spec now
             assert [r["progress"]["batchId"] for r in MetricsStore(plane.metrics).progress()]  # its copy, pulled
+            assert not marker.exists()
 
             # The driver host dies (every process on it); the stream restarts there from its checkpoint on S3, with
             # the spec its driver kept.
             before = committed()
             driver.kill_all(grace_s=0.0)
-            kept = tmp_path / "driver-host" / "home" / "streams" / spec.name / "spec.json"
-            start[-1] = str(kept)
             driver.run(start, env={**os.environ, **secrets})
             wait_until(lambda: committed() >= before + 2, timeout_s=180, what="batches after the restart")
             assert read_endpoint(storage_root(storage, spec.name)).pid != first.pid
@@ -139,4 +156,4 @@ def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_h
             facts = checkpoint_facts(checkpoint)
             assert facts.state_partitions == 8 and facts.last_committed_batch >= before + 2
             event_logs = list((location(storage) / "streams" / spec.name / "eventlog").iterdir())
-            assert len([p for p in event_logs if p.name.startswith("eventlog_v2_")]) == 2  # one per driver run
+            assert len([p for p in event_logs if p.name.startswith("eventlog_v2_")]) == 3  # one per driver run

@@ -54,6 +54,7 @@ from dagster_reconf.core.process.control import (
 from dagster_reconf.core.process.control_server import ControlServer
 from dagster_reconf.core.process.endpoint_record import (
     ControlEndpoint,
+    pause_marker,
     publish_endpoint,
     stream_token,
     withdraw_endpoint,
@@ -115,6 +116,11 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         raise
     migrator = StreamMigrator(runtime)
     shutdown = threading.Event()
+    if not paused and not standby and spec.storage is not None:
+        marker = pause_marker(paths.data_root_for(spec.storage))
+        if marker.exists():  # a control plane on another host holds the stream paused: its reconfiguration resumes it
+            paused = True
+            info["paused_by"] = str(marker)
 
     def stop(req: StopRequest) -> dict[str, Any]:
         return asdict(

@@ -4,12 +4,19 @@ Why: a control plane on another host shares no files with the driver, only the s
 HDFS). So a driver whose spec names a storage URL publishes its endpoint's address and port there, under the
 stream's own prefix, and withdraws it when it exits; the token is never written there (it comes from the
 environment variable the spec names, :attr:`~dagster_reconf.core.spec.StreamSpec.control_token_env`, on both hosts).
+
+The same prefix holds the *pause marker* a control plane on another host sets before it pauses the stream for a
+reconfiguration and clears once it resumed it: a driver started while it is set (its host restarted in the middle
+of the reconfiguration) starts paused, so the query never runs on a checkpoint the reconfiguration is changing.
+That is what a supervisor on the same host does by starting a lost driver paused.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -24,10 +31,13 @@ __all__ = [
     "MIN_TOKEN_CHARS",
     "ControlEndpoint",
     "check_remote_spec",
+    "clear_pause_marker",
     "endpoint_file",
+    "pause_marker",
     "publish_endpoint",
     "read_endpoint",
     "remote_client",
+    "set_pause_marker",
     "stream_token",
     "token_from_env",
     "withdraw_endpoint",
@@ -69,6 +79,23 @@ def stream_token(spec: StreamSpec, token_file: Path) -> str:
 def endpoint_file(data_root: Location) -> Location:
     """Where the driver of the stream stored under ``data_root`` publishes its endpoint."""
     return data_root / "control" / "endpoint.json"
+
+
+def pause_marker(data_root: Location) -> Location:
+    """Set while a control plane on another host holds the stream paused for a reconfiguration."""
+    return data_root / "control" / "paused.json"
+
+
+def set_pause_marker(data_root: Location, reason: str) -> None:
+    path = pause_marker(data_root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"reason": reason, "at": time.time()}))
+
+
+def clear_pause_marker(data_root: Location) -> None:
+    path = pause_marker(data_root)
+    if path.exists():
+        path.unlink()
 
 
 def publish_endpoint(data_root: Location, endpoint: ControlEndpoint) -> None:

@@ -3,24 +3,31 @@
 Everything crosses the network: the driver's control endpoint (found in the endpoint record it publishes under the
 stream's storage, authenticated with the token from the environment variable the spec names), the checkpoint in the
 stream's storage, and the driver's metrics, copied into this host's runtime home as they are read. This host starts
-no process on the other one: a driver that is down is started again there (``reconf stream start``), and a
-reconfiguration that needs it stops with that said.
+no process on the other one: a driver that is down is started again there (``reconf stream start``; it starts
+paused while this host holds the stream paused), and a reconfiguration that needs it stops with that said until then.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 from dagster_reconf.core.definition import StreamDefinition, load_definition
 from dagster_reconf.core.errors import ControlRequestError, StreamStateError
 from dagster_reconf.core.process.control import ControlClient
-from dagster_reconf.core.process.endpoint_record import check_remote_spec, remote_client
+from dagster_reconf.core.process.endpoint_record import (
+    check_remote_spec,
+    clear_pause_marker,
+    remote_client,
+    set_pause_marker,
+)
 from dagster_reconf.core.process.metrics_mirror import PulledMetricsStore, pull_metrics
 from dagster_reconf.core.reconfig.handles import StreamHandle
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
+from dagster_reconf.core.store.storage import Location
 
 __all__ = ["RemoteStream"]
 
@@ -63,7 +70,13 @@ class RemoteStream(StreamHandle):
             return {"started": True, "driver": "kept"}
         return {"started": False}
 
+    def _data_root(self) -> Location:
+        return self.paths.data_root_for(self.spec().storage)
+
     def pause(self, timeout_s: float, finish: bool = True, keep_interrupted: bool = False) -> dict[str, Any]:
+        """Stop the query at a batch boundary, the pause marker set first: a driver its host starts again before the
+        resume starts paused (see :mod:`~dagster_reconf.core.process.endpoint_record`)."""
+        set_pause_marker(self._data_root(), f"paused for a reconfiguration from {socket.gethostname()}")
         return self._client().stop(timeout_s, finish, keep_interrupted)
 
     def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
@@ -90,6 +103,7 @@ class RemoteStream(StreamHandle):
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         """Start the paused query with ``settings``; this host's copy of the spec takes the driver's new one."""
         result = self._client().resume(settings)
+        clear_pause_marker(self._data_root())
         self.paths.write_spec(StreamSpec.parse(self._client().status()["spec"]).model_dump_json(indent=2))
         return result
 

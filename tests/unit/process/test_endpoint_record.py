@@ -9,10 +9,13 @@ from dagster_reconf.core.errors import ControlRequestError, SpecError
 from dagster_reconf.core.process.endpoint_record import (
     MIN_TOKEN_CHARS,
     ControlEndpoint,
+    clear_pause_marker,
     endpoint_file,
+    pause_marker,
     publish_endpoint,
     read_endpoint,
     remote_client,
+    set_pause_marker,
     stream_token,
     token_from_env,
     withdraw_endpoint,
@@ -77,3 +80,13 @@ def test_a_remote_client_needs_storage_and_a_token_variable(monkeypatch):
     publish_endpoint(storage_root(storage, "far"), endpoint())
     client = remote_client(far)
     assert (client.base, client.token) == ("http://10.0.0.7:8765/v1", TOKEN)
+
+
+def test_the_pause_marker_is_set_and_cleared_under_the_streams_prefix():
+    root = UPath(f"memory:///reconf-{uuid.uuid4().hex}") / "streams" / "far"
+    assert not pause_marker(root).exists()
+    set_pause_marker(root, "paused for a reconfiguration from plane-1")
+    assert "plane-1" in pause_marker(root).read_text()
+    clear_pause_marker(root)
+    clear_pause_marker(root)  # idempotent: a re-run of a resume clears nothing twice
+    assert not pause_marker(root).exists()
