@@ -14,18 +14,15 @@ from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
 from dagster_reconf.core.process.supervisor import StreamSupervisor
-from dagster_reconf.core.reconfig import LocalStream, Reconfigurer
-from dagster_reconf.core.spark.runtime import StreamRuntime
+from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigurer
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
-from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import is_local, location
 from dagster_reconf.core.traces.store import TraceStore
 from dagster_reconf.workloads.object_store import S3Server
 from dagster_reconf.workloads.streams import bundled_spec
 
-from .conftest import wait_until
-from .test_reconfiguration import assert_output_matches_oracle, plan_with
+from .conftest import assert_matches_oracle, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -56,7 +53,9 @@ def storage_for(kind: str, tmp_path, request) -> tuple[str, dict[str, str]]:
 
 
 @pytest.mark.parametrize("kind", ["file", "s3a"])
-def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path, request, kind):
+def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(spark, supervisor, tmp_path, request, kind):
+    """In a driver process of its own, as in production: a Hadoop filesystem's jars (S3A's) must be on the classpath
+    when the JVM starts, and a JVM this process started earlier for another test would not have them."""
     storage, spark_conf = storage_for(kind, tmp_path, request)
     spec = bundled_spec(
         "remote-q5",
@@ -69,35 +68,37 @@ def test_stream_on_a_storage_url_runs_migrates_state_and_is_traced(tmp_path, req
         storage=storage,
         spark_conf=spark_conf,
     )
-    paths = StreamPaths(tmp_path / "home", spec.name)
-    runtime = StreamRuntime(spec, paths)  # its own session: the event log goes to the storage URL
-    try:
-        runtime.start()
-        wait_until(lambda: (checkpoint_facts(paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
-        remote = location(storage) / "streams" / spec.name
-        assert (remote / "checkpoint" / "commits").is_dir() and any((remote / "eventlog").iterdir())
-        assert not (paths.root / "checkpoint").exists() and not (paths.root / "eventlog").exists()
+    supervisor.start(spec)
+    paths = supervisor.paths(spec.name)
+    wait_until(lambda: (checkpoint_facts(paths.checkpoint).last_committed_batch or -1) >= 1, what="2 batches")
+    remote = location(storage) / "streams" / spec.name
+    assert (remote / "checkpoint" / "commits").is_dir() and any((remote / "eventlog").iterdir())
+    assert not (paths.root / "checkpoint").exists() and not (paths.root / "eventlog").exists()
 
-        ledger = AuditLedger(default_ledger_url(tmp_path / "home"))
-        result = Reconfigurer(LocalStream(runtime), ledger, observe_timeout_s=15).run(
-            plan_with(runtime, state_partitions=8), trigger={"user": "test"}
-        )
-        assert result.outcome == "succeeded", result.results
-        verification = result.results["verify"]
-        assert (
-            verification["ok"]
-            and verification["stores"][0]["rows_before"] == verification["stores"][0]["rows_after"] > 0
-        )
-        assert checkpoint_facts(remote / "checkpoint").state_partitions == 8
-        disk = result.results["preflight"]["checks"]["disk"]
-        assert disk["state_bytes"] > 0  # read through the store's own API
-        if is_local(remote):  # a file:// store is local: its disk is checked; an object store's quota is its own
-            assert disk["free_bytes"] > 0
-        else:
-            assert disk["free_bytes"] is None, disk
-        assert_output_matches_oracle(runtime.spark, runtime)
-    finally:
-        runtime.shutdown(timeout_s=60)
+    ledger = AuditLedger(default_ledger_url(supervisor.home))
+    plan = ExecutionPlan.of(spec).model_dump()
+    plan["partitioning"]["state_partitions"] = 8
+    result = Reconfigurer(DriverStream(supervisor, spec.name), ledger, observe_timeout_s=15).run(
+        plan, trigger={"user": "test"}
+    )
+    assert result.outcome == "succeeded", result.results
+    verification = result.results["verify"]
+    assert (
+        verification["ok"] and verification["stores"][0]["rows_before"] == verification["stores"][0]["rows_after"] > 0
+    )
+    assert checkpoint_facts(remote / "checkpoint").state_partitions == 8
+    disk = result.results["preflight"]["checks"]["disk"]
+    assert disk["state_bytes"] > 0  # read through the store's own API
+    if is_local(remote):  # a file:// store is local: its disk is checked; an object store's quota is its own
+        assert disk["free_bytes"] > 0
+    else:
+        assert disk["free_bytes"] is None, disk
+    wait_until(
+        lambda: (supervisor.status(spec.name).get("batch_id") or -1) > result.verification.after_batch,
+        what="a batch of the resumed query",
+    )
+    supervisor.stop(spec.name, timeout_s=60)
+    assert_matches_oracle(spark, supervisor.home, spec)
     report = TraceStore(paths.traces).ingest(paths.event_log)
     assert report.activities > 0 and report.skipped.get("corrupt_line", 0) == 0
 

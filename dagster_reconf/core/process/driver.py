@@ -153,7 +153,25 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         info["promoted_at"] = time.time()
         record_running()
         paths.standby.unlink(missing_ok=True)
+        publish()
         return info
+
+    published = False
+
+    def publish() -> None:
+        """Publish the endpoint under the stream's storage, for a control plane on another host (none without one)."""
+        nonlocal published
+        if spec.storage is None:
+            return
+        endpoint = ControlEndpoint(
+            host=info["control_host"],
+            port=server.port,
+            pid=os.getpid(),
+            driver_host=socket.gethostname(),
+            started_at=info["started_at"],
+        )
+        publish_endpoint(paths.data_root_for(spec.storage), endpoint)
+        published = True
 
     def resume(req: ResumeRequest) -> dict[str, Any]:
         report = migrator.resume(req.settings)
@@ -203,16 +221,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
     server.start()
     info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
     write_driver_info(record, info)
-    published = spec.storage is not None and not standby  # a standby is reached through its own record, locally
-    if published:
-        endpoint = ControlEndpoint(
-            host=info["control_host"],
-            port=server.port,
-            pid=os.getpid(),
-            driver_host=socket.gethostname(),
-            started_at=info["started_at"],
-        )
-        publish_endpoint(paths.data_root_for(spec.storage), endpoint)
+    if not standby:  # a standby is reached through its own record, locally, until it is promoted
+        publish()
 
     def leave(*_: Any) -> None:
         leaving.set()
