@@ -121,7 +121,13 @@ def start(tmp_path, source: str, sink: str, accept_loss: bool = False, **options
     )
     runtime = StreamRuntime(spec, StreamPaths(tmp_path / "home", spec.name))  # it owns its session
     runtime.start()
-    wait_until(lambda: committed(runtime) >= 0, timeout_s=120, what=f"{spec.name}: a first batch")
+    # Committed, and its progress recorded: preflight reads the stream's sources from that record, which the listener
+    # appends just after the commit (on a busy machine a reconfiguration could start in between and be refused).
+    wait_until(
+        lambda: committed(runtime) >= 0 and runtime.store.last_progress() is not None,
+        timeout_s=120,
+        what=f"{spec.name}: a first batch, recorded",
+    )
     return runtime
 
 

@@ -279,7 +279,10 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         if not retired:
             write_driver_info(record, info)
         if published:
-            withdraw_endpoint(paths.data_root_for(spec.storage), os.getpid())
+            try:
+                withdraw_endpoint(paths.data_root_for(spec.storage), os.getpid())
+            except Exception as exc:  # the store is unreachable: the record stays, naming a pid that is gone
+                print(f"could not withdraw the control endpoint record: {exc}", file=sys.stderr)
         server.close()
 
 

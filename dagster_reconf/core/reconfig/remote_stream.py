@@ -42,8 +42,8 @@ class RemoteStream(StreamHandle):
     def spec(self) -> StreamSpec:
         return StreamSpec.parse(json.loads(self.paths.spec.read_text()))
 
-    def _client(self, spec: StreamSpec | None = None) -> ControlClient:
-        return remote_client(spec or self.spec())
+    def _client(self) -> ControlClient:
+        return remote_client(self.spec())
 
     def metrics(self) -> PulledMetricsStore:
         copy, cursor = MetricsStore(self.paths.metrics), self.paths.root / "metrics-cursor.json"
