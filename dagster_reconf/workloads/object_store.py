@@ -14,11 +14,14 @@ fsspec from the standard AWS environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
 
@@ -104,6 +107,26 @@ class S3Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @contextmanager
+    def as_client_environment(self) -> Iterator[None]:
+        """Point this process's boto3 and ``s3fs`` at this server for the block: the AWS environment set, and the
+        S3 filesystems fsspec keeps dropped before and after (each read the environment once, when it was made, so
+        one kept from another server would still call that one)."""
+        from s3fs import S3FileSystem
+
+        saved = {key: os.environ.get(key) for key in self.client_env()}
+        os.environ.update(self.client_env())
+        S3FileSystem.clear_instance_cache()
+        try:
+            yield
+        finally:
+            S3FileSystem.clear_instance_cache()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def client_env(self) -> dict[str, str]:
         """The standard AWS environment that points boto3 and ``s3fs`` (the control plane) at this server."""

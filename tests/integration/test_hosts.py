@@ -45,12 +45,13 @@ def master_state(master_ui: str) -> dict:
         return json.loads(response.read())
 
 
-def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_host(tmp_path):
+def test_a_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_host(tmp_path, monkeypatch):
     with SimulatedHosts(["master", "worker-1", "worker-2", "driver"]) as hosts:
-        with S3Server(tmp_path / "s3", host=hosts.gateway) as s3:
-            # This host's s3fs, and the control token, as on a real control-plane host; the driver host gets its own.
-            secrets = {**s3.client_env(), "RECONF_HOSTED_TOKEN": "hosted-" + os.urandom(24).hex()}
-            os.environ.update(secrets)
+        # This host's s3fs, and the control token, as on a real control-plane host; the driver host gets its own.
+        token = {"RECONF_HOSTED_TOKEN": "hosted-" + os.urandom(24).hex()}
+        monkeypatch.setenv("RECONF_HOSTED_TOKEN", token["RECONF_HOSTED_TOKEN"])
+        with S3Server(tmp_path / "s3", host=hosts.gateway) as s3, s3.as_client_environment():
+            secrets = {**s3.client_env(), **token}
             cluster = start_spark_cluster(hosts, "master", ["worker-1", "worker-2"], tmp_path / "daemons")
             driver = hosts["driver"]
             storage = s3.create_bucket("hosted") + "/data"

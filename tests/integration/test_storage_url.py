@@ -5,7 +5,6 @@ through fsspec, and a native state migration with its snapshot, verification and
 works on it."""
 
 import json
-import os
 import uuid
 
 import pytest
@@ -31,17 +30,8 @@ pytestmark = pytest.mark.spark
 def s3_fixture(tmp_path_factory):
     """moto's S3 server on loopback; the control plane (this process, and the drivers it starts) finds it
     through the standard AWS environment, as s3fs does anywhere."""
-    with S3Server(tmp_path_factory.mktemp("s3")) as server:
-        saved = {key: os.environ.get(key) for key in server.client_env()}
-        os.environ.update(server.client_env())
-        try:
-            yield server
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with S3Server(tmp_path_factory.mktemp("s3")) as server, server.as_client_environment():
+        yield server
 
 
 def storage_for(kind: str, tmp_path, request) -> tuple[str, dict[str, str]]:
