@@ -26,10 +26,11 @@ from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 
 if TYPE_CHECKING:
+    from dagster_reconf.core.process.control import ControlClient
     from dagster_reconf.core.process.supervisor import StreamSupervisor
     from dagster_reconf.core.spark.runtime import StreamRuntime
 
-__all__ = ["DriverStream", "LocalStream", "StreamHandle"]
+__all__ = ["DriverStream", "EndpointStream", "LocalStream", "StreamHandle"]
 
 
 class StreamHandle(ABC):
@@ -207,7 +208,44 @@ class LocalStream(StreamHandle):
         return self.runtime.definition
 
 
-class DriverStream(StreamHandle):
+class EndpointStream(StreamHandle):
+    """A stream whose Spark operations run in a driver process, over its control endpoint (:meth:`_client`)."""
+
+    @abstractmethod
+    def _client(self) -> ControlClient:
+        """A client for the driver's control endpoint."""
+
+    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
+        return self._client().state(generation, batch_id)
+
+    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
+        try:
+            return self._client().states(reads)
+        except ControlRequestError as exc:
+            if exc.status != 404:
+                raise
+            return [self._client().state(g, b) for g, b in reads]  # a driver of an older release: one read at a time
+
+    def code_check(self, code_version: str) -> dict[str, Any]:
+        return self._client().code_check(code_version)
+
+    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
+        return self._client().migrate(state_partitions, strategy)
+
+    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
+        return self._client().precopy(state_partitions, close_enough, merge)
+
+    def add_executors(self, count: int) -> dict[str, Any]:
+        return self._client().add_executors(count)
+
+    def rollback_replay(self, generation: int) -> dict[str, Any]:
+        return self._client().rollback_replay(generation)
+
+    def definition(self) -> StreamDefinition:
+        return load_definition(self.spec().entrypoint)
+
+
+class DriverStream(EndpointStream):
     """A stream run by its own driver process under ``supervisor``."""
 
     def __init__(self, supervisor: StreamSupervisor, name: str) -> None:
@@ -221,7 +259,7 @@ class DriverStream(StreamHandle):
     def status(self) -> dict[str, Any]:
         return self.supervisor.status(self.name)
 
-    def _client(self):
+    def _client(self) -> ControlClient:
         return self.supervisor.client(self.name)
 
     def ensure_driver(self) -> None:
@@ -254,39 +292,10 @@ class DriverStream(StreamHandle):
                 raise
             return self._client().stop(timeout_s)  # a driver of an older release: it finishes the batch itself
 
-    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
-        return self._client().state(generation, batch_id)
-
-    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
-        try:
-            return self._client().states(reads)
-        except ControlRequestError as exc:
-            if exc.status != 404:
-                raise
-            return [self._client().state(g, b) for g, b in reads]  # a driver of an older release: one read at a time
-
-    def code_check(self, code_version: str) -> dict[str, Any]:
-        return self._client().code_check(code_version)
-
-    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
-        return self._client().migrate(state_partitions, strategy)
-
-    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
-        return self._client().precopy(state_partitions, close_enough, merge)
-
-    def add_executors(self, count: int) -> dict[str, Any]:
-        return self._client().add_executors(count)
-
-    def rollback_replay(self, generation: int) -> dict[str, Any]:
-        return self._client().rollback_replay(generation)
-
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         if self.supervisor.driver_info(self.name) is None:
             raise StreamStateError(f"stream {self.name!r} has no driver to resume in")
         return self._client().resume(settings)
-
-    def definition(self) -> StreamDefinition:
-        return load_definition(self.spec().entrypoint)
 
     supports_handover = True
 

@@ -13,7 +13,6 @@ import json
 import socket
 from typing import Any
 
-from dagster_reconf.core.definition import StreamDefinition, load_definition
 from dagster_reconf.core.errors import ControlRequestError, StreamStateError
 from dagster_reconf.core.process.control import ControlClient
 from dagster_reconf.core.process.endpoint_record import (
@@ -23,7 +22,7 @@ from dagster_reconf.core.process.endpoint_record import (
     set_pause_marker,
 )
 from dagster_reconf.core.process.metrics_mirror import PulledMetricsStore, pull_metrics
-from dagster_reconf.core.reconfig.handles import StreamHandle
+from dagster_reconf.core.reconfig.handles import EndpointStream
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
@@ -32,7 +31,7 @@ from dagster_reconf.core.store.storage import Location
 __all__ = ["RemoteStream"]
 
 
-class RemoteStream(StreamHandle):
+class RemoteStream(EndpointStream):
     """The stream registered under ``paths`` (its spec in this host's home), run by a driver on another host."""
 
     def __init__(self, paths: StreamPaths) -> None:
@@ -79,33 +78,9 @@ class RemoteStream(StreamHandle):
         set_pause_marker(self._data_root(), f"paused for a reconfiguration from {socket.gethostname()}")
         return self._client().stop(timeout_s, finish, keep_interrupted)
 
-    def state(self, generation: int | None = None, batch_id: int | None = None) -> dict[str, Any]:
-        return self._client().state(generation, batch_id)
-
-    def states(self, reads: list[tuple[int | None, int | None]]) -> list[dict[str, Any]]:
-        return self._client().states(reads)
-
-    def code_check(self, code_version: str) -> dict[str, Any]:
-        return self._client().code_check(code_version)
-
-    def migrate(self, state_partitions: int, strategy: str) -> dict[str, Any]:
-        return self._client().migrate(state_partitions, strategy)
-
-    def precopy(self, state_partitions: int, close_enough: int | None = None, merge: bool = False) -> dict[str, Any]:
-        return self._client().precopy(state_partitions, close_enough, merge)
-
-    def add_executors(self, count: int) -> dict[str, Any]:
-        return self._client().add_executors(count)
-
-    def rollback_replay(self, generation: int) -> dict[str, Any]:
-        return self._client().rollback_replay(generation)
-
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         """Start the paused query with ``settings``; this host's copy of the spec takes the driver's new one."""
         result = self._client().resume(settings)
         clear_pause_marker(self._data_root())
         self.paths.write_spec(StreamSpec.parse(self._client().status()["spec"]).model_dump_json(indent=2))
         return result
-
-    def definition(self) -> StreamDefinition:
-        return load_definition(self.spec().entrypoint)
