@@ -16,6 +16,16 @@ def spark_fixture():
     spark.stop()
 
 
+@pytest.fixture(autouse=True)
+def _no_query_outlives_its_test(request):
+    """A test that fails before stopping its stream would leave it running in the module's session, loading every
+    later test: whatever is still active is stopped after each test."""
+    yield
+    if "spark" in request.fixturenames:
+        for query in request.getfixturevalue("spark").streams.active:
+            query.stop()
+
+
 def drivers_under(home) -> list[psutil.Process]:
     """Live driver processes started for streams under ``home``."""
     found = []

@@ -215,18 +215,22 @@ def test_precopy_prepares_the_new_state_while_the_stream_runs_and_replays_only_t
     verification = result.verification
     assert verification.ok, verification
     assert all(s["rows_before"] == s["rows_after"] and s["max_partition_id"] < 6 for s in verification.stores)
-    # The whole state was compared before the pause; the pause checked only the batches it replayed.
-    assert prepared["verified"]["ok"] and verification.copy_verified_at == prepared["verified"]["live_batch"]
+    # The whole state was compared before the pause; the pause checked only the batches it replayed, unless it replayed
+    # several as one and no merged replay of this copy had been compared with the whole state (on a loaded machine
+    # batches pile up before the pause): then the pause compares the whole state again.
+    assert prepared["verified"]["ok"]
     delta = [
         run
         for run in prepared["replays"] + migrated["replays"]
         if run["batch_id"] - 1 > prepared["verified"]["live_batch"]
     ]
     replayed = sum(len(run.get("merged") or [run["batch_id"] - 1]) for run in migrated["replays"])
-    assert (
-        verification.delta_batches == len(delta) >= len(migrated["replays"])
-        and replayed == migrated["replayed_batches"]
-    )
+    assert replayed == migrated["replayed_batches"]
+    if any(len(run.get("merged") or []) > 1 for run in delta) and not prepared["verified"]["merged_runs"]:
+        assert verification.copy_verified_at is None and verification.delta_batches is None, verification
+    else:
+        assert verification.copy_verified_at == prepared["verified"]["live_batch"], verification
+        assert verification.delta_batches == len(delta) >= len(migrated["replays"])
     assert all(run["state"] and run["state"][0]["numRowsTotal"] > 0 for run in migrated["replays"])
     assert runtime.paths.generation == 3 and checkpoint_facts(runtime.paths.checkpoint).state_partitions == 6
     assert not runtime.paths.checkpoint_of(2).exists(), "the live checkpoint the copy came from is removed at the end"
