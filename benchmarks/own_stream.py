@@ -49,7 +49,7 @@ from typing import Any, ContextManager
 
 from dagster_reconf.core.definition import load_definition
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.harness.closed_loop import check_output
+from dagster_reconf.harness.oracle import check_with_oracle
 from examples.orders.streams import OrderWriter
 
 from ._common import emit, median, parse_args
@@ -206,7 +206,7 @@ def case_of(run: Run) -> Case:
     lost = duplicated = None
     oracle = load_definition(run.final_spec.entrypoint).oracle if run.final_spec else None
     if oracle is not None and run.home is not None:
-        checked = check_output(oracle, run.home / "home", run.final_spec)
+        checked = check_with_oracle(oracle, run.home / "home", run.final_spec)
         lost, duplicated = checked.lost, checked.duplicated
         print(f"    {run.case}: oracle: {checked}", flush=True)
     return Case(

@@ -7,6 +7,7 @@
     reconf stream restart NAME --set trigger_interval_s=2 --set options.rate=3000
     reconf stream stop NAME
     reconf stream list
+    reconf agent --storage s3a://bucket/reconf --stream NAME [--stream NAME ...]
     reconf cluster start [--workers 1 --cores 2 --memory 2g (default 1g per core)] | stop | status
     reconf reconfigure plan NAME
     reconf reconfigure apply NAME (--plan plan.json | --set state_partitions=8 ...) [--strategy native|replay|precopy]
@@ -261,6 +262,21 @@ def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
     return 0
 
 
+def _cmd_agent(args: argparse.Namespace, home: Path) -> int:
+    import logging
+
+    from dagster_reconf.core.process.host_agent import HostAgent
+
+    agent = HostAgent(home, args.storage, args.stream)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    console.print(f"agent for {', '.join(agent.streams)} under {args.storage}, drivers under {home}; Ctrl-C stops it")
+    try:
+        agent.serve(poll_s=args.poll_s)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def _when(timestamp: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
 
@@ -368,6 +384,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_plan_parser(groups)
 
+    agent = groups.add_parser(
+        "agent", help="on a driver host: start, stop and keep running the drivers a control plane elsewhere asks for"
+    )
+    agent.add_argument("--storage", required=True, help="the storage URL of the streams it serves (their specs')")
+    agent.add_argument(
+        "--stream", action="append", required=True, metavar="NAME", help="a stream it serves (repeat for more)"
+    )
+    agent.add_argument("--poll-s", type=float, default=1.0, help="how often it looks for requests")
+
     audit = groups.add_parser("audit", help="the audit ledger").add_subparsers(dest="action", required=True)
     audit_list = audit.add_parser("list", help="reconfigurations, newest last")
     audit_list.add_argument("--stream")
@@ -391,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reconfigure": cmd_reconfigure,
         "plan": cmd_plan,
         "audit": _cmd_audit,
+        "agent": _cmd_agent,
     }
     try:
         return handlers[args.group](args, home)

@@ -37,7 +37,6 @@ from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.reconfig import (
     PAUSED_STEPS,
     STRATEGIES,
-    DriverStream,
     ExecutionPlan,
     Reconfiguration,
     ReconfigurationInterrupted,
@@ -89,7 +88,7 @@ def _reconfigurer(
     observe_timeout_s: float,
 ) -> Reconfigurer:
     return Reconfigurer(
-        DriverStream(streams.supervisor(), context.partition_key),
+        streams.handle(context.partition_key),
         ledger,
         strategy=strategy,
         holder=f"{RUN_HOLDER}{context.run_id}",
@@ -220,7 +219,7 @@ def build_stream_configuration(
         audit_ledger: AuditLedgerResource,
     ) -> str:
         stream = context.partition_key
-        spec = DriverStream(streams.supervisor(), stream).spec()
+        spec = streams.handle(stream).spec()
         try:
             target = target_plan(spec, ds2_plans, config.plan)
         except SpecError as exc:
@@ -286,7 +285,7 @@ def build_stream_configuration(
         audit_ledger: AuditLedgerResource,
     ):
         stream = context.partition_key
-        handle = DriverStream(streams.supervisor(), stream)
+        handle = streams.handle(stream)
         if not reconfiguration_id:
             spec = handle.spec()
             return dg.Output(

@@ -17,7 +17,9 @@ import pandas as pd
 from pydantic import Field
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
+from dagster_reconf.core.process.remote_supervisor import RemoteSupervisor
 from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.reconfig import DriverStream, RemoteStream, StreamHandle
 from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
 from dagster_reconf.core.store.paths import StreamPaths, default_home
 from dagster_reconf.core.store.storage import Location
@@ -47,17 +49,33 @@ class StreamRuntimeResource(dg.ConfigurableResource):
         "or Python worker start-up. False restarts the SparkContext in the paused driver. Default: true.",
     )
 
+    remote: bool = Field(
+        default=False,
+        description="The streams' drivers run on other hosts, sharing only their storage with this one: each is "
+        "reached through the control endpoint it publishes under its spec's storage (with the token in the "
+        "environment variable its control_token_env names), started and stopped by the agent on its host "
+        "(`reconf agent`), and its metrics are copied into this home as they are read. Default: false (the drivers "
+        "run on this host, under home).",
+    )
+
     @property
     def home_path(self) -> Path:
         return Path(self.home).resolve()
 
     def supervisor(self) -> StreamSupervisor:
-        """The core supervisor: start, status, restart and stop streams."""
-        return StreamSupervisor(self.home_path)
+        """The core supervisor: start, status, restart and stop streams (on other hosts where ``remote``)."""
+        return RemoteSupervisor(self.home_path) if self.remote else StreamSupervisor(self.home_path)
+
+    def handle(self, stream: str) -> StreamHandle:
+        """``stream`` as a reconfiguration reaches it: its driver on this host, or on another where ``remote``."""
+        if self.remote:
+            return RemoteStream(self.supervisor().require(stream))
+        return DriverStream(self.supervisor(), stream)
 
     def metrics(self, stream: str) -> MetricsStore:
-        """The append-only progress store of ``stream`` (readable while it runs)."""
-        return MetricsStore(StreamPaths(self.home_path, stream).metrics)
+        """The append-only progress store of ``stream`` (readable while it runs; where ``remote``, this host's copy,
+        pulled from the driver before each read)."""
+        return self.supervisor().metrics(stream)
 
     def progress(self, stream: str, cursor: int = 0) -> tuple[pd.DataFrame, int]:
         """Per-batch figures of ``stream`` recorded after byte ``cursor``, and the next cursor."""

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
 from dagster_reconf.dagster.constants import IN_FLIGHT
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
+from dagster_reconf.harness.oracle import check_with_oracle
 from dagster_reconf.harness.timeline import timeline_frame, timeline_plot_png
 
 __all__ = ["LoopReport", "run_closed_loop"]
@@ -87,19 +89,26 @@ class LoopReport:
         return {"steps": self.steps, **asdict(self)}
 
 
+Command = Callable[[Sequence[str]], list[str]]  # how a command runs on the Dagster host (here: as it is)
+
+
+def _here(argv: Sequence[str]) -> list[str]:
+    return list(argv)
+
+
 class DagsterDaemon:
     """``dagster-daemon run`` for a workspace, in a session of its own so that stopping it
     also stops its code server and the runs it launched."""
 
-    def __init__(self, workspace: Path, env: dict[str, str], log: Path) -> None:
-        self.workspace, self.env, self.log = workspace, env, log
+    def __init__(self, workspace: Path, env: dict[str, str], log: Path, on_host: Command = _here) -> None:
+        self.workspace, self.env, self.log, self.on_host = workspace, env, log, on_host
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> "DagsterDaemon":
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                [_bin("dagster-daemon"), "run", "-w", str(self.workspace)],
+                self.on_host([_bin("dagster-daemon"), "run", "-w", str(self.workspace)]),
                 env=self.env,
                 cwd=self.workspace.parent,
                 stdout=out,
@@ -123,10 +132,10 @@ def _bin(name: str) -> str:
     return str(path) if path.exists() else name
 
 
-def start_sensor(workspace: Path, sensor: str, env: dict[str, str]) -> None:
+def start_sensor(workspace: Path, sensor: str, env: dict[str, str], on_host: Command = _here) -> None:
     """``dagster sensor start``: sensors are stopped by default; this run turns one on in its instance."""
     done = subprocess.run(
-        [_bin("dagster"), "sensor", "start", "-w", str(workspace), sensor],
+        on_host([_bin("dagster"), "sensor", "start", "-w", str(workspace), sensor]),
         env=env,
         cwd=workspace.parent,
         capture_output=True,
@@ -214,6 +223,8 @@ def run_closed_loop(
     translator: ReconfTranslator | None = None,
     drain_at_rate: float | None = None,
     drain_timeout_s: float = 120.0,
+    supervisor: StreamSupervisor | None = None,
+    on_dagster_host: Command = _here,
 ) -> LoopReport:
     """Run the loop (see the module docstring); every process it starts is stopped before it returns.
 
@@ -224,12 +235,15 @@ def run_closed_loop(
         translator: the code location's translator, where it names its assets (default: the plain names).
         drain_at_rate: the rate the source offers (events/s): once converged, wait (at most ``drain_timeout_s``) until
             the backlog is under one trigger interval's worth of it, so the report's last batches are the steady state.
+        supervisor: what starts, watches and stops the stream (default: drivers on this host, under ``home``; a
+            :class:`~dagster_reconf.core.process.remote_supervisor.RemoteSupervisor` for drivers on other hosts).
+        on_dagster_host: how a command runs on the Dagster host (the daemon, ``dagster sensor start``).
     """
     console = console or Console()
     home, workspace, out = home.resolve(), workspace.resolve(), out.resolve()
     if not workspace.exists():
         raise FileNotFoundError(f"workspace {workspace} not found; run from the repository root or pass --workspace")
-    supervisor = StreamSupervisor(home)
+    supervisor = supervisor or StreamSupervisor(home)
     paths = supervisor.paths(spec.name)
     if supervisor.driver_info(spec.name):
         supervisor.stop(spec.name)
@@ -257,9 +271,9 @@ def run_closed_loop(
         supervisor.start(spec)
     try:
         with console.status(f"turning on {sensor} (loads the code location)..."):
-            start_sensor(workspace, sensor, env)
+            start_sensor(workspace, sensor, env, on_dagster_host)
         with (
-            DagsterDaemon(workspace, env, dagster_home / "daemon.log") as daemon,
+            DagsterDaemon(workspace, env, dagster_home / "daemon.log", on_dagster_host) as daemon,
             dg.DagsterInstance.from_config(str(dagster_home)) as instance,
         ):
             console.print(f"dagster-daemon pid {daemon.process.pid}, DAGSTER_HOME {dagster_home}, log {daemon.log}")
@@ -277,13 +291,13 @@ def run_closed_loop(
                 supervisor.stop(spec.name)
     report.seconds = round(time.time() - started, 1)
     report.reconfigurations = reconfigurations(ledger, spec, started)
-    records, _ = MetricsStore(paths.metrics).read(0)
+    records, _ = MetricsStore(paths.metrics).read(0)  # a remote driver's copy: pulled last by its stop
     frame = progress_frame(records)
     oracle = load_definition(spec.entrypoint).oracle
     if len(frame) and oracle is not None:
         with console.status("checking the output with the stream's oracle..."):
             final_spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
-            comparison = check_output(oracle, home, final_spec)
+            comparison = check_with_oracle(oracle, home, final_spec)
         report.lost, report.duplicated = comparison.lost, comparison.duplicated
     out.mkdir(parents=True, exist_ok=True)
     changes = [
@@ -297,17 +311,6 @@ def run_closed_loop(
     (out / "report.json").write_text(json.dumps(report.as_json(), indent=2, default=str))
     _print_report(report, console)
     return report
-
-
-def check_output(oracle: Any, home: Path, spec: StreamSpec) -> Any:
-    """The stopped stream's output checked by its definition's oracle, in a helper SparkSession of this process."""
-    from dagster_reconf.core.spark.session import helper_session
-
-    spark = helper_session("reconf-oracle")
-    try:
-        return oracle(spark, home, spec)
-    finally:
-        spark.stop()
 
 
 def _utc(seconds: float):
@@ -330,7 +333,7 @@ def _watch(
 ) -> None:
     """Print what happens until the sensor holds ``SETTLED_TICKS`` times in a row after the last change, or time is
     up."""
-    store = MetricsStore(supervisor.paths(spec.name).metrics)
+    store = supervisor.metrics(spec.name)
     last_line, settled, seen_tick = "", 0, 0.0
     while time.time() - started < timeout_s:
         time.sleep(POLL_S)
@@ -373,7 +376,7 @@ def _wait_for_backlog(
     supervisor: StreamSupervisor, stream: str, rate: float, timeout_s: float, console: Console
 ) -> None:
     """Wait until the stream's backlog is under one trigger interval's worth of ``rate`` (or ``timeout_s`` passes)."""
-    store = MetricsStore(supervisor.paths(stream).metrics)
+    store = supervisor.metrics(stream)
     deadline = time.time() + timeout_s
     with console.status(f"{stream}: waiting for the backlog to fall under one trigger's worth..."):
         while time.time() < deadline:

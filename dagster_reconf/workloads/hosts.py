@@ -101,8 +101,10 @@ class Host:
         return [int(pid) for pid in listed.stdout.split()]
 
     def kill_all(self, grace_s: float = 5.0) -> None:
-        """SIGTERM every process on this host, then SIGKILL what survives ``grace_s`` (a host that dies)."""
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        """SIGTERM every process on this host, then SIGKILL what survives ``grace_s`` (a host shut down); with no
+        grace, SIGKILL only (a host that loses its power: nothing on it gets to clean up)."""
+        signals = ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)) if grace_s > 0 else ((signal.SIGKILL, 5.0),)
+        for sig, wait_s in signals:
             for pid in self.pids():
                 try:
                     os.kill(pid, sig)

@@ -2,7 +2,10 @@
 
 ``dagster dev -w examples/orders/workspace.yaml`` loads it. Where the orders arrive and where
 the totals go come from the environment (``ORDERS_INPUT``, ``ORDERS_OUTPUT``; default under
-``./orders-data``), the runtime home from ``RECONF_HOME`` (default ``./.reconf``).
+``./orders-data``), the runtime home from ``RECONF_HOME`` (default ``./.reconf``). A deployment
+past one machine gives the whole spec instead (``ORDERS_SPEC_FILE``: its cluster master, storage
+URL, driver host and token variable) and ``RECONF_REMOTE=1``: the driver then runs on its own
+host, started there by ``reconf agent`` (see the README's "Past one machine").
 
 * ``stream_control_job``: start the stream (``action: start``) or stop it at a batch boundary.
 * ``trace_snapshots`` / ``cp_summaries``: what the stream's batches spent their time on, per 5-minute window.
@@ -10,6 +13,7 @@ the totals go come from the environment (``ORDERS_INPUT``, ``ORDERS_OUTPUT``; de
 * ``orders_scaling_sensor``: requests those runs when the stream falls behind (stopped by default).
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -41,10 +45,14 @@ ORDERS = StreamSpec(
     trigger_interval_s=float(os.environ.get("ORDERS_TRIGGER_S", "2")),
     max_per_trigger=int(os.environ.get("ORDERS_MAX_FILES", "6")),  # the file source's maxFilesPerTrigger
 )
+if os.environ.get("ORDERS_SPEC_FILE"):
+    ORDERS = StreamSpec.parse(json.loads(Path(os.environ["ORDERS_SPEC_FILE"]).read_text()))
 
 HOME = os.environ.get("RECONF_HOME", ".reconf")
 traces = build_trace_assets(streams=[ORDERS.name], start="2026-11-01", window_minutes=5)
-scaling = build_scaling_assets(streams=[ORDERS.name], policy="ds2", policy_config={"max_cores": 8})
+scaling = build_scaling_assets(
+    streams=[ORDERS.name], policy="ds2", policy_config={"max_cores": int(os.environ.get("ORDERS_MAX_CORES", "8"))}
+)
 
 defs = Definitions(
     assets=[traces.snapshots, traces.summaries, scaling.plans, scaling.configuration],
@@ -55,7 +63,7 @@ defs = Definitions(
         build_reconfiguration_failure_sensor(job=scaling.job),
     ],
     resources={
-        "streams": StreamRuntimeResource(home=HOME),
+        "streams": StreamRuntimeResource(home=HOME, remote=os.environ.get("RECONF_REMOTE") == "1"),
         "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=HOME),
     },
 )

@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from upath import UPath
 
 from dagster_reconf import OutputComparison, StreamContext, stream_definition
 
@@ -92,12 +93,13 @@ def expected_totals(spark: SparkSession, input_dir: str, watermark: str | None) 
 
 
 class OrderWriter:
-    """Drops order files into a directory: ``rows`` orders per file, event time moving forward, a few duplicates."""
+    """Drops order files into a directory (a local one, or a URL such as ``s3a://bucket/orders/in``): ``rows`` orders
+    per file, event time moving forward, a few duplicates."""
 
     ROWS = 50  # orders per file (and one duplicate)
 
-    def __init__(self, directory: Path, rows: int = ROWS, start: float = 1_767_225_600.0) -> None:
-        self.directory = Path(directory)
+    def __init__(self, directory: Path | str, rows: int = ROWS, start: float = 1_767_225_600.0) -> None:
+        self.directory = UPath(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.rows = rows
         self.files = 0
@@ -122,9 +124,13 @@ class OrderWriter:
                     )
                 )
             lines.append(lines[0])  # a duplicate delivery: dropped by dropDuplicatesWithinWatermark
-            tmp = self.directory / f".orders-{n:06d}.json.tmp"
-            tmp.write_text("\n".join(lines) + "\n")
-            tmp.rename(self.directory / f"orders-{n:06d}.json")
+            text, final = "\n".join(lines) + "\n", self.directory / f"orders-{n:06d}.json"
+            if final.protocol in ("", "file", "local"):  # written aside, then renamed: the stream never sees a part
+                tmp = self.directory / f".orders-{n:06d}.json.tmp"
+                tmp.write_text(text)
+                tmp.rename(final)
+            else:  # an object store's put is whole (and a rename there is a copy)
+                final.write_text(text)
             self.files += 1
 
     @contextmanager

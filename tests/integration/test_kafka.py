@@ -23,7 +23,7 @@ from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore, record_row
-from dagster_reconf.harness.closed_loop import check_output
+from dagster_reconf.harness.oracle import check_with_oracle
 from dagster_reconf.workloads.kafka import KafkaBroker, KafkaSetupError, spark_kafka_jars
 from dagster_reconf.workloads.nexmark_topic import NexmarkTopicWriter, check_topic_output
 from examples.kafka_clicks.streams import ClickProducer
@@ -249,7 +249,7 @@ def test_nexmark_over_a_topic_is_reconfigured_and_equals_the_batch_job_over_the_
     wait_until(lambda: stream.kafka_lag().total == 0, timeout_s=120, what="the topic read to its end")
     wait_until(lambda: supervisor.status(query)["checkpoint"]["committed"], what="the last batch committed")
     supervisor.stop(query)
-    assert check_output(check_topic_output, supervisor.home, stream.spec()).ok
+    assert check_with_oracle(check_topic_output, supervisor.home, stream.spec()).ok
 
 
 def test_a_stream_into_a_kafka_sink_is_labelled_at_least_once_and_replays_within_retention(

@@ -25,7 +25,7 @@ from dagster_reconf.core.errors import ControlRequestError, SpecError
 from dagster_reconf.core.process.control import ControlClient, read_token
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.paths import storage_root
-from dagster_reconf.core.store.storage import Location
+from dagster_reconf.core.store.storage import Location, write_whole
 
 __all__ = [
     "MIN_TOKEN_CHARS",
@@ -89,7 +89,7 @@ def pause_marker(data_root: Location) -> Location:
 def set_pause_marker(data_root: Location, reason: str) -> None:
     path = pause_marker(data_root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"reason": reason, "at": time.time()}))
+    write_whole(path, json.dumps({"reason": reason, "at": time.time()}))
 
 
 def clear_pause_marker(data_root: Location) -> None:
@@ -101,7 +101,7 @@ def clear_pause_marker(data_root: Location) -> None:
 def publish_endpoint(data_root: Location, endpoint: ControlEndpoint) -> None:
     path = endpoint_file(data_root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(endpoint.model_dump_json())
+    write_whole(path, endpoint.model_dump_json())
 
 
 def withdraw_endpoint(data_root: Location, pid: int) -> None:

@@ -13,6 +13,8 @@ the pull says so.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +25,13 @@ from pydantic import BaseModel, ValidationError
 
 from dagster_reconf.core.errors import ControlRequestError
 from dagster_reconf.core.process.control import ControlClient
+from dagster_reconf.core.process.endpoint_record import remote_client
+from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.atomic import replace_text
 from dagster_reconf.core.store.metrics import MetricsStore
+from dagster_reconf.core.store.paths import StreamPaths
 
-__all__ = ["MirrorPull", "PulledMetricsStore", "metrics_since", "pull_metrics"]
+__all__ = ["MirrorPull", "PulledMetricsStore", "metrics_since", "pull_metrics", "pulled_store"]
 
 PULL_MAX_BYTES = 1 << 20
 
@@ -62,7 +67,15 @@ def pull_metrics(
     """Copy the driver's records after the saved cursor into ``mirror``, then save the new cursor.
 
     A record is appended before the cursor moves past it: a pull that dies in between copies it again next time
-    (at least once), never loses it."""
+    (at least once), never loses it. Pulls into one copy take turns (a file lock beside the cursor: the sensor's and
+    a run's processes share the copy on this host), so none copies what another just did."""
+    cursor_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(cursor_file.with_name(cursor_file.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _pull(client, mirror, cursor_file, max_bytes)
+
+
+def _pull(client: ControlClient, mirror: MetricsStore, cursor_file: Path, max_bytes: int) -> MirrorPull:
     try:
         saved: _Cursor | None = _Cursor.model_validate_json(cursor_file.read_text())
     except (FileNotFoundError, ValidationError, ValueError):
@@ -70,7 +83,6 @@ def pull_metrics(
     answer = client.metrics(saved.remote if saved else None, max_bytes, saved.source if saved else None)
     for record in answer["records"]:
         mirror.append(record)  # the driver's recorded_at is kept: the record's own fields win
-    cursor_file.parent.mkdir(parents=True, exist_ok=True)
     replace_text(cursor_file, _Cursor(remote=int(answer["cursor"]), source=answer["source"]).model_dump_json())
     return MirrorPull(len(answer["records"]), int(answer["cursor"]), bool(answer["skipped"]))
 
@@ -98,3 +110,15 @@ class PulledMetricsStore(MetricsStore):
     def last_progress(self) -> dict[str, Any] | None:
         self._refresh()
         return super().last_progress()
+
+
+def pulled_store(paths: StreamPaths) -> PulledMetricsStore:
+    """The copy, in this host's runtime home, of the metrics of the stream under ``paths`` whose driver runs on
+    another host (found through its spec: :func:`~dagster_reconf.core.process.endpoint_record.remote_client`)."""
+    cursor = paths.root / "metrics-cursor.json"
+
+    def pull() -> MirrorPull:
+        spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
+        return pull_metrics(remote_client(spec), MetricsStore(paths.metrics), cursor)
+
+    return PulledMetricsStore(paths.metrics, pull)

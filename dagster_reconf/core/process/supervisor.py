@@ -161,6 +161,10 @@ class StreamSupervisor:
             return None
         return info
 
+    def metrics(self, name: str) -> MetricsStore:
+        """The stream's metrics store, as this host reads it."""
+        return MetricsStore(self.paths(name).metrics)
+
     def client(self, name: str) -> ControlClient:
         paths = self.require(name)
         info = self.driver_info(name)
@@ -418,7 +422,7 @@ class StreamSupervisor:
             AttachedReader(paths).refresh()
         spec = json.loads(paths.spec.read_text())
         death = self.driver_death(name)
-        store = MetricsStore(paths.metrics)
+        store = self.metrics(name)
         ended = query_end(store.read(store.tail_offset(QUERY_END_TAIL_BYTES))[0]) if attached else None
         return {
             "name": name,

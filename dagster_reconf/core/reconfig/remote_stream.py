@@ -3,17 +3,18 @@
 Everything crosses the network: the driver's control endpoint (found in the endpoint record it publishes under the
 stream's storage, authenticated with the token from the environment variable the spec names), the checkpoint in the
 stream's storage, and the driver's metrics, copied into this host's runtime home as they are read. This host starts
-no process on the other one: a driver that is down is started again there (``reconf stream start``; it starts
-paused while this host holds the stream paused), and a reconfiguration that needs it stops with that said until then.
+no process on the other one: a driver that is down is started there by the host's agent
+(:mod:`~dagster_reconf.core.process.host_agent`), asked through the storage; where no agent answers, the
+reconfiguration stops with that said (it starts paused there while this host holds the stream paused).
 """
 
 from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from typing import Any, Literal
 
-from dagster_reconf.core.errors import ControlRequestError, StreamStateError
+from dagster_reconf.core.errors import ControlRequestError, StreamStartError, StreamStateError
 from dagster_reconf.core.process.control import ControlClient
 from dagster_reconf.core.process.endpoint_record import (
     check_remote_spec,
@@ -21,10 +22,10 @@ from dagster_reconf.core.process.endpoint_record import (
     remote_client,
     set_pause_marker,
 )
-from dagster_reconf.core.process.metrics_mirror import PulledMetricsStore, pull_metrics
+from dagster_reconf.core.process.host_agent import HostAnswer, await_answer, send_request
+from dagster_reconf.core.process.metrics_mirror import PulledMetricsStore, pulled_store
 from dagster_reconf.core.reconfig.handles import EndpointStream
 from dagster_reconf.core.spec import StreamSpec
-from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
 from dagster_reconf.core.store.storage import Location
 
@@ -34,8 +35,9 @@ __all__ = ["RemoteStream"]
 class RemoteStream(EndpointStream):
     """The stream registered under ``paths`` (its spec in this host's home), run by a driver on another host."""
 
-    def __init__(self, paths: StreamPaths) -> None:
+    def __init__(self, paths: StreamPaths, agent_timeout_s: float = 300.0) -> None:
         self.paths = paths
+        self.agent_timeout_s = agent_timeout_s
         check_remote_spec(self.spec())  # no storage or token variable: a SpecError naming both, before anything runs
 
     def spec(self) -> StreamSpec:
@@ -45,8 +47,7 @@ class RemoteStream(EndpointStream):
         return remote_client(self.spec())
 
     def metrics(self) -> PulledMetricsStore:
-        copy, cursor = MetricsStore(self.paths.metrics), self.paths.root / "metrics-cursor.json"
-        return PulledMetricsStore(self.paths.metrics, lambda: pull_metrics(self._client(), copy, cursor))
+        return pulled_store(self.paths)
 
     def status(self) -> dict[str, Any]:
         try:
@@ -54,16 +55,40 @@ class RemoteStream(EndpointStream):
         except ControlRequestError as exc:
             return {"name": self.name, "state": "not running", "error": str(exc)}
 
+    def ask_agent(self, action: Literal["start", "stop"], paused: bool = False) -> HostAnswer:
+        """Have the driver host's agent start (with this host's spec) or stop the stream's driver; its answer.
+
+        Raises:
+            StreamStartError: the agent refused, failed, or none answered within ``agent_timeout_s``.
+        """
+        spec = self.spec()
+        assert spec.storage is not None  # checked at construction
+        request = send_request(spec.storage, self.name, action, spec if action == "start" else None, paused)
+        return await_answer(spec.storage, self.name, request, self.agent_timeout_s)
+
     def ensure_driver(self) -> None:
         status = self.status()
-        if status.get("state") == "not running":
+        if status.get("state") != "not running":
+            return
+        try:
+            self.ask_agent("start", paused=True)
+        except StreamStartError as exc:
             raise StreamStateError(
-                f"stream {self.name!r} has no driver answering on its host ({status.get('error')}); start it there "
-                "with `reconf stream start --spec-file ...`, then run the reconfiguration again"
-            )
+                f"stream {self.name!r} has no driver answering on its host ({status.get('error')}), and {exc}; start "
+                "it there (`reconf agent`, or `reconf stream start --spec-file ...`), then run the reconfiguration "
+                "again"
+            ) from None
+
+    def restart_lost_driver(self) -> dict[str, Any]:
+        if self.status().get("state") != "not running":
+            return {"started": False}
+        answer = self.ask_agent("start")
+        return {"started": True, "driver": "new", "host": answer.host, "pid": answer.pid}
 
     def ensure_running(self) -> dict[str, Any]:
-        self.ensure_driver()
+        if self.status().get("state") == "not running":
+            answer = self.ask_agent("start")
+            return {"started": True, "driver": "new", "host": answer.host, "pid": answer.pid}
         if self.status().get("state") != "running":
             self._client().start()
             return {"started": True, "driver": "kept"}

@@ -40,11 +40,9 @@ from dagster_reconf.core.progress.lifecycle import (
 )
 from dagster_reconf.core.progress.source_kinds import FileBacklogProbe
 from dagster_reconf.core.spark.batch_boundary import StopReport, stop_at_batch_boundary
+from dagster_reconf.core.spark.event_log_shipping import EventLogShipper
 from dagster_reconf.core.spark.executor_growth import EXECUTOR_START_WAIT_S, add_executors
-from dagster_reconf.core.spark.executor_room import (
-    granted_cores,
-    master_ui,
-)
+from dagster_reconf.core.spark.executor_room import granted_cores, master_ui
 from dagster_reconf.core.spark.executors import executor_ids, resize_executors
 from dagster_reconf.core.spark.listener import ProgressRecorder
 from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms
@@ -59,7 +57,7 @@ from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, align_file_sink_log
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.store.storage import Location, remove_tree
+from dagster_reconf.core.store.storage import Location, is_local, remove_tree
 
 __all__ = ["StopReport", "StreamRuntime"]
 
@@ -88,6 +86,7 @@ class StreamRuntime:
         self._spark = spark
         self._owns_session = spark is None
         self._temp_dir = temp_dir
+        self._log_shipper: EventLogShipper | None = None
         self._built: tuple[StreamSpec, DataStreamWriter] | None = None  # the query a warm-up built, for the next start
         self._recorder: ProgressRecorder | None = None
         self._cpu_sampler: PythonCpuSampler | None = None
@@ -109,11 +108,9 @@ class StreamRuntime:
     def spark(self) -> SparkSession:
         """The session the stream runs in, built on first use."""
         if self._spark is None:
-            self._spark = build_spark_session(self.spec, self.paths.event_log, self._temp_dir)
+            self._spark = build_spark_session(self.spec, self._event_log_dir(), self._temp_dir)
             self._recorder = None
-            if (
-                self.spec.executors is not None
-            ):  # the master launched executors up to the ceiling: keep max_cores' worth
+            if self.spec.executors is not None:  # the master launched up to the ceiling: keep max_cores' worth
                 resized = resize_executors(
                     self._spark,
                     self.spec.executors,
@@ -169,10 +166,22 @@ class StreamRuntime:
         probe = self._file_probes.setdefault(str(checkpoint), FileBacklogProbe(checkpoint))
         return [probe.measure(source) for source in progress.get("sources") or []]
 
+    def _event_log_dir(self) -> Location:
+        """Where Spark writes the event logs: the stream's own folder, or this host's disk where that is an object
+        store, copied there as they grow (:mod:`~dagster_reconf.core.spark.event_log_shipping`)."""
+        target = self.paths.event_log
+        if is_local(target):
+            return target
+        if self._log_shipper is None:
+            self._log_shipper = EventLogShipper(self.paths.work / "eventlog", target).start()
+        return self._log_shipper.local
+
     def _drop_session(self) -> None:
         """Stop the owned session; the next use of :attr:`spark` builds a new one (same JVM)."""
         if self._spark is not None:
             self._spark.stop()
+        if self._log_shipper is not None:
+            self._log_shipper.ship_once()  # the application's end: its finished logs
         self._stop_sampler()
         self._spark, self._recorder, self._built = None, None, None
 

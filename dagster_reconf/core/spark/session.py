@@ -117,14 +117,18 @@ def _new_session(conf: dict[str, str]) -> SparkSession:
     return builder.getOrCreate()
 
 
-def helper_session(app_name: str, master: str = "local[2]", shuffle_partitions: int = 4) -> SparkSession:
-    """A plain local session for helper jobs (the oracle, tests): same settings, no event log, no UI."""
+def helper_session(
+    app_name: str, master: str = "local[2]", shuffle_partitions: int = 4, spark_conf: dict[str, str] | None = None
+) -> SparkSession:
+    """A plain local session for helper jobs (the oracle, tests): same settings, no event log, no UI; ``spark_conf``
+    as a stream's (a stream's storage connector and its settings, for an oracle reading what it wrote there)."""
     spec = StreamSpec(
         name="helper",
         entrypoint="helper:none",
         master=master,
         state_partitions=shuffle_partitions,
         instrumentation=False,
+        spark_conf=spark_conf or {},
     )
     conf = spark_conf_for(spec, None)
     conf.update({"spark.app.name": app_name, "spark.ui.enabled": "false"})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.store.atomic import replace_text
-from dagster_reconf.core.store.storage import Location, location, location_of, remove_tree
+from dagster_reconf.core.store.storage import Location, location, location_of, remove_tree, write_whole
 
 __all__ = ["StreamPaths", "default_home", "remove_generations", "storage_root"]
 
@@ -107,21 +107,24 @@ class StreamPaths:
         return self.root / "metrics.jsonl"
 
     @property
-    def generation_file(self) -> Path:
-        """Which checkpoint generation is in force (absent: generation 0)."""
-        return self.root / "generation.json"
+    def generation_file(self) -> Location:
+        """Which checkpoint generation is in force (absent: generation 0). Beside the checkpoints, so that every host
+        that reads them (a control plane elsewhere, a restarted driver) reads the same."""
+        return self.data_root_for(self.storage) / "generation.json"
 
     @property
     def generation(self) -> int:
         """The checkpoint generation in force: a replay migration starts a new one."""
-        try:
-            return int(json.loads(self.generation_file.read_text())["generation"])
-        except FileNotFoundError:
-            return 0
+        for path in (self.generation_file, self.root / "generation.json"):  # then where earlier releases kept it
+            try:
+                return int(json.loads(path.read_text())["generation"])
+            except FileNotFoundError:
+                continue
+        return 0
 
     def set_generation(self, generation: int) -> None:
         """Switch to checkpoint generation ``generation`` (atomically)."""
-        replace_text(self.generation_file, json.dumps({"generation": generation}))
+        write_whole(self.generation_file, json.dumps({"generation": generation}))
 
     @property
     def storage(self) -> str | None:
@@ -152,22 +155,27 @@ class StreamPaths:
         return self.checkpoint_of(self.generation)
 
     @property
-    def query_ids_file(self) -> Path:
-        """Every query id the stream has run under (a new checkpoint generation brings a new one)."""
-        return self.root / "queries.json"
+    def query_ids_file(self) -> Location:
+        """Every query id the stream has run under (a new checkpoint generation brings a new one), beside its
+        checkpoints: the trace store of a control plane on another host keys the stream's activities by them."""
+        return self.data_root_for(self.storage) / "queries.json"
 
     @property
     def query_ids(self) -> list[str]:
         """The stream's query ids, oldest first (traces key activities by them; helper queries have others)."""
-        try:
-            return list(json.loads(self.query_ids_file.read_text()))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return []
+        for path in (self.query_ids_file, self.root / "queries.json"):  # then where earlier releases kept them
+            try:
+                return list(json.loads(path.read_text()))
+            except FileNotFoundError:
+                continue
+            except json.JSONDecodeError:
+                return []
+        return []
 
     def add_query_id(self, query_id: str) -> None:
         ids = self.query_ids
         if query_id not in ids:
-            replace_text(self.query_ids_file, json.dumps([*ids, query_id]))
+            write_whole(self.query_ids_file, json.dumps([*ids, query_id]))
 
     @property
     def work(self) -> Path:

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import fsspec
 from upath import UPath
 
+from dagster_reconf.core.store.atomic import replace_text
+
 __all__ = [
     "Location",
     "copy_file",
@@ -29,6 +31,7 @@ __all__ = [
     "remove_tree",
     "spark_uri",
     "validate_storage_url",
+    "write_whole",
 ]
 
 Location = Path | UPath
@@ -91,6 +94,16 @@ def copy_file(source: Location, target: Location) -> None:
         shutil.copy2(_local(source), _local(target))
     else:
         target.write_bytes(source.read_bytes())
+
+
+def write_whole(path: Location, text: str) -> None:
+    """Write ``path`` so that a reader elsewhere sees the old text or the new, never a part: a local file is replaced
+    through a temporary; an object store's put is whole already. Its folder is made where missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if is_local(path):
+        replace_text(_local(path), text)
+    else:
+        path.write_text(text)
 
 
 def make_dirs(path: Location) -> None:

@@ -27,7 +27,8 @@ def test_a_stream_without_storage_or_token_variable_is_refused_with_both_named(t
 def test_a_driver_that_does_not_answer_is_to_be_started_on_its_host(tmp_path, monkeypatch):
     storage = f"memory:///reconf-{uuid.uuid4().hex}"
     monkeypatch.setenv("FAR_TOKEN", "t" * 40)
-    stream = RemoteStream(registered(tmp_path, storage=storage, control_token_env="FAR_TOKEN"))
+    stream = RemoteStream(registered(tmp_path, storage=storage, control_token_env="FAR_TOKEN"), agent_timeout_s=1.0)
+    no_agent = r"no agent answered the request to start stream 'far' within 1 s; run `reconf agent --storage"
     with pytest.raises(StreamStateError, match=r"no driver answering on its host \(no control endpoint published"):
         stream.ensure_driver()
     # A record left by a driver that died: its port no longer answers.
@@ -36,6 +37,6 @@ def test_a_driver_that_does_not_answer_is_to_be_started_on_its_host(tmp_path, mo
         ControlEndpoint(host="127.0.0.1", port=1, pid=99999, driver_host="gone", started_at=0.0),
     )
     assert stream.status()["state"] == "not running"
-    with pytest.raises(StreamStateError, match="start it there with `reconf stream start"):
+    with pytest.raises(StreamStateError, match=no_agent):
         stream.ensure_driver()
     assert stream.metrics().read() == ([], 0)  # a pull that fails leaves the copy as it is
