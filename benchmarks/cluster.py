@@ -5,13 +5,13 @@ of their own, with the stream's input, output, checkpoint and event logs on a re
 
 * hosts: ``dagster`` (the daemon, its code server and runs: ``examples/orders``' code location with
   ``RECONF_REMOTE=1``), ``driver`` (``reconf agent``, which starts the stream's driver there when the control plane asks
-  through S3), ``master``, ``worker-1`` and ``worker-2`` (Spark standalone, 2 cores each); moto's S3 server on the
+  through S3), ``master``, ``worker-1`` and ``worker-2`` (Spark standalone, a core each); moto's S3 server on the
   bridge. The control plane reads the stream only through the driver's control endpoint and S3.
 * the stream: ``examples.orders`` over JSON order files on ``s3a://``, its totals written to ``s3a://``, started on one
-  core (one executor, on one worker) under about 1.5 cores of work; the scaling sensor and the runs it requests decide
-  every step, exactly as on one machine. Converged: the sensor holds twice on full windows with no backlog growth.
-  Then the stream's output is checked against the batch job over every input file, both read from S3 (``lost``,
-  ``duplicated``).
+  core (one executor, on one worker) under a core's worth of work, with DS2 allowed the cluster's 2 cores; the scaling
+  sensor and the runs it requests decide every step, exactly as on one machine. Converged: the sensor holds twice on
+  full windows with no backlog growth. Then the stream's output is checked against the batch job over every input
+  file, both read from S3 (``lost``, ``duplicated``).
 * the migration: the converged stream's state partitions doubled by a native state migration, run from this host
   through the control endpoint (``migrate_s``: the step, its checkpoint on S3), against the same migration of the same
   stream on the same hosts with its storage on ``file://`` (``migrate_file_s``), in the same run; medians over the
@@ -52,8 +52,9 @@ WORKSPACE = REPO / "examples" / "orders" / "workspace.yaml"
 RECONF = str(Path(sys.executable).parent / "reconf")
 HOSTS = ["dagster", "driver", "master", "worker-1", "worker-2"]
 TOKEN_ENV = "RECONF_CLUSTER_TOKEN"
-SLEEP_MS, FILES_PER_S, TRIGGER_S, MAX_FILES = 20.0, 1.5, 2.0, 6  # about 1.5 cores of work: one core falls behind
-LOOP_S, QUICK_LOOP_S = 420.0, 300.0
+SLEEP_MS, FILES_PER_S, TRIGGER_S, MAX_FILES = 20.0, 1.0, 2.0, 6  # a core's worth of work: one core falls behind
+CORES_PER_WORKER, MAX_CORES = 1, 2  # an executor per worker: the second one only a scale-up uses
+LOOP_S, QUICK_LOOP_S = 600.0, 480.0
 MIGRATIONS, QUICK_MIGRATIONS = 3, 1
 
 
@@ -66,6 +67,7 @@ def orders_spec(name: str, data: str, storage: str, master: str, driver: Host, s
         master=master,
         executor_cores=1,
         max_cores=1,
+        cores_ceiling=MAX_CORES,  # a scale-up starts executors in the running SparkContext (no new one)
         state_partitions=4,
         trigger_interval_s=TRIGGER_S,
         max_per_trigger=MAX_FILES,
@@ -110,6 +112,11 @@ def migrate_seconds(supervisor: RemoteSupervisor, ledger: AuditLedger, spec: Str
     supervisor.start(spec)
     seconds = []
     try:
+        deadline = time.monotonic() + 180
+        while (last := supervisor.metrics(spec.name).last_progress()) is None or last["progress"]["batchId"] < 2:
+            if time.monotonic() > deadline:  # a plan needs the stream's sources, known from its batches
+                raise RuntimeError(f"{spec.name} committed no 3 batches within 180 s: {supervisor.status(spec.name)}")
+            time.sleep(1.0)
         for _ in range(times):
             stream = RemoteStream(supervisor.require(spec.name))
             plan = ExecutionPlan.of(stream.spec()).model_dump()
@@ -138,7 +145,8 @@ def main() -> None:
         s3.as_client_environment(),
     ):
         root = Path(tmp)
-        cluster = start_spark_cluster(hosts, "master", ["worker-1", "worker-2"], root / "daemons", 2, "2g")
+        workers = ["worker-1", "worker-2"]
+        cluster = start_spark_cluster(hosts, "master", workers, root / "daemons", CORES_PER_WORKER, "1g")
         bucket = s3.create_bucket("cluster")
         driver = hosts["driver"]
         env = {**os.environ, "PYTHONPATH": str(REPO)}  # the S3 credentials and the token: each host's own copy
@@ -158,7 +166,7 @@ def main() -> None:
         spec_file = root / "dagster-host" / "orders.json"
         spec_file.parent.mkdir(parents=True)
         spec_file.write_text(spec.model_dump_json())
-        loop_env = {"ORDERS_SPEC_FILE": str(spec_file), "RECONF_REMOTE": "1", "ORDERS_MAX_CORES": "4"}
+        loop_env = {"ORDERS_SPEC_FILE": str(spec_file), "RECONF_REMOTE": "1", "ORDERS_MAX_CORES": str(MAX_CORES)}
         supervisor = RemoteSupervisor(dagster_home)
         writer = OrderWriter(spec.options["input_dir"])
         writer.write(2)

@@ -140,6 +140,23 @@ class StreamSpec(BaseModel):
         "more) on the driver's host and on the control plane's: for hosts that share no files. None: a fresh token "
         "file in the runtime home, mode 0600 (one host).",
     )
+    control_tls_cert: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM certificate chain the control endpoint presents (a path on the driver's host), for the "
+        "address it binds to (control_bind_address, as an IP address or DNS name in the certificate); with "
+        "control_tls_key the endpoint speaks HTTPS only. None: plain HTTP (keep it on a network only the control "
+        "plane reaches).",
+    )
+    control_tls_key: str | None = Field(
+        None, min_length=1, description="The certificate's private key, PEM (a path on the driver's host)."
+    )
+    control_tls_ca: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM bundle of the authority that signed control_tls_cert (a path on each host that reaches "
+        "the endpoint). None: the system's trust store.",
+    )
     source_partitions: int | None = Field(
         None,
         ge=1,
@@ -225,6 +242,16 @@ class StreamSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _tls_pair(self) -> "StreamSpec":
+        if (self.control_tls_cert is None) != (self.control_tls_key is None):
+            raise ValueError(
+                "control_tls_cert and control_tls_key go together: give both (HTTPS) or neither (plain HTTP)"
+            )
+        if self.control_tls_ca is not None and self.control_tls_cert is None:
+            raise ValueError("control_tls_ca is the authority of control_tls_cert: give the certificate and its key")
+        return self
+
+    @model_validator(mode="after")
     def _ceiling_fits(self) -> "StreamSpec":
         if self.cores_ceiling is None:
             return self
@@ -307,7 +334,13 @@ SESSION_FIELDS = {
     "driver_host",
     "driver_bind_address",
 }
-ENDPOINT_FIELDS = {"control_bind_address", "control_token_env"}  # read once, when the driver opens its endpoint
+ENDPOINT_FIELDS = {  # read once, when the driver opens its endpoint
+    "control_bind_address",
+    "control_token_env",
+    "control_tls_cert",
+    "control_tls_key",
+    "control_tls_ca",
+}
 IDENTITY_FIELDS = {"name", "entrypoint", "storage", *ENDPOINT_FIELDS}
 # Read when the driver's JVM launches: a new SparkContext in a running driver ignores them (Spark's configuration docs:
 # "must not be set through the SparkConf directly in your application ... the driver JVM has already started").

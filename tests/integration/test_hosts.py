@@ -124,7 +124,12 @@ def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_dri
                 mirror = MetricsStore(tmp_path / "control-plane" / "metrics.jsonl")
                 cursor = tmp_path / "control-plane" / "metrics-cursor.json"
                 assert pull_metrics(remote_client(spec), mirror, cursor).records > 0
-                assert max(r["progress"]["batchId"] for r in mirror.progress()) >= 2
+
+                def copied_up_to() -> int:  # a batch's record follows its commit by a moment
+                    pull_metrics(remote_client(spec), mirror, cursor)
+                    return max(r["progress"]["batchId"] for r in mirror.progress())
+
+                wait_until(lambda: copied_up_to() >= 2, timeout_s=30, what="batch 2's record in the copy")
 
                 # A native state migration (4 -> 8) of the checkpoint on S3, run from this host: pause, migrate,
                 # verify and resume through the control endpoint, with the snapshot and the ledger here. The driver

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -257,6 +258,10 @@ def routes(handlers: Mapping[str, Handler]) -> Routes:
     return {(op.method, f"/v1/{name}"): (op.request, handlers[name]) for name, op in OPERATIONS.items()}
 
 
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host  # an IPv6 address, bracketed in a URL
+
+
 def log_tail(path: Path, lines: int = 30, *, without_stack_frames: bool = False) -> str:
     """The last ``lines`` lines of a driver's log (JVM stack frames left out on request: the errors stay readable)."""
     if not path.exists():
@@ -273,12 +278,17 @@ class ControlClient:
     Args:
         log: the driver's log; when the endpoint cannot be reached (the driver died or dropped
             the request), the error carries the log's last lines.
+        tls: where given, HTTPS, the certificate verified with it
+            (:func:`~dagster_reconf.core.process.control_tls.client_context`).
     """
 
-    def __init__(self, port: int, token: str, host: str = LOOPBACK, log: Path | None = None) -> None:
-        self.base = f"http://{host}:{port}/v1"
+    def __init__(
+        self, port: int, token: str, host: str = LOOPBACK, log: Path | None = None, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.base = f"{'https' if tls else 'http'}://{_url_host(host)}:{port}/v1"
         self.token = token
         self.log = log
+        self.tls = tls
 
     def request(
         self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
@@ -289,7 +299,7 @@ class ControlClient:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            with urllib.request.urlopen(req, timeout=timeout_s, context=self.tls) as resp:
                 return json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
             try:

@@ -23,6 +23,7 @@ import json
 import math
 import re
 import socket
+import ssl
 import sys
 import threading
 import traceback
@@ -133,6 +134,11 @@ class _BoundedServer(ThreadingHTTPServer):
         finally:
             self._slots.release()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that fails the TLS handshake (plain HTTP, an untrusted peer) or hangs up is dropped quietly."""
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
 
 def _answer_raw(request: socket.socket, status: int, reply: dict[str, Any]) -> None:
     data = json.dumps(reply).encode()
@@ -153,13 +159,19 @@ class ControlServer:
             :func:`~dagster_reconf.core.process.control.routes`); handlers get the validated body and return a
             JSON-able dict.
         host: the address to listen on (default 127.0.0.1).
+        tls: where given, HTTPS only (:mod:`~dagster_reconf.core.process.control_tls`).
     """
 
-    def __init__(self, token: str, routes: Routes, port: int = 0, host: str = LOOPBACK) -> None:
+    def __init__(
+        self, token: str, routes: Routes, port: int = 0, host: str = LOOPBACK, tls: ssl.SSLContext | None = None
+    ) -> None:
         self._token = token
         self._routes = routes
         self._busy = threading.Lock()
         self._httpd = _BoundedServer((host, port), self._handler_class(), MAX_CONNECTIONS)
+        if tls is not None:  # the handshake happens on a connection's first read, in its own thread, under its timeout
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True, do_handshake_on_connect=False)
+        self.tls = tls is not None
         self._thread: threading.Thread | None = None
 
     @property

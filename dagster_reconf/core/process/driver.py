@@ -52,6 +52,7 @@ from dagster_reconf.core.process.control import (
     routes,
 )
 from dagster_reconf.core.process.control_server import ControlServer
+from dagster_reconf.core.process.control_tls import server_context
 from dagster_reconf.core.process.endpoint_record import (
     ControlEndpoint,
     pause_marker,
@@ -169,6 +170,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             pid=os.getpid(),
             driver_host=socket.gethostname(),
             started_at=info["started_at"],
+            tls=server.tls,
         )
         publish_endpoint(paths.data_root_for(spec.storage), endpoint)
         published = True
@@ -217,7 +219,8 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
         "retire": retire,
         "metrics": lambda req: metrics_since(runtime.store, req.cursor, req.max_bytes, req.source),
     }
-    server = ControlServer(stream_token(spec, paths.token), routes(handlers), host=spec.control_bind_address)
+    token = stream_token(spec, paths.token)
+    server = ControlServer(token, routes(handlers), host=spec.control_bind_address, tls=server_context(spec))
     server.start()
     info.update(control_port=server.port, control_host=control_host(spec.control_bind_address))
     write_driver_info(record, info)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dagster_reconf.core.errors import ControlRequestError, SpecError
 from dagster_reconf.core.process.control import ControlClient, read_token
+from dagster_reconf.core.process.control_tls import client_context
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.paths import storage_root
 from dagster_reconf.core.store.storage import Location, write_whole
@@ -55,6 +56,7 @@ class ControlEndpoint(BaseModel):
     pid: int = Field(ge=1, description="The driver process, on its own host.")
     driver_host: str = Field(description="The name of the driver's host.")
     started_at: float
+    tls: bool = Field(False, description="Whether it speaks HTTPS only (the spec gives a certificate).")
 
 
 def token_from_env(variable: str) -> str:
@@ -147,4 +149,11 @@ def remote_client(spec: StreamSpec) -> ControlClient:
     check_remote_spec(spec)
     assert spec.storage is not None and spec.control_token_env is not None
     endpoint = read_endpoint(storage_root(spec.storage, spec.name))
-    return ControlClient(endpoint.port, token_from_env(spec.control_token_env), endpoint.host)
+    tls = client_context(spec)
+    if endpoint.tls != (tls is not None):
+        raise ControlRequestError(
+            f"the driver of {spec.name!r} serves {'HTTPS' if endpoint.tls else 'plain HTTP'} but this host's spec "
+            f"{'gives no' if tls is None else 'gives a'} control_tls_cert: use the spec the driver runs with",
+            409,
+        )
+    return ControlClient(endpoint.port, token_from_env(spec.control_token_env), endpoint.host, tls=tls)

@@ -10,6 +10,7 @@ published and nothing answers (a clean exit withdraws it), and it is started and
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from dagster_reconf.core.errors import ControlRequestError, StreamStateError
@@ -19,10 +20,13 @@ from dagster_reconf.core.process.host_agent import await_answer, send_request
 from dagster_reconf.core.process.metrics_mirror import pulled_store
 from dagster_reconf.core.process.supervisor import DEFAULT_START_TIMEOUT_S, StreamSupervisor
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import storage_root
 
 __all__ = ["RemoteSupervisor"]
+
+COPY_WAIT_S = 15.0
 
 
 class RemoteSupervisor(StreamSupervisor):
@@ -109,12 +113,25 @@ class RemoteSupervisor(StreamSupervisor):
         spec = self.spec(name)
         try:
             stopped = self.client(name).stop(timeout_s)
-            self.metrics(name).last_progress()
+            stopped["metrics_copied"] = self._await_copy(name, COPY_WAIT_S)
         except (ControlRequestError, StreamStateError) as exc:
             stopped = {"error": str(exc)}
         request = send_request(str(spec.storage), name, "stop")
         answer = await_answer(str(spec.storage), name, request, timeout_s + 30.0)
         return {"name": name, "stopped": answer.message == "stopped", "stop": stopped, "host": answer.host}
+
+    def _await_copy(self, name: str, timeout_s: float) -> bool:
+        """Pull until the copy holds the last committed batch's record (Spark hands a batch's progress to the
+        driver's listener after its commit, so it may land a moment after the stop); whether it did in time."""
+        last = checkpoint_facts(self.paths(name).checkpoint).last_committed_batch
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = self.metrics(name).last_progress()
+            if last is None or (record is not None and record["progress"].get("batchId", -1) >= last):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
 
     def start_standby(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise StreamStateError("a warm standby is started beside its driver: not from another host")

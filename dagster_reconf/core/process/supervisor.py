@@ -36,6 +36,7 @@ from dagster_reconf.core.errors import (
     StreamStateError,
 )
 from dagster_reconf.core.process.control import LOOPBACK, ControlClient, log_tail, new_token
+from dagster_reconf.core.process.control_tls import client_context, server_context
 from dagster_reconf.core.process.definition_probe import IMPORT_TIMEOUT_S, probe_definition
 from dagster_reconf.core.process.driver_start import check_master_reachable, check_writable, driver_environment
 from dagster_reconf.core.process.endpoint_record import stream_token, token_from_env
@@ -94,8 +95,11 @@ def remove_dead_drivers_temp(paths: StreamPaths) -> list[int]:
 
 def _client_of(info: dict[str, Any], paths: StreamPaths) -> ControlClient:
     """A client for the driver (or standby) that ``info`` records."""
-    token = stream_token(StreamSpec.parse(json.loads(paths.spec.read_text())), paths.token)
-    return ControlClient(int(info["control_port"]), token, info.get("control_host") or LOOPBACK, paths.driver_log)
+    spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
+    host = info.get("control_host") or LOOPBACK
+    return ControlClient(
+        int(info["control_port"]), stream_token(spec, paths.token), host, paths.driver_log, client_context(spec)
+    )
 
 
 class StreamSupervisor:
@@ -249,6 +253,7 @@ class StreamSupervisor:
             (data_root / paths.event_log.name, "event log"),
         ):
             check_writable(directory, what)
+        server_context(spec)  # the certificate and key the driver reads at its start: fail here, not in its log
         if spec.control_token_env:
             token_from_env(spec.control_token_env)  # the driver reads it at its start: fail here, not in its log
             paths.token.unlink(missing_ok=True)
