@@ -1,7 +1,8 @@
-"""The closed loop across hosts: ``benchmarks.cluster --quick`` (the Dagster daemon, the driver's agent, a master and
-two workers each on a simulated host; the orders example's files, checkpoints and event logs on S3), judged by its
-JSON line. Run as its own process: its oracle reads S3 through a JVM started with S3A's jars. Skipped only where
-network namespaces cannot be made, with that reason."""
+"""The closed loop across hosts: ``benchmarks.cluster --quick --loop-only`` (the Dagster daemon, the driver's
+agent, a master and two workers each on a simulated host; the orders example's files, checkpoints and event logs on
+S3), judged by its JSON line. Run as its own process: its oracle reads S3 through a JVM started with S3A's jars. The
+native migration on S3 is tested in test_hosts.py, so the benchmark's timing of it is left out here. Skipped only
+where network namespaces cannot be made, with that reason."""
 
 import json
 import subprocess
@@ -23,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_closed_loop_scales_a_stream_on_other_hosts_onto_the_second_worker_and_loses_nothing():
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cluster", "--quick"],
+        [sys.executable, "-m", "benchmarks.cluster", "--quick", "--loop-only"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -36,4 +37,3 @@ def test_the_closed_loop_scales_a_stream_on_other_hosts_onto_the_second_worker_a
     assert result["failed_runs"] == [], result["failed_runs"]
     assert result["workers_used"] == 2 and result["final_cores"] >= 2, result  # the step added the second worker
     assert result["lost"] == 0 and result["duplicated"] == 0, result
-    assert result["migrate_s"] > 0 and result["migrate_file_s"] > 0, result

@@ -188,10 +188,14 @@ def lifecycle_event(record: dict[str, Any]) -> LifecycleEvent | None:
 def query_end(records: Iterable[dict[str, Any]]) -> QueryTerminated | None:
     """How the stream's query ended, where the last of ``records`` (in order) left it ended: not started since."""
     end: QueryTerminated | None = None
-    for record in records:
+    running: str | None = None  # the run started last: Spark reports a start at once and an end later, so a restart's
+    for record in records:  # new run can be recorded before the old run's end, which does not end the new one
         event = lifecycle_event(record)
         if isinstance(event, QueryTerminated):
-            end = event
-        elif isinstance(event, (Started, Restarted, QueryStarted)):
+            if event.run_id is None or running is None or event.run_id == running:
+                end = event
+        elif isinstance(event, QueryStarted):
+            end, running = None, event.run_id
+        elif isinstance(event, (Started, Restarted)):
             end = None
     return end

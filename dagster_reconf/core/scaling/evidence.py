@@ -20,6 +20,7 @@ import pandas as pd
 
 from dagster_reconf.core.progress.lifecycle import (
     Paused,
+    QueryStarted,
     QueryTerminated,
     Restarted,
     SettingsKnown,
@@ -75,6 +76,7 @@ class ConfigurationWindow:
     terminated: bool = False  # its query stopped (an attached application's, say) and has not started again
     ended_at: float | None = None  # when it stopped (its last batch's end, for an attached application's)
     end_exception: str | None = None  # Spark's message where it failed
+    run_id: str | None = None  # the query run started last: the end of an older one (reported late) is not its end
 
     def update(self, records: Iterable[dict[str, Any]], keep: int = KEPT_ROWS) -> "ConfigurationWindow":
         """Fold new metrics-store records in (in order)."""
@@ -94,7 +96,10 @@ class ConfigurationWindow:
                     self.restart_seconds = [*self.restart_seconds[-19:], float(event.seconds)]
             elif isinstance(event, Paused) and event.lead_s is not None:
                 self.lead_seconds = [*self.lead_seconds[-19:], float(event.lead_s)]
-            elif isinstance(event, QueryTerminated):
+            elif isinstance(event, QueryStarted):
+                self.run_id = event.run_id
+                self.terminated, self.ended_at, self.end_exception = False, None, None
+            elif isinstance(event, QueryTerminated) and _ends_current(event, self.run_id):
                 self.terminated, self.ended_at, self.end_exception = True, event.recorded_at, event.exception
             elif record.get("kind") == "progress":
                 row = {
@@ -137,6 +142,12 @@ class ConfigurationWindow:
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "ConfigurationWindow":
         return cls(**data) if data else cls()
+
+
+def _ends_current(event: QueryTerminated, current_run: str | None) -> bool:
+    """Whether ``event`` ends the query run started last. Spark tells its listeners of a query's start at once and of
+    its end later, so a restart's new run can be recorded before the old run's end."""
+    return event.run_id is None or current_run is None or event.run_id == current_run
 
 
 def decide(

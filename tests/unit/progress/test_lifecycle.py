@@ -77,3 +77,11 @@ def test_a_query_has_ended_until_it_starts_again():
     assert query_end([ended, progress]) == QueryTerminated(stream="s", run_id="r1", exception="boom", recorded_at=12.5)
     assert query_end([ended, Started(stream="s", spec={}).to_record()]) is None
     assert query_end([{"kind": "lifecycle", "event": "query_terminated"}]) is None  # no stream: damaged, skipped
+
+
+def test_the_late_end_of_a_run_before_a_restart_does_not_end_the_new_run():
+    # Spark tells its listeners of a start at once, of an end later: a restart can record the new run first.
+    old_end = QueryTerminated(stream="s", run_id="r1").to_record()
+    new_start = QueryStarted(stream="s", run_id="r2").to_record()
+    assert query_end([QueryStarted(stream="s", run_id="r1").to_record(), new_start, old_end]) is None
+    assert query_end([new_start, old_end, QueryTerminated(stream="s", run_id="r2").to_record()]).run_id == "r2"

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from dagster_reconf.core.errors import SpecError
-from dagster_reconf.core.progress.lifecycle import Paused, QueryTerminated, Restarted, Started
+from dagster_reconf.core.progress.lifecycle import Paused, QueryStarted, QueryTerminated, Restarted, Started
 from dagster_reconf.core.scaling.baselines import DhalionPolicy, DynamicAllocationPolicy
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
@@ -393,6 +393,11 @@ def test_a_terminated_query_is_said_not_decided_on_until_it_starts_again():
         [{**started, "recorded_at": 200.0}, *[progress(b, 200 + b, 500, 1000 * (b + 1), 1400) for b in range(10)]]
     )
     assert decide(DS2Policy(PolicyConfig(stabilization_s=0)), again, now=300.0, plan=False).action == "scale_up"
+    # A restart's new run recorded before the old run's late end: the query runs, the policy decides.
+    restarted = ConfigurationWindow.from_json(again.to_json()).update(
+        [QueryStarted(stream="s", run_id="r2").to_record(), QueryTerminated(stream="s", run_id="r1").to_record()]
+    )
+    assert not restarted.terminated and restarted.run_id == "r2"
 
 
 def test_what_one_interval_leaves_behind_is_no_backlog_to_catch_up():
