@@ -27,6 +27,19 @@ def test_reconfigure_with_a_bad_name_is_one_line(tmp_path, capsys, action):
 
 
 @pytest.mark.parametrize(
+    "storage,stream,match",
+    [
+        ("bucket/reconf", "orders", "storage 'bucket/reconf' is not a URL; use file:///abs/path"),
+        ("nosuchfs://bucket", "orders", "scheme 'nosuchfs' is not a filesystem fsspec knows"),
+        ("file:///tmp/reconf", "../x", "stream name '../x' cannot name a folder"),
+    ],
+)
+def test_an_agent_with_bad_arguments_is_one_line_before_it_serves(tmp_path, capsys, storage, stream, match):
+    code, out = _run(capsys, "--home", str(tmp_path), "agent", "--storage", storage, "--stream", stream)
+    assert code == 2 and match in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
     "content,match",
     [
         ("{not json", "is not JSON: Expecting property name"),
