@@ -143,34 +143,43 @@ class HostAgent:
             time.sleep(poll_s)
 
     def poll_once(self) -> list[HostAnswer]:
-        """One look at every served stream: its new request answered, or its dead driver started again."""
+        """One look at every served stream: its new request answered, or its dead driver started again. A store
+        that fails a read or write is tried again next time: the agent outlives the store's hiccups."""
         answers = []
         for name in self.streams:
-            data_root = storage_root(self.storage, name)
-            last = _read_answer(answer_file(data_root))
-            request = self._new_request(data_root, last)
-            if isinstance(request, HostAnswer):  # damaged
-                answers.append(request)
-                write_whole(answer_file(data_root), request.model_dump_json())
-            elif request is not None:
-                answer = _answer(request.id, request.action, *self._carry_out(name, request))
-                write_whole(answer_file(data_root), answer.model_dump_json())
-                answers.append(answer)
-            elif self._should_restart(name, last):
-                self._restarted_at[name] = time.monotonic()
-                ok, message, pid = self._start(name, None, paused=False)
-                message = f"its driver had died; {message} again" if ok else f"its driver had died: {message}"
-                answer = _answer(None, "start", ok, message, pid)
-                write_whole(restart_file(data_root), answer.model_dump_json())
-                answers.append(answer)
+            try:
+                answers.extend(self._serve_stream(name))
+            except Exception as exc:  # noqa: BLE001 - s3fs, botocore, an HDFS client: each raises its own
+                log.warning("stream %s: its requests could not be read or answered this time: %s", name, exc)
         return answers
+
+    def _serve_stream(self, name: str) -> list[HostAnswer]:
+        """Its new request answered (``answer.json``), or its dead driver started again (``restart.json``)."""
+        data_root = storage_root(self.storage, name)
+        last = _read_answer(answer_file(data_root))
+        request = self._new_request(data_root, last)
+        if isinstance(request, HostAnswer):  # a damaged request, answered with why
+            write_whole(answer_file(data_root), request.model_dump_json())
+            return [request]
+        if request is not None:
+            answer = _answer(request.id, request.action, *self._carry_out(name, request))
+            write_whole(answer_file(data_root), answer.model_dump_json())
+            return [answer]
+        if not self._should_restart(name, last):
+            return []
+        self._restarted_at[name] = time.monotonic()
+        ok, message, pid = self._start(name, None, paused=False)
+        message = f"its driver had died; {message} again" if ok else f"its driver had died: {message}"
+        answer = _answer(None, "start", ok, message, pid)
+        write_whole(restart_file(data_root), answer.model_dump_json())
+        return [answer]
 
     def _should_restart(self, name: str, last: HostAnswer | None) -> bool:
         """A driver that died without a stop was asked for, not started again in the last ``RESTART_BACKOFF_S``
         (one that dies at every start is not started in a loop)."""
         if last is not None and last.action == "stop":
             return False
-        if time.monotonic() - self._restarted_at.get(name, -RESTART_BACKOFF_S) < RESTART_BACKOFF_S:
+        if name in self._restarted_at and time.monotonic() - self._restarted_at[name] < RESTART_BACKOFF_S:
             return False
         return self.supervisor.driver_death(name) is not None
 

@@ -113,3 +113,17 @@ def test_no_agent_is_named_as_the_fix(tmp_path, storage):
     request = send_request(storage, "far", "start", spec(storage))
     with pytest.raises(StreamStartError, match=r"within 0.5 s; run `reconf agent --storage file://.* --stream far`"):
         await_answer(storage, "far", request, timeout_s=0.5)
+
+
+def test_a_store_that_fails_a_look_is_tried_again_next_time(tmp_path, storage, monkeypatch):
+    agent = HostAgent(tmp_path / "home", storage, ["far"])
+    request = send_request(storage, "far", "stop")
+
+    def unreachable(path):
+        raise ConnectionError("endpoint down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(host_agent, "_read_answer", unreachable)
+        assert agent.poll_once() == []  # logged, not raised: the agent keeps serving
+    (answer,) = answered(agent)
+    assert answer.request_id == request.id and answer.ok
