@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -50,7 +49,6 @@ from ._common import emit, median, parse_args
 
 REPO = Path(__file__).resolve().parent.parent
 WORKSPACE = REPO / "examples" / "orders" / "workspace.yaml"
-RECONF = str(Path(sys.executable).parent / "reconf")
 HOSTS = ["dagster", "driver", "master", "worker-1", "worker-2"]
 TOKEN_ENV = "RECONF_CLUSTER_TOKEN"
 SLEEP_MS, FILES_PER_S, TRIGGER_S, MAX_FILES = 20.0, 1.0, 2.0, 6  # a core's worth of work: one core falls behind
@@ -73,11 +71,9 @@ def orders_spec(name: str, data: str, storage: str, master: str, driver: Host, s
         trigger_interval_s=TRIGGER_S,
         max_per_trigger=MAX_FILES,
         storage=storage,
-        driver_host=driver.address,
-        driver_bind_address=driver.address,
-        control_bind_address=driver.address,
         control_token_env=TOKEN_ENV,
         spark_conf=s3.spark_conf(),
+        **driver.driver_fields(),
     )
 
 
@@ -161,10 +157,8 @@ def main() -> None:
             "orders-file", f"{bucket}/orders-file", (root / "file").as_uri(), cluster.master_url, driver, s3
         )
         agents = [
-            driver.spawn(
-                [RECONF, "--home", str(root / "driver-host"), "agent", "--storage", str(s.storage), "--stream", s.name],
-                root / "logs" / f"agent-{s.name}.log",
-                env,
+            driver.start_agent(
+                root / "driver-host", str(s.storage), [s.name], root / "logs" / f"agent-{s.name}.log", env
             )
             for s in (spec, baseline)
         ]

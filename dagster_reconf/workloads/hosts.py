@@ -23,6 +23,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,6 +71,20 @@ class Host:
     def command(self, argv: Sequence[str]) -> list[str]:
         """``argv`` run on this host."""
         return ["ip", "netns", "exec", self.netns, *argv]
+
+    def driver_fields(self) -> dict[str, str]:
+        """The spec fields of a stream whose driver runs here: Spark's driver and the control endpoint on this host's
+        address."""
+        return {"driver_host": self.address, "driver_bind_address": self.address, "control_bind_address": self.address}
+
+    def start_agent(
+        self, home: Path, storage: str, streams: Sequence[str], log: Path, env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
+        """``reconf agent`` on this host for ``streams`` under ``storage``, their drivers under ``home``."""
+        argv = [str(Path(sys.executable).with_name("reconf")), "--home", str(home), "agent", "--storage", storage]
+        for name in streams:
+            argv += ["--stream", name]
+        return self.spawn(argv, log, env)
 
     def spawn(self, argv: Sequence[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start ``argv`` on this host in a session of its own, its output appended to ``log``."""

@@ -9,7 +9,6 @@ where network namespaces cannot be made (not root, no iproute2), with that reaso
 
 import json
 import os
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -39,7 +38,6 @@ pytestmark = [
     pytest.mark.cluster,
     pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no simulated hosts here: {UNAVAILABLE}"),
 ]
-RECONF = str(Path(sys.executable).parent / "reconf")
 REPO = Path(__file__).resolve().parents[2]
 TOKEN_ENV = "RECONF_HOSTED_TOKEN"
 
@@ -76,19 +74,17 @@ def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_dri
                 executor_cores=1,
                 max_cores=2,
                 storage=storage,
-                driver_host=driver.address,
-                driver_bind_address=driver.address,
-                control_bind_address=driver.address,
                 control_token_env=TOKEN_ENV,
                 spark_conf=s3.spark_conf(),
+                **driver.driver_fields(),
             )
             # The driver host's agent, with its own home, the S3 credentials and the token in its environment.
-            agent_command = [RECONF, "--home", str(tmp_path / "driver-host"), "agent", "--storage", storage]
-            agent_command += ["--stream", spec.name]
             agent_env = {**os.environ, "PYTHONPATH": str(REPO)}
 
             def start_agent() -> None:
-                driver.spawn(agent_command, tmp_path / "logs" / "agent.log", agent_env)
+                driver.start_agent(
+                    tmp_path / "driver-host", storage, [spec.name], tmp_path / "logs" / "agent.log", agent_env
+                )
 
             start_agent()
             plane = RemoteSupervisor(tmp_path / "control-plane" / "home")

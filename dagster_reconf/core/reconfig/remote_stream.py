@@ -86,9 +86,9 @@ class RemoteStream(EndpointStream):
         return {"started": True, "driver": "new", "host": answer.host, "pid": answer.pid}
 
     def ensure_running(self) -> dict[str, Any]:
-        if self.status().get("state") == "not running":
-            answer = self.ask_agent("start")
-            return {"started": True, "driver": "new", "host": answer.host, "pid": answer.pid}
+        started = self.restart_lost_driver()
+        if started["started"]:
+            return started
         if self.status().get("state") != "running":
             self._client().start()
             return {"started": True, "driver": "kept"}

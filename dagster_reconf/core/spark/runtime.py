@@ -87,6 +87,7 @@ class StreamRuntime:
         self._owns_session = spark is None
         self._temp_dir = temp_dir
         self._log_shipper: EventLogShipper | None = None
+        self._query_checkpoint: Location | None = None
         self._built: tuple[StreamSpec, DataStreamWriter] | None = None  # the query a warm-up built, for the next start
         self._recorder: ProgressRecorder | None = None
         self._cpu_sampler: PythonCpuSampler | None = None
@@ -162,13 +163,12 @@ class StreamRuntime:
 
     def _measure_sources(self, progress: dict[str, Any]) -> list[dict[str, Any]]:
         """What the progress does not say about each source (a file source's unread files)."""
-        checkpoint = self.paths.checkpoint
+        checkpoint = self._query_checkpoint or self.paths.checkpoint
         probe = self._file_probes.setdefault(str(checkpoint), FileBacklogProbe(checkpoint))
         return [probe.measure(source) for source in progress.get("sources") or []]
 
     def _event_log_dir(self) -> Location:
-        """Where Spark writes the event logs: the stream's own folder, or this host's disk where that is an object
-        store, copied there as they grow (:mod:`~dagster_reconf.core.spark.event_log_shipping`)."""
+        """Where Spark writes the event logs: their folder, or this disk where that is an object store (shipped)."""
         target = self.paths.event_log
         if is_local(target):
             return target
@@ -234,9 +234,10 @@ class StreamRuntime:
             writer, self._built = self._built[1], None
         else:
             writer = self.writer(spec, purpose)
-        return start_writer(
-            writer, spec, checkpoint or self.paths.checkpoint, purpose=purpose, once=once, what=self.definition.name
-        )
+        if purpose == "stream" and checkpoint is None:  # each batch's source probe reads it, not storage's generation
+            checkpoint = self._query_checkpoint = self.paths.checkpoint
+        checkpoint = checkpoint or self.paths.checkpoint
+        return start_writer(writer, spec, checkpoint, purpose=purpose, once=once, what=self.definition.name)
 
     # -- query lifecycle ---------------------------------------------------------------------
 
@@ -371,8 +372,7 @@ class StreamRuntime:
         keep_interrupted: bool = False,
         boundary_wait_s: float | None = None,
     ) -> StopReport:
-        """Stop with the checkpoint's last batch committed
-        (:func:`~dagster_reconf.core.spark.batch_boundary.stop_at_batch_boundary`)."""
+        """Stop with the checkpoint's last batch committed (:func:`.batch_boundary.stop_at_batch_boundary`)."""
         return stop_at_batch_boundary(
             self, timeout_s, finish=finish, keep_interrupted=keep_interrupted, boundary_wait_s=boundary_wait_s
         )
