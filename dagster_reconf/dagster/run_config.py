@@ -23,7 +23,15 @@ from dagster_reconf.core.spec import STRATEGIES
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 
 # Optional[...] rather than X | None: Dagster's config schema reads these annotations.
-__all__ = ["ExecutionPlanConfig", "KnobsConfig", "PlanConfig", "ReconfigureConfig", "ScalingPlanConfig", "Strategy"]
+__all__ = [
+    "ExecutionPlanConfig",
+    "KnobsConfig",
+    "OperatorScalingConfig",
+    "PlanConfig",
+    "ReconfigureConfig",
+    "ScalingPlanConfig",
+    "Strategy",
+]
 
 Strategy = Enum("Strategy", {name: name for name in STRATEGIES}, type=str)
 Strategy.__doc__ = (
@@ -43,6 +51,28 @@ class KnobsConfig(dg.Config):
     max_per_trigger: Optional[int] = Field(None, description="Cap per batch in the source's own unit (null: no cap).")
 
 
+class OperatorScalingConfig(dg.Config):
+    """One operator's row of a plan's scaling report (the core's ``OperatorScaling``); null: unknown or unbounded."""
+
+    operator: str
+    kind: str
+    parallelism_now: int
+    parallelism_planned: int
+    ds2_parallelism: int
+    target_records_per_s: Optional[float] = None
+    true_processing_rate: Optional[float] = None
+    selectivity: Optional[float] = None
+    work_ms_per_event: Optional[float] = None
+    cpu_ms_per_event: Optional[float] = None
+    capacity_now_events_per_s: Optional[float] = Field(
+        None, description="Events/s at the current knobs; null: no bound."
+    )
+    capacity_planned_events_per_s: Optional[float] = Field(
+        None, description="Events/s at the target knobs; null: no bound."
+    )
+    skew: Optional[float] = None
+
+
 class ScalingPlanConfig(dg.Config):
     """A scaling plan decided elsewhere (the scaling sensor, a person): knobs ``current`` -> ``target`` and the
     evidence."""
@@ -53,7 +83,7 @@ class ScalingPlanConfig(dg.Config):
     target: KnobsConfig
     reason: str = Field(description="Why, in one line.")
     epoch: str = Field("", description="The configuration the plan starts from (when it was started).")
-    report: list[dict[str, Any]] = Field(
+    report: list[OperatorScalingConfig] = Field(
         default_factory=list, description="Per operator: parallelism, capacity, target rate."
     )
     predicted: dict[str, float] = Field(default_factory=dict, description="What the model predicts for the target.")

@@ -84,7 +84,7 @@ def _plan_metadata(
         }
     )
     if plan.report:
-        report = pd.DataFrame(plan.report)
+        report = pd.DataFrame([row.model_dump() for row in plan.report])
         metadata["scaling_report"] = dg.MetadataValue.md(report.to_markdown(index=False, floatfmt=".3g"))
         target = float(plan.predicted.get("target_rate", 0.0))
         png = base64.b64encode(capacity_plot_png(report, target, f"{plan.stream}: {plan.reason[:70]}")).decode()

@@ -234,7 +234,8 @@ def build_scaling_sensor(
         events = []
         if tick.decision is not None:
             figures = {k: round(v, 3) for k, v in tick.decision.signal.as_dict().items()}
-            metadata = {**figures, "decision": tick.decision.action, "reason": tick.decision.reason}
+            decision = tick.decision
+            metadata = {**figures, "decision": decision.action, "reason": decision.reason, "judged": decision.judged}
             events.append(dg.AssetObservation(asset_key=key, partition=stream, metadata=metadata))
         if tick.plan is None:
             return dg.SensorResult(

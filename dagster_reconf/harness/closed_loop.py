@@ -164,10 +164,11 @@ def latest_sensor_observation(
 
 
 def sustains(observation: dict[str, Any]) -> bool:
-    """The sensor holds, on enough batches, with the backlog not growing (5 % of the rate)."""
+    """The sensor holds after judging a full window (not before: stabilizing, window not full, no evidence), with the
+    backlog not growing (5 % of the rate)."""
     return (
         observation.get("decision") == "hold"
-        and float(observation.get("batches", 0)) >= 3
+        and observation.get("judged") is True
         and float(observation.get("backlog_growth", 0.0)) <= 0.05 * max(float(observation.get("source_rate", 0.0)), 1.0)
     )
 

@@ -33,7 +33,7 @@ def test_the_closed_loop_scales_a_stream_on_other_hosts_onto_the_second_worker_a
     assert done.returncode == 0, done.stderr[-5000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert (result["hosts"], result["storage"]) == (5, "s3a")
-    assert result["converged"] and result["steps"] >= 1, (result, done.stderr[-5000:])
+    assert result["converged"] and result["steps"] >= 1, (result["converged"], result["steps"], done.stderr[-8000:])
     assert result["failed_runs"] == [], result["failed_runs"]
     assert result["workers_used"] == 2 and result["final_cores"] >= 2, result  # the step added the second worker
     assert result["lost"] == 0 and result["duplicated"] == 0, result

@@ -6,12 +6,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import numpy as np
-
 from dagster_reconf.core.scaling.model import Limits, plan_micro_batches, shortfall
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled, wanted_but
 from dagster_reconf.core.scaling.profile import StreamProfile
-from dagster_reconf.core.scaling.scaling_plan import Knobs
+from dagster_reconf.core.scaling.scaling_plan import Knobs, OperatorScaling
 from dagster_reconf.core.scaling.signal import Signal
 from dagster_reconf.core.scaling.skew import hot_task_excess_ms, skewed_operators
 from dagster_reconf.core.scaling.source_tasks import source_partitions
@@ -146,7 +144,9 @@ class DS2Policy(ScalingPolicy):
 
     def _plan(self, stream, current, obs, profile, direction, epoch, restart_s, lead_s):
         if profile is None:
-            return Decision("hold", f"{wanted_but(direction)}no traces cover the window to plan from", obs)
+            return Decision(
+                "hold", f"{wanted_but(direction)}no traces cover the window to plan from", obs, judged=False
+            )
         skewed = skewed_operators(profile)
         if skewed:
             ops, excess = profile.operators.set_index("operator"), hot_task_excess_ms(profile)
@@ -248,5 +248,5 @@ class DS2Policy(ScalingPolicy):
             reason += "; " + "; ".join(planned.notes)
         if over_provisioned:
             reason += f"; {over_provisioned}"
-        report = planned.report.replace({np.inf: None}).to_dict(orient="records")
+        report = [OperatorScaling(**row) for row in planned.report.to_dict(orient="records")]
         return self._decision(stream, current, target, obs, direction, reason, epoch, report, planned.predicted)

@@ -170,14 +170,18 @@ def decide(
     """
     spec = window.stream_spec()
     if spec is None:
-        return Decision("hold", "no configuration recorded yet: the stream has not started", _empty_observation())
+        return Decision(
+            "hold", "no configuration recorded yet: the stream has not started", _empty_observation(), judged=False
+        )
     cfg = policy.config
     frame = window.settled(cfg.stabilization_s)
     knobs = Knobs.of(spec)
     obs = observe(frame, spec.trigger_interval_s, now - window.started_at, cfg.warmup_batches, cfg.scale_down_delay_s)
     if window.terminated:
         at = "" if window.ended_at is None else time.strftime(" at %Y-%m-%d %H:%M:%S UTC", time.gmtime(window.ended_at))
-        return Decision("hold", f"its query ended{at}: nothing to decide until it runs again", obs, current=knobs)
+        return Decision(
+            "hold", f"its query ended{at}: nothing to decide until it runs again", obs, current=knobs, judged=False
+        )
 
     def profile() -> StreamProfile | None:
         if activities is None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.profile import StreamProfile
-from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
+from dagster_reconf.core.scaling.scaling_plan import Knobs, OperatorScaling, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.signal import Signal
 
 __all__ = ["Decision", "Direction", "ScalingPolicy", "settled", "wanted_but"]
@@ -42,6 +42,7 @@ class Decision:
     recommend_only: bool = False
     profile: StreamProfile | None = None  # what a plan was made from (scores its prediction once the plan ran)
     current: Knobs | None = None  # the knobs decided on (None where no configuration is known yet)
+    judged: bool = True  # False: held before judging a full window (stabilizing, window not full, no evidence)
 
     @property
     def step(self) -> ScalingStep | None:
@@ -107,6 +108,7 @@ class ScalingPolicy(ABC):
                 "hold",
                 f"stabilizing: {obs.config_age_s:.0f} s since the last reconfiguration (< {cfg.stabilization_s:g} s)",
                 obs,
+                judged=False,
             )
         if obs.backlog_unknown is not None:
             return Decision(
@@ -114,9 +116,12 @@ class ScalingPolicy(ABC):
                 f"backlog unknown: {obs.backlog_unknown}; without it the policy cannot tell whether "
                 "the stream keeps up",
                 obs,
+                judged=False,
             )
         if obs.batches < cfg.window_batches:
-            return Decision("hold", f"metric window not full: {obs.batches} of {cfg.window_batches} batches", obs)
+            return Decision(
+                "hold", f"metric window not full: {obs.batches} of {cfg.window_batches} batches", obs, judged=False
+            )
         direction = self._direction(obs, current)
         model_check = False
         if direction is None and plan and self._may_be_over_provisioned(obs, current):
@@ -212,7 +217,7 @@ class ScalingPolicy(ABC):
         direction: Direction,
         reason: str,
         epoch: str,
-        report: list[dict[str, Any]] | None = None,
+        report: list[OperatorScaling] | None = None,
         predicted: dict[str, float] | None = None,
     ) -> Decision:
         if target == current:

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dagster_reconf.core.errors import SpecError, validated
 
 if TYPE_CHECKING:
     from dagster_reconf.core.spec import StreamSpec
 
-__all__ = ["Knobs", "ScalingPlan", "ScalingStep", "known_cores", "spec_cores"]
+__all__ = ["Knobs", "OperatorScaling", "ScalingPlan", "ScalingStep", "known_cores", "spec_cores"]
 
 _LOCAL = re.compile(r"^local\[(\d+)(,\d+)?\]$")
 
@@ -162,6 +163,42 @@ class ScalingStep:
         return f"{self.kind}: {self.cores_before} -> {self.cores_after} cores, {effect}"
 
 
+class OperatorScaling(BaseModel):
+    """One operator's row of a plan's scaling report. A figure is None where it is unknown or unbounded (a
+    capacity with no measured cost), never NaN or infinity: the row travels as JSON and as Dagster run config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    operator: str
+    kind: str
+    parallelism_now: int
+    parallelism_planned: int
+    ds2_parallelism: int
+    target_records_per_s: float | None = None
+    true_processing_rate: float | None = None
+    selectivity: float | None = None
+    work_ms_per_event: float | None = None
+    cpu_ms_per_event: float | None = None
+    capacity_now_events_per_s: float | None = None
+    capacity_planned_events_per_s: float | None = None
+    skew: float | None = None
+
+    @field_validator(
+        "target_records_per_s",
+        "true_processing_rate",
+        "selectivity",
+        "work_ms_per_event",
+        "cpu_ms_per_event",
+        "capacity_now_events_per_s",
+        "capacity_planned_events_per_s",
+        "skew",
+        mode="before",
+    )
+    @classmethod
+    def _finite_or_none(cls, value: Any) -> float | None:
+        return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
 class ScalingPlan(BaseModel):
     """Target knobs for one stream, the knobs they replace, and the evidence."""
 
@@ -173,7 +210,7 @@ class ScalingPlan(BaseModel):
     target: Knobs
     reason: str
     epoch: str = Field("", description="Identifies the configuration the plan starts from (when it was started).")
-    report: list[dict[str, Any]] = Field(
+    report: list[OperatorScaling] = Field(
         default_factory=list, description="Per operator: parallelism, capacity, target rate."
     )
     predicted: dict[str, float] = Field(default_factory=dict)

@@ -5,7 +5,7 @@ import dagster
 import pytest
 
 from dagster_reconf import AuditLedgerResource, ExecutionPlan, SpecError, StreamRuntimeResource, build_scaling_assets
-from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan
+from dagster_reconf.core.scaling.scaling_plan import Knobs, OperatorScaling, ScalingPlan
 from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
 
 
@@ -17,7 +17,19 @@ def _scaling_plan() -> ScalingPlan:
         current=knobs,
         target=knobs.model_copy(update={"cores": 4}),
         reason="behind",
-        report=[{"operator": "scan", "parallelism": 2, "capacity": 810.5}],
+        report=[
+            OperatorScaling(
+                operator="j0.d0:scan",
+                kind="source",
+                parallelism_now=2,
+                parallelism_planned=4,
+                ds2_parallelism=3,
+                target_records_per_s=1000.0,
+                capacity_now_events_per_s=810.5,
+                capacity_planned_events_per_s=float("inf"),  # no measured cost: unbounded, carried as null
+                selectivity=float("nan"),
+            )
+        ],
         predicted={"target_rate": 1000.0},
     )
 
@@ -76,7 +88,8 @@ def _check_run_configs(job):
     sensor_config = {
         "ops": {"ds2_plans": {"config": {"plan": ScalingPlanConfig.of(_scaling_plan()).model_dump(mode="json")}}}
     }
-    dagster.validate_run_config(job, sensor_config)
+    dagster.validate_run_config(job, sensor_config)  # an unbounded capacity is a null, not a null map member
+    assert sensor_config["ops"]["ds2_plans"]["config"]["plan"]["report"][0]["capacity_planned_events_per_s"] is None
 
     bad_strategy = ReconfigureConfig(plan=plan).run_config()
     bad_strategy["ops"]["stream_configuration"]["ops"]["preflight"]["config"]["strategy"] = "teleport"

@@ -37,12 +37,17 @@ def obs(**changes) -> Signal:
 
 def test_guards_hold_with_a_reason():
     policy = DS2Policy(PolicyConfig(stabilization_s=30, window_batches=6))
-    assert "stabilizing" in policy.decide("s", KNOBS, obs(config_age_s=10), profile()).reason
-    assert "window not full: 3 of 6" in policy.decide("s", KNOBS, obs(batches=3), profile()).reason
+    stabilizing = policy.decide("s", KNOBS, obs(config_age_s=10), profile())
+    not_full = policy.decide("s", KNOBS, obs(batches=3), profile())
+    untraced = policy.decide("s", KNOBS, obs(), None)
+    assert "stabilizing" in stabilizing.reason and "window not full: 3 of 6" in not_full.reason
+    assert "no traces cover the window" in untraced.reason
     healthy = policy.decide(
         "s", KNOBS, obs(processed_rate=1000, backlog=100, backlog_growth=0, utilization=0.6), profile()
     )
     assert healthy.action == "hold" and "in band" in healthy.reason and not healthy.requests_run
+    # Only a hold on a judged window says the stream is settled (the closed loop's convergence counts on it).
+    assert [d.judged for d in (stabilizing, not_full, untraced, healthy)] == [False, False, False, True]
 
 
 def test_ds2_scales_up_in_one_step_with_a_plan_and_report():
@@ -54,7 +59,7 @@ def test_ds2_scales_up_in_one_step_with_a_plan_and_report():
     # 1000 * (1/3 + 0.5 * 3/8) = 521 ms of the 600 at 70 %)
     assert plan.target.cores == 3 and plan.target.source_partitions == 3
     assert plan.predicted["target_rate"] == pytest.approx(1000 + (20_000 - 1000 + 1000 * 12) / 60)
-    assert [row["operator"] for row in plan.report] == ["j0.d1:Exchange+MicroBatchScan#a", "j0.d0:agg#b"]
+    assert [row.operator for row in plan.report] == ["j0.d1:Exchange+MicroBatchScan#a", "j0.d0:agg#b"]
     assert plan.predicted["observed_backlog"] == 20_000 and "DS2" in plan.reason
     again = DS2Policy().decide("s", KNOBS, obs(backlog=25_000), profile(), epoch="started@1", restart_s=2.0)
     assert again.plan.plan_hash == plan.plan_hash  # same move from the same configuration: one run_key
