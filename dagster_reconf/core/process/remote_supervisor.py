@@ -15,14 +15,19 @@ from typing import Any
 
 from dagster_reconf.core.errors import ControlRequestError, StreamStateError
 from dagster_reconf.core.process.control import ControlClient
-from dagster_reconf.core.process.endpoint_record import check_remote_spec, read_endpoint, remote_client
+from dagster_reconf.core.process.endpoint_record import (
+    ControlEndpoint,
+    check_remote_spec,
+    read_endpoint,
+    remote_client,
+)
 from dagster_reconf.core.process.host_agent import await_answer, send_request
 from dagster_reconf.core.process.metrics_mirror import pulled_store
 from dagster_reconf.core.process.supervisor import DEFAULT_START_TIMEOUT_S, StreamSupervisor
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.metrics import MetricsStore
-from dagster_reconf.core.store.paths import storage_root
+from dagster_reconf.core.store.paths import StreamPaths, storage_root
 
 __all__ = ["RemoteSupervisor"]
 
@@ -38,16 +43,10 @@ class RemoteSupervisor(StreamSupervisor):
 
     def driver_info(self, name: str) -> dict[str, Any] | None:
         """The driver's published endpoint, where it answers; None otherwise."""
-        paths = self.paths(name)
-        if not paths.spec.is_file():
+        probe = self._probe(name)
+        if probe is None or probe[1] is None:
             return None
-        spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
-        try:
-            check_remote_spec(spec)
-            endpoint = read_endpoint(storage_root(str(spec.storage), name))
-            status = remote_client(spec).status()
-        except (ControlRequestError, StreamStateError, OSError):
-            return None
+        endpoint, status = probe
         return {
             "pid": endpoint.pid,
             "host": endpoint.driver_host,
@@ -60,15 +59,39 @@ class RemoteSupervisor(StreamSupervisor):
 
     def driver_death(self, name: str) -> dict[str, Any] | None:
         """A driver whose endpoint record is still published but does not answer: it ended without withdrawing it."""
+        probe = self._probe(name)
+        return None if probe is None or probe[1] is not None else self._death(name, probe[0])
+
+    def _not_running(self, paths: StreamPaths) -> str:
+        """As the base class says, from the one probe of the listing (a silent endpoint can take its full I/O timeout
+        to answer nothing: asked twice, a listing would wait twice)."""
+        if paths.attached.is_file():
+            return "attached"
+        probe = self._probe(paths.name, ask=False)
+        return "died" if probe is not None else "not running"
+
+    def _probe(self, name: str, ask: bool = True) -> tuple[ControlEndpoint, dict[str, Any] | None] | None:
+        """The stream's published endpoint record and, where ``ask``, its answer to a status request (None: it did not
+        answer); None where no record is published, or the spec cannot reach one."""
         paths = self.paths(name)
-        if not paths.spec.is_file() or self.driver_info(name) is not None:
+        if not paths.spec.is_file():
             return None
         spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
         try:
+            check_remote_spec(spec)
             endpoint = read_endpoint(storage_root(str(spec.storage), name))
-        except (ControlRequestError, OSError):
+        except (ControlRequestError, StreamStateError, OSError):
             return None
-        seen = paths.metrics.stat().st_mtime if paths.metrics.exists() else endpoint.started_at
+        if not ask:
+            return endpoint, None
+        try:
+            return endpoint, remote_client(spec).status()
+        except (ControlRequestError, StreamStateError, OSError):
+            return endpoint, None
+
+    def _death(self, name: str, endpoint: ControlEndpoint) -> dict[str, Any]:
+        metrics = self.paths(name).metrics
+        seen = metrics.stat().st_mtime if metrics.exists() else endpoint.started_at
         return {"pid": endpoint.pid, "host": endpoint.driver_host, "last_seen_at": seen}
 
     def metrics(self, name: str) -> MetricsStore:
