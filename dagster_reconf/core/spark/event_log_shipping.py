@@ -5,9 +5,9 @@ it is closed. A rolling event log closes a file every ``spark.eventLog.rolling.m
 a control plane on another host reading the logs from the store would see nothing of a running stream for hours, and
 could plan nothing from them. So a driver whose storage is remote has Spark write them under its work folder, and
 copies each file that changed (whole: an object store has no append) to ``<storage>/streams/<name>/eventlog/`` every
-few seconds, and once more when its session stops; a file Spark removed or renamed since (an application's
-``.inprogress`` status file, at its end) is removed there too. Readers find the logs where they always did, at most
-one interval behind.
+few seconds, and once more when its session stops, after which its disk keeps none of them; a file Spark removed or
+renamed since (an application's ``.inprogress`` status file, at its end) is removed there too. Readers find the logs
+where they always did, at most one interval behind.
 """
 
 from __future__ import annotations
@@ -40,24 +40,44 @@ class EventLogShipper:
         """Copy what changed since the last call and remove what vanished; the files copied. A store that fails is
         tried again next time (a driver never fails for its logs)."""
         with self._lock:
-            present: dict[str, tuple[int, int]] = {}
-            for path in self.local.rglob("*"):
-                if path.is_file() and not path.name.startswith("."):  # Hadoop's .crc files and temporaries
-                    stat = path.stat()
-                    present[path.relative_to(self.local).as_posix()] = (stat.st_size, stat.st_mtime_ns)
-            copied = 0
-            try:
-                for name, seen in present.items():
-                    if self._shipped.get(name) != seen:
-                        copy_file(self.local / name, self.remote / name)
-                        self._shipped[name] = seen
-                        copied += 1
-                for name in [n for n in self._shipped if n not in present]:
-                    (self.remote / name).unlink(missing_ok=True)
-                    del self._shipped[name]
-            except OSError as exc:
-                log.warning("event logs not copied to %s this time: %s", self.remote, exc)
+            return self._ship()[0]
+
+    def ship_finished(self) -> int:
+        """Once every application writing here has ended (its logs closed): copy what changed, then, where every file
+        is in the store, remove them here; the files copied. The store keeps the logs; left here, a driver started
+        again would copy every earlier application's logs once more, and the disk would fill. A store that fails
+        leaves them here, for the next copy."""
+        with self._lock:
+            copied, complete = self._ship()
+            if complete:
+                for name in list(self._shipped):
+                    (self.local / name).unlink(missing_ok=True)
+                    del self._shipped[name]  # gone here, kept there: not a file Spark removed
+                for folder in sorted((p for p in self.local.rglob("*") if p.is_dir()), reverse=True):
+                    if not any(folder.iterdir()):
+                        folder.rmdir()
             return copied
+
+    def _ship(self) -> tuple[int, bool]:
+        present: dict[str, tuple[int, int]] = {}
+        for path in self.local.rglob("*"):
+            if path.is_file() and not path.name.startswith("."):  # Hadoop's .crc files and temporaries
+                stat = path.stat()
+                present[path.relative_to(self.local).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+        copied = 0
+        try:
+            for name, seen in present.items():
+                if self._shipped.get(name) != seen:
+                    copy_file(self.local / name, self.remote / name)
+                    self._shipped[name] = seen
+                    copied += 1
+            for name in [n for n in self._shipped if n not in present]:
+                (self.remote / name).unlink(missing_ok=True)
+                del self._shipped[name]
+        except OSError as exc:
+            log.warning("event logs not copied to %s this time: %s", self.remote, exc)
+            return copied, False
+        return copied, True
 
     def start(self) -> EventLogShipper:
         if self._thread is None:

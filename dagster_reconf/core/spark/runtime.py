@@ -181,7 +181,7 @@ class StreamRuntime:
         if self._spark is not None:
             self._spark.stop()
         if self._log_shipper is not None:
-            self._log_shipper.ship_once()  # the application's end: its finished logs
+            self._log_shipper.ship_finished()  # the application's end: its finished logs, then none left here
         self._stop_sampler()
         self._spark, self._recorder, self._built = None, None, None
 
