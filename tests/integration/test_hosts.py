@@ -48,10 +48,14 @@ def master_state(master_ui: str) -> dict:
 
 
 class WrongPartitionsStream(RemoteStream):
-    """A faulty migration on the driver's host: the real repartition, but to one partition fewer than asked."""
+    """A faulty migration on the driver's host: the real repartition, but to one partition fewer than asked; and a
+    store that keeps the pause marker the resume removes."""
 
     def migrate(self, state_partitions: int, strategy: str) -> dict:
         return super().migrate(state_partitions - 1, strategy)
+
+    def resume(self, settings: dict) -> dict:
+        return self._client().resume(settings)  # the marker stays: the reconfiguration's end must remove it
 
 
 def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_driver_host(tmp_path, monkeypatch):
@@ -169,6 +173,7 @@ def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_dri
                 wrong = Reconfigurer(WrongPartitionsStream(plane.require(spec.name)), ledger, observe_timeout_s=30)
                 rolled = wrong.run(plan, trigger={"user": "test"})
                 assert rolled.outcome == "rolled_back", rolled.results
+                assert not marker.exists()  # no driver started later stays paused for a reconfiguration that ended
                 assert "checkpoint records 5 state partitions, the plan 6" in rolled.verification.problems
                 facts = checkpoint_facts(checkpoint)
                 assert facts.state_partitions == 8 and facts.committed

@@ -149,6 +149,10 @@ class StreamHandle(ABC):
         """Stop a standby that was not promoted and an old driver still exiting after a handover; their pids."""
         return []
 
+    def release_pause(self) -> None:
+        """The reconfiguration that paused the stream has ended: nothing it left may hold a driver started later
+        paused (a remote driver's pause marker). Idempotent."""
+
 
 class LocalStream(StreamHandle):
     """A stream run by a :class:`StreamRuntime` in this process."""

@@ -277,6 +277,7 @@ class Reconfigurer:
         )
         CheckpointSnapshot(self._snapshot_dir(reconfiguration)).discard()
         self.stream.clean_up_drivers()  # a standby left unused, the old driver after a handover
+        self.stream.release_pause()  # its resume cleared it; a marker left by a failed clear never outlives the lock
         self.ledger.release_lock(reconfiguration.stream, reconfiguration.id)
 
     def _remove_older_generations(self) -> list[str]:

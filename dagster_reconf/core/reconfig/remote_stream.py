@@ -103,6 +103,9 @@ class RemoteStream(EndpointStream):
         set_pause_marker(self._data_root(), f"paused for a reconfiguration from {socket.gethostname()}")
         return self._client().stop(timeout_s, finish, keep_interrupted)
 
+    def release_pause(self) -> None:
+        clear_pause_marker(self._data_root())
+
     def resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         """Start the paused query with ``settings``; this host's copy of the spec takes the driver's new one."""
         result = self._client().resume(settings)
