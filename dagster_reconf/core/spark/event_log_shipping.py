@@ -13,6 +13,7 @@ where they always did, at most one interval behind.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from pathlib import Path
 
@@ -49,13 +50,13 @@ class EventLogShipper:
         leaves them here, for the next copy."""
         with self._lock:
             copied, complete = self._ship()
-            if complete:
-                for name in list(self._shipped):
-                    (self.local / name).unlink(missing_ok=True)
-                    del self._shipped[name]  # gone here, kept there: not a file Spark removed
-                for folder in sorted((p for p in self.local.rglob("*") if p.is_dir()), reverse=True):
-                    if not any(folder.iterdir()):
-                        folder.rmdir()
+            if complete:  # Hadoop's checksums and temporaries go too
+                for entry in self.local.iterdir():
+                    if entry.is_dir():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+                self._shipped.clear()  # gone here, kept there: not files Spark removed
             return copied
 
     def _ship(self) -> tuple[int, bool]:

@@ -42,6 +42,7 @@ def test_finished_logs_leave_the_driver_s_disk_once_all_are_in_the_store(tmp_pat
     shipper = EventLogShipper(local, remote)
     (local / "eventlog_v2_app-1").mkdir()
     (local / "eventlog_v2_app-1" / "events_1_app-1.zstd").write_bytes(b"whole")
+    (local / "eventlog_v2_app-1" / ".events_1_app-1.zstd.crc").write_bytes(b"crc")
     with monkeypatch.context() as m:  # the store fails: the logs stay here, for the next copy
         m.setattr("dagster_reconf.core.spark.event_log_shipping.copy_file", _unreachable)
         assert shipper.ship_finished() == 0
