@@ -43,10 +43,9 @@ class RemoteSupervisor(StreamSupervisor):
 
     def driver_info(self, name: str) -> dict[str, Any] | None:
         """The driver's published endpoint, where it answers; None otherwise."""
-        probe = self._probe(name)
-        if probe is None or probe[1] is None:
+        endpoint, status = self._probe(name)
+        if endpoint is None or status is None:
             return None
-        endpoint, status = probe
         return {
             "pid": endpoint.pid,
             "host": endpoint.driver_host,
@@ -59,29 +58,29 @@ class RemoteSupervisor(StreamSupervisor):
 
     def driver_death(self, name: str) -> dict[str, Any] | None:
         """A driver whose endpoint record is still published but does not answer: it ended without withdrawing it."""
-        probe = self._probe(name)
-        return None if probe is None or probe[1] is not None else self._death(name, probe[0])
+        endpoint, status = self._probe(name)
+        return self._death(name, endpoint) if endpoint is not None and status is None else None
 
     def _not_running(self, paths: StreamPaths) -> str:
         """As the base class says, from the one probe of the listing (a silent endpoint can take its full I/O timeout
         to answer nothing: asked twice, a listing would wait twice)."""
         if paths.attached.is_file():
             return "attached"
-        probe = self._probe(paths.name, ask=False)
-        return "died" if probe is not None else "not running"
+        endpoint, _ = self._probe(paths.name, ask=False)
+        return "died" if endpoint is not None else "not running"
 
-    def _probe(self, name: str, ask: bool = True) -> tuple[ControlEndpoint, dict[str, Any] | None] | None:
-        """The stream's published endpoint record and, where ``ask``, its answer to a status request (None: it did not
-        answer); None where no record is published, or the spec cannot reach one."""
+    def _probe(self, name: str, ask: bool = True) -> tuple[ControlEndpoint | None, dict[str, Any] | None]:
+        """The stream's published endpoint record (None: none published, or the spec cannot reach one) and, where
+        ``ask``, its answer to a status request (None: it did not answer)."""
         paths = self.paths(name)
         if not paths.spec.is_file():
-            return None
+            return None, None
         spec = StreamSpec.parse(json.loads(paths.spec.read_text()))
         try:
             check_remote_spec(spec)
             endpoint = read_endpoint(storage_root(str(spec.storage), name))
         except (ControlRequestError, StreamStateError, OSError):
-            return None
+            return None, None
         if not ask:
             return endpoint, None
         try:

@@ -13,9 +13,9 @@ import math
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from dagster_reconf.core.errors import SpecError, validated
 
@@ -163,6 +163,13 @@ class ScalingStep:
         return f"{self.kind}: {self.cores_before} -> {self.cores_after} cores, {effect}"
 
 
+def _finite_or_none(value: Any) -> float | None:
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+Figure = Annotated[float | None, BeforeValidator(_finite_or_none)]  # NaN and infinity are None
+
+
 class OperatorScaling(BaseModel):
     """One operator's row of a plan's scaling report. A figure is None where it is unknown or unbounded (a
     capacity with no measured cost), never NaN or infinity: the row travels as JSON and as Dagster run config."""
@@ -174,29 +181,14 @@ class OperatorScaling(BaseModel):
     parallelism_now: int
     parallelism_planned: int
     ds2_parallelism: int
-    target_records_per_s: float | None = None
-    true_processing_rate: float | None = None
-    selectivity: float | None = None
-    work_ms_per_event: float | None = None
-    cpu_ms_per_event: float | None = None
-    capacity_now_events_per_s: float | None = None
-    capacity_planned_events_per_s: float | None = None
-    skew: float | None = None
-
-    @field_validator(
-        "target_records_per_s",
-        "true_processing_rate",
-        "selectivity",
-        "work_ms_per_event",
-        "cpu_ms_per_event",
-        "capacity_now_events_per_s",
-        "capacity_planned_events_per_s",
-        "skew",
-        mode="before",
-    )
-    @classmethod
-    def _finite_or_none(cls, value: Any) -> float | None:
-        return None if value is None or not math.isfinite(float(value)) else float(value)
+    target_records_per_s: Figure = None
+    true_processing_rate: Figure = None
+    selectivity: Figure = None
+    work_ms_per_event: Figure = None
+    cpu_ms_per_event: Figure = None
+    capacity_now_events_per_s: Figure = None
+    capacity_planned_events_per_s: Figure = None
+    skew: Figure = None
 
 
 class ScalingPlan(BaseModel):

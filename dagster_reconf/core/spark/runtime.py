@@ -234,9 +234,9 @@ class StreamRuntime:
             writer, self._built = self._built[1], None
         else:
             writer = self.writer(spec, purpose)
-        if purpose == "stream" and checkpoint is None:  # each batch's source probe reads it, not storage's generation
-            checkpoint = self._query_checkpoint = self.paths.checkpoint
         checkpoint = checkpoint or self.paths.checkpoint
+        if purpose == "stream":  # each batch's source probe reads this one, not the storage's generation file
+            self._query_checkpoint = checkpoint
         return start_writer(writer, spec, checkpoint, purpose=purpose, once=once, what=self.definition.name)
 
     # -- query lifecycle ---------------------------------------------------------------------
