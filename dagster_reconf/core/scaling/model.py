@@ -35,8 +35,10 @@ the fixed side). Then:
   cores: 4). The fewest cores that sustain the rate are therefore aligned to a divisor of
   the partitions wherever a divisor serves as well, and never raised past what the rate
   needs;
-* batch sizing (Drizzle): when the fixed costs take more than ``max_coordination`` of
-  the interval, no core count helps; the interval grows until they do not. A stage's
+* batch sizing (Drizzle): when the fixed costs at the cores the rate needs take more than
+  ``max_coordination`` of the budget, the interval grows until they do not; cores are never
+  added for it (fewer waves of per-task commits shrink fixed costs, but the cores idle the rest
+  of every batch). A stage's
   fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i / min(q_i, P)`` (see
   ``cost_split.fit_task_costs``), which grows with the cores: the share is checked at the
   cores chosen, and the cores chosen again at a longer interval;
@@ -274,19 +276,19 @@ def _cores_and_interval(
     limits: Limits,
     notes: list[str],
 ) -> tuple[int, float]:
-    """The shortest trigger interval (the current one, or longer in half seconds) at which some core count
-    sustains ``source_rate``, and the core count there.
+    """The shortest trigger interval (the current one, or longer in half seconds) at which the cores the rate needs
+    keep their fixed costs within their share, and those cores.
 
-    A core count *sustains* the rate when the predicted capacity covers it at the target
-    utilization and the batch's fixed costs stay within ``max_coordination`` of the
-    interval (Drizzle). Among those, the fewest that also reach ``target`` (rate plus
-    catch-up) at full utilization: the headroom kept for the steady state is what clears
-    a backlog, so catch-up only adds cores beyond it. Then catch-up is cut back where it
-    would leave the steady state below ``utilization_floor`` (the policy would scale
-    such a plan down again once caught up): the most cores that stay above it. With
-    CPUs unbounded and no costs per task this is the closed form of the module
-    docstring; past the CPUs a stage's CPU work stops scaling (the roofline of
-    ``profile.StreamProfile.stage_ms_per_event``), and costs per task grow with the
+    At each interval, a core count *sustains* the rate when the predicted capacity covers it at the target
+    utilization. Among those, the fewest that also reach ``target`` (rate plus catch-up) at full utilization: the
+    headroom kept for the steady state is what clears a backlog, so catch-up only adds cores beyond it. Then catch-up
+    is cut back where it would leave the steady state below ``utilization_floor`` (the policy would scale such a plan
+    down again once caught up): the most cores that stay above it. Where the batch's fixed costs at the cores chosen
+    take more than ``max_coordination`` of the budget (Drizzle), the interval grows, never the cores: more cores can
+    shrink fixed costs (fewer waves of per-task commits) but idle the rest of every batch, while a longer interval
+    spreads the same costs over more events (up to ``max_trigger_interval_s``, where any share passes). With CPUs
+    unbounded and no costs per task this is the closed form of the module docstring; past the CPUs a stage's CPU work
+    stops scaling (the roofline of ``profile.StreamProfile.stage_ms_per_event``), and costs per task grow with the
     cores, so a longer interval can need fewer cores.
     """
     current = profile.knobs
@@ -298,36 +300,15 @@ def _cores_and_interval(
     )
     for interval in (current.trigger_interval_s + 0.5 * k for k in range(steps + 1)):
         knobs = {c: knobs_with(c, interval) for c in core_counts}
-        sustaining = [
-            c
-            for c, k in knobs.items()
-            if profile.capacity(k, limits.utilization) >= source_rate
-            and _interval_for(profile.fixed_ms_for(k), interval, limits) == interval
-        ]
+        sustaining = [c for c, k in knobs.items() if profile.capacity(k, limits.utilization) >= source_rate]
         if not sustaining:
             continue
-        catching_up = [c for c in sustaining if profile.capacity(knobs[c]) >= target]
-        cores = catching_up[0] if catching_up else sustaining[-1]
-        if limits.utilization_floor > 0 and profile.capacity(knobs[cores], limits.utilization_floor) > source_rate:
-            in_band = [
-                c
-                for c in sustaining
-                if c <= cores and profile.capacity(knobs[c], limits.utilization_floor) <= source_rate
-            ]
-            bounded = in_band[-1] if in_band else sustaining[0]
-            if bounded != cores:
-                notes.append(
-                    f"catch-up cut back to {bounded} cores ({cores} would leave the steady state below "
-                    f"{limits.utilization_floor:.0%} of the interval); the backlog clears more slowly"
-                )
-                cores = bounded
+        cores, why = _chosen_cores(profile, knobs, sustaining, source_rate, target, limits)
+        if _interval_for(profile.fixed_ms_for(knobs[cores]), interval, limits) != interval:
+            continue  # a longer interval spreads them (the longest allowed passes any share)
+        notes.extend(why)
         if interval != current.trigger_interval_s:
-            notes.append(
-                f"fixed costs {profile.fixed_ms_for(knobs[cores]):.0f} ms per batch: at "
-                f"{current.trigger_interval_s:g} s no core count sustains the rate with them under "
-                f"{limits.max_coordination:.0%} of the interval; "
-                f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s"
-            )
+            notes.append(_longer_interval_note(profile, knobs[cores], current, interval, limits))
         return cores, interval
     cores = limits.max_cores
     interval = _interval_for(
@@ -345,6 +326,43 @@ def _cores_and_interval(
         )
     )
     return cores, interval
+
+
+def _chosen_cores(
+    profile: StreamProfile,
+    knobs: dict[int, Knobs],
+    sustaining: list[int],
+    source_rate: float,
+    target: float,
+    limits: Limits,
+) -> tuple[int, list[str]]:
+    """Among ``sustaining`` counts, the fewest that reach ``target`` at full utilization (else the most), cut back
+    to the most that keep the steady state above ``utilization_floor``; and the note that says so."""
+    catching_up = [c for c in sustaining if profile.capacity(knobs[c]) >= target]
+    cores = catching_up[0] if catching_up else sustaining[-1]
+    if limits.utilization_floor <= 0 or profile.capacity(knobs[cores], limits.utilization_floor) <= source_rate:
+        return cores, []
+    in_band = [
+        c for c in sustaining if c <= cores and profile.capacity(knobs[c], limits.utilization_floor) <= source_rate
+    ]
+    bounded = in_band[-1] if in_band else sustaining[0]
+    if bounded == cores:
+        return cores, []
+    return bounded, [
+        f"catch-up cut back to {bounded} cores ({cores} would leave the steady state below "
+        f"{limits.utilization_floor:.0%} of the interval); the backlog clears more slowly"
+    ]
+
+
+def _longer_interval_note(
+    profile: StreamProfile, chosen: Knobs, current: Knobs, interval: float, limits: Limits
+) -> str:
+    return (
+        f"fixed costs {profile.fixed_ms_for(chosen):.0f} ms per batch at {chosen.cores} cores: at "
+        f"{current.trigger_interval_s:g} s they take more than {limits.max_coordination:.0%} of the target's "
+        f"{limits.utilization:.0%} of the interval, and a longer interval spreads them where more cores would idle; "
+        f"trigger interval {current.trigger_interval_s:g} s -> {interval:g} s"
+    )
 
 
 def _state_limits(

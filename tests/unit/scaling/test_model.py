@@ -237,6 +237,16 @@ def test_per_task_costs_that_grow_with_the_cores_lengthen_the_interval():
     assert plan.predicted["coordination_share"] == pytest.approx(200 / 1500)
 
 
+def test_fixed_costs_lengthen_the_interval_never_buy_cores():
+    # 4 state partitions whose tasks each wait 120 ms to commit: on 2 or 3 cores they run in 2 waves (fixed costs
+    # 300 + 2 * 120 + 30 = 570 ms), on 4 in one (450 ms). At 3 s, 4 cores would keep them within 25 % of the target's
+    # 70 % (525 ms), but 2 cores sustain the rate: the interval grows to 3.5 s (570 <= 612.5), not the cores.
+    p = profile(work=(10.0, 0.5), task_wait=(0.0, 120.0), coordination=300.0, state_partitions=4, trigger=2.0, cpus=2.0)
+    plan = plan_micro_batches(p, 75, limits=Limits(max_cores=8, allow_state_migration=False))
+    assert (plan.knobs.cores, plan.knobs.trigger_interval_s) == (2, 3.5), plan.notes
+    assert any("570 ms per batch at 2 cores" in n and "2 s -> 3.5 s" in n for n in plan.notes)
+
+
 PYTHON_SCAN = "j0.d1:Exchange+MapInArrow+MicroBatchScan#a"
 
 
