@@ -45,7 +45,11 @@ class PolicyConfig(BaseModel):
     max_state_partitions: int = Field(512, ge=1)
     max_trigger_interval_s: float = Field(30.0, gt=0)
     max_coordination: float = Field(
-        0.25, gt=0, lt=1, description="Largest share of the interval fixed batch costs may take."
+        0.25,
+        gt=0,
+        lt=1,
+        description="Largest share of a batch's budget (utilization x interval) its fixed costs may take; past it "
+        "the interval grows, never the cores.",
     )
     allow_state_migration: bool = Field(True, description="May plans change state partitions (a state migration)?")
     default_restart_s: float = Field(3.0, ge=0, description="Restart time assumed before one was measured.")
