@@ -37,11 +37,11 @@ the fixed side). Then:
   needs;
 * batch sizing (Drizzle): when the fixed costs at the cores the rate needs take more than
   ``max_coordination`` of the budget, the interval grows until they do not; cores are never
-  added for it (fewer waves of per-task commits shrink fixed costs, but the cores idle the rest
-  of every batch). A stage's
-  fixed cost ``o_i`` includes its CPU per task, ``n_i * t_i / min(q_i, P)`` (see
-  ``cost_split.fit_task_costs``), which grows with the cores: the share is checked at the
-  cores chosen, and the cores chosen again at a longer interval;
+  added for it (fewer waves of per-task commits shrink fixed costs, but the cores idle the
+  rest of every batch). A stage's fixed cost ``o_i`` includes its CPU per task,
+  ``n_i * t_i / min(q_i, P)`` (see ``cost_split.fit_task_costs``), which grows with the
+  cores: the share is checked at the cores chosen, and the cores chosen again at a longer
+  interval;
 * uncertainty: one configuration cannot tell waiting from queueing for a CPU where the
   profile's stages ran more tasks than CPUs, nor a Python stage's CPU per task from its CPU
   per event, nor how tasks that will share CPUs overlap their waits with each other's
