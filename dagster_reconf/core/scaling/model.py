@@ -293,12 +293,7 @@ def _cores_and_interval(
     """
     current = profile.knobs
     core_counts = range(limits.min_cores, limits.max_cores + 1)
-    steps = (
-        int(max(0.0, limits.max_trigger_interval_s - current.trigger_interval_s) * 2)
-        if current.trigger_interval_s > 0
-        else 0
-    )
-    for interval in (current.trigger_interval_s + 0.5 * k for k in range(steps + 1)):
+    for interval in _intervals_to_try(current.trigger_interval_s, limits.max_trigger_interval_s):
         knobs = {c: knobs_with(c, interval) for c in core_counts}
         sustaining = [c for c, k in knobs.items() if profile.capacity(k, limits.utilization) >= source_rate]
         if not sustaining:
@@ -326,6 +321,16 @@ def _cores_and_interval(
         )
     )
     return cores, interval
+
+
+def _intervals_to_try(current_s: float, longest_s: float) -> list[float]:
+    """The current interval, then longer ones in half seconds, ending on ``longest_s`` itself (where any fixed-cost
+    share passes), whatever the current one's fraction; a processing-time trigger of 0 (as fast as it can) alone."""
+    if current_s <= 0:
+        return [current_s]
+    steps = int(max(0.0, longest_s - current_s) * 2)
+    intervals = [current_s + 0.5 * k for k in range(steps + 1)]
+    return intervals + [longest_s] if intervals[-1] < longest_s else intervals
 
 
 def _chosen_cores(

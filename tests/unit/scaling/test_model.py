@@ -247,6 +247,14 @@ def test_fixed_costs_lengthen_the_interval_never_buy_cores():
     assert any("570 ms per batch at 2 cores" in n and "2 s -> 3.5 s" in n for n in plan.notes)
 
 
+def test_the_interval_search_ends_on_the_longest_interval_allowed():
+    # from 2.3 s in half seconds the search reaches 9.8 s, not 10: fixed costs of 2 s need 11.4 s for their share,
+    # so only the longest interval allowed, 10 s, passes them (not the most cores at 2.3 s)
+    p = profile(coordination=2000.0, overhead=(0.0, 0.0), trigger=2.3)
+    plan = plan_micro_batches(p, 200, limits=Limits(max_cores=8, max_trigger_interval_s=10))
+    assert plan.knobs.trigger_interval_s == 10.0 and plan.knobs.cores < 8, plan.notes
+
+
 PYTHON_SCAN = "j0.d1:Exchange+MapInArrow+MicroBatchScan#a"
 
 
