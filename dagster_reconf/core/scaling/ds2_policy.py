@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from dagster_reconf.core.scaling.model import Limits, plan_micro_batches, shortfall
+from dagster_reconf.core.scaling.model import plan_micro_batches
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled, wanted_but
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs, OperatorScaling
 from dagster_reconf.core.scaling.signal import Signal
+from dagster_reconf.core.scaling.sizing import Limits, shortfall
 from dagster_reconf.core.scaling.skew import hot_task_excess_ms, skewed_operators
 from dagster_reconf.core.scaling.source_tasks import source_partitions
 

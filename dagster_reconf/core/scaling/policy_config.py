@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from dagster_reconf.core.errors import validated
-from dagster_reconf.core.scaling.model import Limits
+from dagster_reconf.core.scaling.sizing import Limits
 
 __all__ = ["PolicyConfig"]
 
