@@ -47,6 +47,7 @@ OPERATOR_COLUMNS = [
     "true_output_rate",
     "overhead_ms",
     "skew",
+    "record_skew",
     "task_cpu_ms",
     "task_wait_ms",
     "queue_ms_per_event",
@@ -88,6 +89,9 @@ class StreamProfile:
         }
         for name in ("queue_ms_per_event", "slowest_queue_ms"):  # 0 in a profile built without them
             numbers[name] = ops[name].to_numpy(dtype=np.float64) if name in ops else np.zeros(len(ops))
+        numbers["record_skew"] = (
+            ops["record_skew"].to_numpy(dtype=np.float64) if "record_skew" in ops else np.ones(len(ops))
+        )
         return {
             **numbers,
             "source": (ops["kind"] == "source").to_numpy(dtype=bool),
@@ -132,7 +136,9 @@ class StreamProfile:
         """Each stage's time as two lines in the batch's events ``e``: its CPU over the CPUs (``a*e + b``) and its
         tasks' own time over the tasks at once (``a2*e + b2``); the stage takes the longer (see module docstring).
         ``queued_set_ups``: the tasks' side pays their set-ups over the CPUs where ``knobs`` brings contention
-        that the stage was measured without."""
+        that the stage was measured without. Tasks at once end with the one holding the most records, so with more
+        than one at a time the tasks' side adds that task's excess over the mean (``record_skew``, its records over
+        the mean, times a task's mean work per event) once, in the last wave; one at a time, they add up."""
         col = self._columns
         n, q = self.tasks(knobs), self.parallelism(knobs)
         m = np.minimum(q, self.cpus)
@@ -144,7 +150,8 @@ class StreamProfile:
         slowest = np.where(again, col["slowest_queue_ms"], 0.0)
         queued = (q > m) & ~self._measured_shared if queued_set_ups else False
         tasks_side = np.where(queued, per_task / m, per_task / waves) + n * col["task_wait_ms"] / waves
-        return cpu / m, per_task / m + slowest, (cpu + wait) / waves, tasks_side + slowest
+        hot = np.where(q > 1, (col["record_skew"] - 1.0) * (cpu + wait) / np.maximum(n, 1.0), 0.0)
+        return cpu / m, per_task / m + slowest, (cpu + wait) / waves + hot, tasks_side + slowest
 
     def _queue_again(self, parallelism: np.ndarray) -> np.ndarray:
         """Stages that run as many tasks at once (``parallelism``) as measured, or more: they queue at least as they

@@ -83,6 +83,7 @@ def profile_stream(
         tasks=("work", "size"),
         slowest=("work", "max"),
         median_task=("work", "median"),
+        most_records=("records_in", "max"),
     )
     spans = timeline.groupby(["operator", "batch_id"]).agg(lo=("start_ms", "min"), hi=("end_ms", "max"))
     per_stage = per_stage.join((spans["hi"] - spans["lo"]).rename("span"), how="inner")
@@ -90,7 +91,11 @@ def profile_stream(
     per_stage["events"] = batches.loc[batch_ids, "events"].to_numpy()
     tasks = per_stage["tasks"].to_numpy(dtype=np.float64)
     parallel = wave_parallelism(tasks, np.minimum(tasks, knobs.cores))
-    per_stage["overhead"] = np.maximum(0.0, per_stage["span"] - per_stage["work"] / parallel)
+    per_stage["record_skew"] = record_skew(per_stage)
+    # Tasks at once end with the one holding the most records: its excess over the mean task is the stage's skew
+    # (record_skew, predicted for any knobs by StreamProfile.stage_lines), not a cost per batch.
+    hot = np.where(parallel > 1, _hot_task_excess(per_task).reindex(per_stage.index).fillna(0.0), 0.0)
+    per_stage["overhead"] = np.maximum(0.0, per_stage["span"] - per_stage["work"] / parallel - hot)
 
     stage_time = per_stage.groupby("batch_id")["span"].sum()
     batch_ms = batches.loc[stage_time.index, "batch_duration_ms"].astype(float)
@@ -103,6 +108,7 @@ def profile_stream(
         overhead_ms=("overhead", "median"),
         skew=("slowest", "sum"),
         median_task=("median_task", "sum"),
+        record_skew=("record_skew", "median"),
     )
     depth = ops.index.to_series().str.extract(r"^j(?P<job>\d+)\.d(?P<depth>\d+):")
     ops["depth"] = depth["depth"].fillna(0).astype(int).to_numpy()
@@ -173,6 +179,20 @@ def profile_stream(
         python_cpu_ms_per_event=python_ms,
         task_costs_fitted=frozenset(fitted),
     )
+
+
+def record_skew(per_stage: pd.DataFrame) -> pd.Series:
+    """Each stage's task with the most records over its tasks' mean (1 where they hold none): by how much its
+    slowest task outlasts the mean where its tasks hold uneven keys (a shuffle by key, files of uneven size)."""
+    mean = per_stage["records_in"] / per_stage["tasks"].clip(lower=1)
+    return (per_stage["most_records"] / mean.where(mean > 0)).fillna(1.0).clip(lower=1.0)
+
+
+def _hot_task_excess(per_task: pd.DataFrame) -> pd.Series:
+    """Per stage and batch, how much longer its task with the most records took than its tasks' mean (at least 0)."""
+    stages = per_task.groupby(level=["operator", "batch_id"], sort=False)
+    hot = per_task["work"].loc[stages["records_in"].idxmax()].droplevel("task_id")
+    return (hot - stages["work"].mean()).clip(lower=0.0)
 
 
 WARMING_EXCESS = 0.10  # a leading batch this much slower than the newest half's, and no larger, is still warming

@@ -70,6 +70,7 @@ def profile(
             "true_output_rate": [500.0, 1000.0],
             "overhead_ms": list(overhead),
             "skew": list(skew),
+            "record_skew": [1.0, 1.0],
             "task_cpu_ms": list(task_cpu),
             "task_wait_ms": list(task_wait),
             "queue_ms_per_event": [0.0, 0.0],
@@ -817,10 +818,10 @@ def test_a_jvm_stages_cost_per_task_is_read_from_its_tasks_where_their_records_d
     assert stage["cpu_ms_per_event"] == pytest.approx(0.05) and stage["wait_ms_per_event"] == pytest.approx(0.05)
     assert "j0.d0:Exchange+HashAggregate#b" in p.task_costs_fitted
     assert p.batch_ms_for(500, knobs) == pytest.approx(400.0)  # its own batches, as measured
-    # a batch three times larger pays the tasks' fixed 100 ms once, not three times (beside the slowest task's excess)
-    assert p.stage_ms_per_event(knobs)[0] * 1500 + p.stage_fixed_ms(knobs)[0] == pytest.approx(
-        100 + 0.1 * 750 + stage["overhead_ms"]
-    )
+    # a batch three times larger pays the tasks' fixed 100 ms once, not three times; its task with the most records
+    # (1.5x the mean, the median batch's) ends the stage: 0.1 ms for each of its 1.5 x 750 records
+    assert stage["record_skew"] == pytest.approx(1.5) and stage["overhead_ms"] == pytest.approx(0.0)
+    assert p.stage_ms_per_event(knobs)[0] * 1500 + p.stage_fixed_ms(knobs)[0] == pytest.approx(100 + 0.1 * 750 * 1.5)
     # even records cannot tell; nor can tasks that queued for the CPUs, nor a stage whose costs per task are Python's
     even = acts.assign(records_in=250, end_ms=acts["start_ms"] + 125.0)
     assert profile_stream(even, progress, knobs, warmup_batches=0, cpus=2).operators.iloc[0]["task_cpu_ms"] == 0.0
@@ -915,3 +916,53 @@ def test_a_refusal_names_the_planner_test_that_fails_with_its_figures():
     light = 0.5 * costly.capacity(three, limits.utilization)
     fixed = shortfall(costly, three, light, light, limits)
     assert fixed is not None and "ms of each 1 s batch on fixed costs" in fixed, fixed
+
+
+def _uneven_stage(cores: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A shuffle stage of 4 tasks a batch holding 100, 100, 100 and 300 records at 1 ms each, run one after another
+    (``cores`` 1) or all at once (4), and its batches' progress: 100 ms of coordination beside the stage."""
+    rows = []
+    for b in range(4):
+        slot_end = [10_000.0 * b] * cores
+        for t, r in enumerate((100, 100, 100, 300)):
+            slot = min(range(cores), key=lambda i: slot_end[i])
+            start, slot_end[slot] = slot_end[slot], slot_end[slot] + r
+            rows.append(
+                dict(
+                    operator="j0.d0:Exchange+HashAggregate#b",
+                    batch_id=b,
+                    task_id=10 * b + t,
+                    activity="processing",
+                    start_ms=start,
+                    end_ms=start + r,
+                    records_in=r,
+                    records_out=r,
+                    cpu_ms=0.0,
+                )
+            )
+    acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
+    span = 600.0 if cores == 1 else 300.0
+    progress = pd.DataFrame({"batch_id": range(4), "events": [600] * 4, "batch_duration_ms": [100.0 + span] * 4})
+    return acts, progress
+
+
+def test_tasks_at_once_end_with_the_one_holding_the_most_records():
+    # measured one task at a time, the stage takes its tasks' sum (600 ms); at 4 at once, its 300-record task (2x the
+    # mean), not the mean task's 150 ms
+    def knobs(cores: int) -> Knobs:
+        return Knobs(cores=cores, source_partitions=cores, state_partitions=4, trigger_interval_s=1.0)
+
+    alone = profile_stream(*_uneven_stage(1), knobs(1), warmup_batches=0)
+    stage = alone.operators.iloc[0]
+    assert stage["record_skew"] == pytest.approx(2.0) and stage["overhead_ms"] == pytest.approx(0.0)
+    assert alone.batch_ms_for(600, knobs(1)) == pytest.approx(700.0)
+    assert alone.batch_ms_for(600, knobs(4)) == pytest.approx(100.0 + 300.0)
+    assert alone.batch_ms_for(1200, knobs(4)) == pytest.approx(100.0 + 600.0)  # the hot task's share grows with e
+    # measured all at once, the 150 ms the hot task outlasts the mean is its skew, not a cost per batch
+    at_once = profile_stream(*_uneven_stage(4), knobs(4), warmup_batches=0)
+    assert at_once.operators.iloc[0]["overhead_ms"] == pytest.approx(0.0)
+    assert at_once.batch_ms_for(1200, knobs(4)) == pytest.approx(100.0 + 600.0)
+    # even records: no excess at any parallelism
+    acts, progress = _uneven_stage(1)
+    even = profile_stream(acts.assign(records_in=150), progress, knobs(1), warmup_batches=0)
+    assert even.operators.iloc[0]["record_skew"] == pytest.approx(1.0)
