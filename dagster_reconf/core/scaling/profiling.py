@@ -91,10 +91,11 @@ def profile_stream(
     per_stage["events"] = batches.loc[batch_ids, "events"].to_numpy()
     tasks = per_stage["tasks"].to_numpy(dtype=np.float64)
     parallel = wave_parallelism(tasks, np.minimum(tasks, knobs.cores))
-    per_stage["record_skew"] = record_skew(per_stage)
+    per_stage["records_ratio"] = _most_records_over_mean(per_stage)
+    per_stage["hot"] = _hot_task_excess(per_task).reindex(per_stage.index).fillna(0.0)
     # Tasks at once end with the one holding the most records: its excess over the mean task is the stage's skew
     # (record_skew, predicted for any knobs by StreamProfile.stage_lines), not a cost per batch.
-    hot = np.where(parallel > 1, _hot_task_excess(per_task).reindex(per_stage.index).fillna(0.0), 0.0)
+    hot = np.where(parallel > 1, per_stage["hot"], 0.0)
     per_stage["overhead"] = np.maximum(0.0, per_stage["span"] - per_stage["work"] / parallel - hot)
 
     stage_time = per_stage.groupby("batch_id")["span"].sum()
@@ -108,7 +109,8 @@ def profile_stream(
         overhead_ms=("overhead", "median"),
         skew=("slowest", "sum"),
         median_task=("median_task", "sum"),
-        record_skew=("record_skew", "median"),
+        records_ratio=("records_ratio", "median"),
+        hot_ms=("hot", "median"),
     )
     depth = ops.index.to_series().str.extract(r"^j(?P<job>\d+)\.d(?P<depth>\d+):")
     ops["depth"] = depth["depth"].fillna(0).astype(int).to_numpy()
@@ -167,6 +169,7 @@ def profile_stream(
     trips = python_round_trips(ops.index.to_series(), reads_python_source(profiled))
     charge_round_trips(ops, trips, profiled, skip=fitted, batch_events=batch_events)
     fitted += split_by_task_records(ops, per_task, concurrent <= cpus, trips, batch_events)
+    ops["record_skew"] = record_skew(ops, batch_events)
     ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
     return StreamProfile(
         operators=ops[OPERATOR_COLUMNS],
@@ -181,9 +184,21 @@ def profile_stream(
     )
 
 
-def record_skew(per_stage: pd.DataFrame) -> pd.Series:
-    """Each stage's task with the most records over its tasks' mean (1 where they hold none): by how much its
-    slowest task outlasts the mean where its tasks hold uneven keys (a shuffle by key, files of uneven size)."""
+def record_skew(ops: pd.DataFrame, batch_events: float) -> pd.Series:
+    """Each operator's hot task's work per event over its tasks' mean: how much longer the task with the most records
+    takes (``hot_ms``) over a mean task's work per event (batches of ``batch_events``), held to 1 at least and to its
+    records over the mean at most.
+
+    Where records drive the work (a shuffle by key, files of uneven size), the two agree. Where they do not (a state
+    store's save after partial aggregation: a few records and a commit each), the records overstate the excess; and
+    costs per task, the same for every task, are no part of it."""
+    mean_part = (ops["cpu_ms_per_event"] + ops["wait_ms_per_event"]) * batch_events / ops["tasks"].clip(lower=1)
+    excess = (ops["hot_ms"] / mean_part.where(mean_part > 0)).fillna(0.0)
+    return (1.0 + excess).clip(lower=1.0, upper=ops["records_ratio"].clip(lower=1.0))
+
+
+def _most_records_over_mean(per_stage: pd.DataFrame) -> pd.Series:
+    """Each stage's task with the most records over its tasks' mean, per batch (1 where they hold none)."""
     mean = per_stage["records_in"] / per_stage["tasks"].clip(lower=1)
     return (per_stage["most_records"] / mean.where(mean > 0)).fillna(1.0).clip(lower=1.0)
 
