@@ -173,7 +173,7 @@ def split_by_task_records(
     Batches of one configuration cannot tell a stage's cost per task from its cost per event (the same tasks, about
     the same events), but its tasks can where their records differ: a line through their time (and CPU) against their
     records, by non-negative least squares, puts the fixed part at zero records.
-    What is left after the state commit (``task_wait_ms`` so far) is waiting per task; the fixed CPU, CPU per task.
+    What is left after the state commit (``commit_ms``) is waiting per task; the fixed CPU, CPU per task.
     Only stages that ran no more tasks at once than CPUs (the time of a task that queued for a CPU is not its own)
     and run no Python (their per-task costs have their own readings)."""
     done = []
@@ -190,7 +190,8 @@ def split_by_task_records(
         (fixed_cpu, _), _ = nnls(design, tasks["cpu"].to_numpy(dtype=float))
         n = max(float(ops.at[op, "tasks"]), 1.0)
         _charge_per_task(ops, op, min(fixed_cpu, fixed), n, batch_events)
-        waited = max(0.0, fixed - float(ops.at[op, "task_cpu_ms"]) - float(ops.at[op, "task_wait_ms"]))
+        paid = float(ops.at[op, "task_cpu_ms"]) + float(ops.at[op, "commit_ms"]) + float(ops.at[op, "task_wait_ms"])
+        waited = max(0.0, fixed - paid)
         moved = min(waited * n / batch_events, float(ops.at[op, "wait_ms_per_event"]))
         ops.at[op, "wait_ms_per_event"] -= moved
         ops.at[op, "task_wait_ms"] += moved * batch_events / n

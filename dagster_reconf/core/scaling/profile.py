@@ -50,6 +50,7 @@ OPERATOR_COLUMNS = [
     "record_skew",
     "task_cpu_ms",
     "task_wait_ms",
+    "commit_ms",
     "queue_ms_per_event",
     "slowest_queue_ms",
 ]
@@ -87,7 +88,7 @@ class StreamProfile:
             name: ops[name].to_numpy(dtype=np.float64)
             for name in ("tasks", "cpu_ms_per_event", "wait_ms_per_event", "overhead_ms", "task_cpu_ms", "task_wait_ms")
         }
-        for name in ("queue_ms_per_event", "slowest_queue_ms"):  # 0 in a profile built without them
+        for name in ("queue_ms_per_event", "slowest_queue_ms", "commit_ms"):  # 0 in a profile built without them
             numbers[name] = ops[name].to_numpy(dtype=np.float64) if name in ops else np.zeros(len(ops))
         numbers["record_skew"] = (
             ops["record_skew"].to_numpy(dtype=np.float64) if "record_skew" in ops else np.ones(len(ops))
@@ -150,8 +151,18 @@ class StreamProfile:
         slowest = np.where(again, col["slowest_queue_ms"], 0.0)
         queued = (q > m) & ~self._measured_shared if queued_set_ups else False
         tasks_side = np.where(queued, per_task / m, per_task / waves) + n * col["task_wait_ms"] / waves
+        tasks_side = tasks_side + n * col["commit_ms"] * self._commit_contention(q) / waves
         hot = np.where(q > 1, (col["record_skew"] - 1.0) * (cpu + wait) / np.maximum(n, 1.0), 0.0)
         return cpu / m, per_task / m + slowest, (cpu + wait) / waves + hot, tasks_side + slowest
+
+    def _commit_contention(self, parallelism: np.ndarray) -> np.ndarray:
+        """How much longer each state store commit takes with ``parallelism`` tasks of its stage at once than as
+        measured. Commits on one machine (local mode: finite ``cpus``) contend as if one after another: ``q`` at once
+        take ``(q + 1) / 2`` times one alone each, on average. On a cluster each executor commits to its own disks, and
+        how many of a stage's tasks share one is unknown: as measured."""
+        if not np.isfinite(self.cpus):
+            return np.ones_like(parallelism, dtype=np.float64)
+        return (np.maximum(parallelism, 1.0) + 1.0) / (np.maximum(self._measured_parallelism, 1.0) + 1.0)
 
     def _queue_again(self, parallelism: np.ndarray) -> np.ndarray:
         """Stages that run as many tasks at once (``parallelism``) as measured, or more: they queue at least as they
@@ -174,12 +185,12 @@ class StreamProfile:
         return np.maximum(a, a2)
 
     def stage_fixed_ms(self, knobs: Knobs) -> np.ndarray:
-        """What each stage costs per batch whatever the batch's size: ``o + max(n * t / m, n * (t + w) / q)``.
+        """What each stage costs per batch whatever the batch's size: ``o + max(n * t / m, n * (t + w + k) / q)``.
 
         ``o`` is the stage's measured overhead, ``t`` the CPU each of its ``n`` tasks
         spends whatever its data (see :func:`fit_task_costs`), spread over the ``m``
         tasks computing at once (no more than the CPUs), ``w`` what each task waits whatever
-        its data (a state store's commit), over the ``q`` tasks at once.
+        its data and ``k`` its state store's commit (see :meth:`_commit_contention`), over the ``q`` tasks at once.
         """
         _, b, _, b2 = self.stage_lines(knobs)
         return self._columns["overhead_ms"] + np.maximum(b, b2)

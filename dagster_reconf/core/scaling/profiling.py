@@ -161,7 +161,8 @@ def profile_stream(
         ops["median_task"] > 0, ops["skew"] / ops["median_task"].where(ops["median_task"] > 0, 1), 1.0
     )
     ops["task_cpu_ms"] = 0.0  # batch totals cannot tell CPU per task from CPU per event: see fit_task_costs
-    ops["task_wait_ms"] = state_commit_per_task(ops, rows[rows["batch_id"].isin(stage_time.index)], total_events)
+    ops["task_wait_ms"] = 0.0
+    ops["commit_ms"] = state_commit_per_task(ops, rows[rows["batch_id"].isin(stage_time.index)], total_events)
     fitted = split_python_cpu_per_task(ops, timeline, rows, batches, uncontended=concurrent <= cpus)
     if python_batch_ms is not None:
         fitted += split_by_batch_size(ops, per_stage, python_batch_ms, shares, skip=fitted)
