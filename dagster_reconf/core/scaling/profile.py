@@ -138,8 +138,8 @@ class StreamProfile:
         tasks' own time over the tasks at once (``a2*e + b2``); the stage takes the longer (see module docstring).
         ``queued_set_ups``: the tasks' side pays their set-ups over the CPUs where ``knobs`` brings contention
         that the stage was measured without. Tasks at once end with the one holding the most records, so with more
-        than one at a time the tasks' side adds that task's excess over the mean (``record_skew``, its records over
-        the mean, times a task's mean work per event) once, in the last wave; one at a time, they add up."""
+        than one at a time the tasks' side adds that task's excess over the mean (``record_skew`` - 1 times a task's
+        mean work per event) once, in the last wave; one at a time, they add up."""
         col = self._columns
         n, q = self.tasks(knobs), self.parallelism(knobs)
         m = np.minimum(q, self.cpus)

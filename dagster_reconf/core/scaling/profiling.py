@@ -94,8 +94,10 @@ def profile_stream(
     per_stage["records_ratio"] = _most_records_over_mean(per_stage)
     per_stage["hot"] = _hot_task_excess(per_task).reindex(per_stage.index).fillna(0.0)
     # Tasks at once end with the one holding the most records: its excess over the mean task is the stage's skew
-    # (record_skew, predicted for any knobs by StreamProfile.stage_lines), not a cost per batch.
-    hot = np.where(parallel > 1, per_stage["hot"], 0.0)
+    # (record_skew, predicted for any knobs by StreamProfile.stage_lines), not a cost per batch. With more tasks at
+    # once than CPUs, which task ends last is which queued most: that stays in the overhead, as measured.
+    at_once = np.minimum(tasks, knobs.cores)
+    hot = np.where((at_once > 1) & (at_once <= cpus), per_stage["hot"], 0.0)
     per_stage["overhead"] = np.maximum(0.0, per_stage["span"] - per_stage["work"] / parallel - hot)
 
     stage_time = per_stage.groupby("batch_id")["span"].sum()
@@ -170,7 +172,7 @@ def profile_stream(
     trips = python_round_trips(ops.index.to_series(), reads_python_source(profiled))
     charge_round_trips(ops, trips, profiled, skip=fitted, batch_events=batch_events)
     fitted += split_by_task_records(ops, per_task, concurrent <= cpus, trips, batch_events)
-    ops["record_skew"] = record_skew(ops, batch_events)
+    ops["record_skew"] = _record_skew(ops, batch_events).where(concurrent <= cpus, 1.0)
     ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
     return StreamProfile(
         operators=ops[OPERATOR_COLUMNS],
@@ -185,10 +187,10 @@ def profile_stream(
     )
 
 
-def record_skew(ops: pd.DataFrame, batch_events: float) -> pd.Series:
+def _record_skew(ops: pd.DataFrame, batch_events: float) -> pd.Series:
     """Each operator's hot task's work per event over its tasks' mean: how much longer the task with the most records
     takes (``hot_ms``) over a mean task's work per event (batches of ``batch_events``), held to 1 at least and to its
-    records over the mean at most.
+    records over the mean at most. Only where its tasks did not share CPUs (see ``profile_stream``).
 
     Where records drive the work (a shuffle by key, files of uneven size), the two agree. Where they do not (a state
     store's save after partial aggregation: a few records and a commit each), the records overstate the excess; and

@@ -964,6 +964,9 @@ def test_tasks_at_once_end_with_the_one_holding_the_most_records():
     at_once = profile_stream(*_uneven_stage(4), knobs(4), warmup_batches=0)
     assert at_once.operators.iloc[0]["overhead_ms"] == pytest.approx(0.0)
     assert at_once.batch_ms_for(1200, knobs(4)) == pytest.approx(100.0 + 600.0)
+    # all at once on 2 CPUs, which task ends last is which queued most: the excess stays in the overhead
+    shared = profile_stream(*_uneven_stage(4), knobs(4), warmup_batches=0, cpus=2).operators.iloc[0]
+    assert shared["record_skew"] == 1.0 and shared["overhead_ms"] == pytest.approx(150.0)
     # even records: no excess at any parallelism
     acts, progress = _uneven_stage(1)
     even = profile_stream(acts.assign(records_in=150), progress, knobs(1), warmup_batches=0)
