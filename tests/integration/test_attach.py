@@ -319,6 +319,7 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
                 "metric window not full",
                 "in band",
                 "catching up",
+                "caught up",  # its backlog cleared: the catch-up batches' utilization is not the steady state's
                 "scale-down waits",
                 "already requested for this configuration",
             )
