@@ -90,13 +90,13 @@ def profile_stream(
     batch_ids = per_stage.index.get_level_values("batch_id")
     per_stage["events"] = batches.loc[batch_ids, "events"].to_numpy()
     tasks = per_stage["tasks"].to_numpy(dtype=np.float64)
-    parallel = wave_parallelism(tasks, np.minimum(tasks, knobs.cores))
+    at_once = np.minimum(tasks, knobs.cores)
+    parallel = wave_parallelism(tasks, at_once)
     per_stage["records_ratio"] = _most_records_over_mean(per_stage)
     per_stage["hot"] = _hot_task_excess(per_task).reindex(per_stage.index).fillna(0.0)
     # Tasks at once end with the one holding the most records: its excess over the mean task is the stage's skew
     # (record_skew, predicted for any knobs by StreamProfile.stage_lines), not a cost per batch. With more tasks at
     # once than CPUs, which task ends last is which queued most: that stays in the overhead, as measured.
-    at_once = np.minimum(tasks, knobs.cores)
     hot = np.where((at_once > 1) & (at_once <= cpus), per_stage["hot"], 0.0)
     per_stage["overhead"] = np.maximum(0.0, per_stage["span"] - per_stage["work"] / parallel - hot)
 

@@ -425,35 +425,29 @@ def test_skew_is_flagged_only_where_a_hot_task_dominates_the_work():
     assert skewed_operators(profile(skew=(1.0, 5.0), work=(10.0, 0.1), tasks=(1, 8))) == []  # agg is a small share
 
 
+def _task(operator: str, batch_id: int, task_id: int, start_ms: float, end_ms: float, records_in: int, **more) -> dict:
+    """One task's processing activity, as ``traces.activities`` gives it."""
+    return dict(
+        operator=operator,
+        batch_id=batch_id,
+        task_id=task_id,
+        activity="processing",
+        start_ms=start_ms,
+        end_ms=end_ms,
+        records_in=records_in,
+        **more,
+    )
+
+
 def test_profile_from_activities_and_progress():
     rows = []
     for batch in range(3):
         t0 = 10_000 * batch
         for task in range(2):  # source stage: 2 tasks, 40 ms useful each, over 100 events
             rows.append(
-                dict(
-                    operator="j0.d1:Exchange+MicroBatchScan#a",
-                    batch_id=batch,
-                    task_id=10 * batch + task,
-                    activity="processing",
-                    start_ms=t0 + 10,
-                    end_ms=t0 + 50,
-                    records_in=50,
-                    records_out=25,
-                )
+                _task("j0.d1:Exchange+MicroBatchScan#a", batch, 10 * batch + task, t0 + 10, t0 + 50, 50, records_out=25)
             )
-        rows.append(
-            dict(
-                operator="j0.d0:agg#b",
-                batch_id=batch,
-                task_id=10 * batch + 5,
-                activity="processing",
-                start_ms=t0 + 60,
-                end_ms=t0 + 80,
-                records_in=50,
-                records_out=10,
-            )
-        )
+        rows.append(_task("j0.d0:agg#b", batch, 10 * batch + 5, t0 + 60, t0 + 80, 50, records_out=10))
     acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
     progress = pd.DataFrame({"batch_id": [0, 1, 2], "events": [100, 100, 100], "batch_duration_ms": [200, 200, 200]})
     knobs = Knobs(cores=2, source_partitions=2, state_partitions=1, trigger_interval_s=1.0)
@@ -930,17 +924,7 @@ def _uneven_stage(cores: int) -> tuple[pd.DataFrame, pd.DataFrame]:
             slot = min(range(cores), key=lambda i: slot_end[i])
             start, slot_end[slot] = slot_end[slot], slot_end[slot] + r
             rows.append(
-                dict(
-                    operator="j0.d0:Exchange+HashAggregate#b",
-                    batch_id=b,
-                    task_id=10 * b + t,
-                    activity="processing",
-                    start_ms=start,
-                    end_ms=start + r,
-                    records_in=r,
-                    records_out=r,
-                    cpu_ms=0.0,
-                )
+                _task("j0.d0:Exchange+HashAggregate#b", b, 10 * b + t, start, start + r, r, records_out=r, cpu_ms=0.0)
             )
     acts = pd.DataFrame(rows).assign(src_worker=None, status="success")
     span = 600.0 if cores == 1 else 300.0
