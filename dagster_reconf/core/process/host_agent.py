@@ -33,7 +33,7 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.paths import StreamPaths, storage_root
 from dagster_reconf.core.store.storage import Location, spark_uri, validate_storage_url, write_whole
 
-__all__ = ["HostAgent", "HostAnswer", "HostRequest", "await_answer", "send_request"]
+__all__ = ["HostAgent", "HostAnswer", "HostRequest", "ask_agent", "await_answer", "send_request"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,22 @@ def await_answer(storage: str, name: str, request: HostRequest, timeout_s: float
         f"no agent answered the request to {request.action} stream {name!r} within {timeout_s:g} s; run "
         f"`reconf agent --storage {storage} --stream {name}` on the driver's host"
     )
+
+
+def ask_agent(
+    storage: str,
+    name: str,
+    action: Literal["start", "stop"],
+    timeout_s: float,
+    spec: StreamSpec | None = None,
+    paused: bool = False,
+) -> HostAnswer:
+    """Ask the agent serving stream ``name`` under ``storage`` to start (``spec``) or stop its driver; its answer.
+
+    Raises:
+        StreamStartError: the agent refused or failed it (its reason), or no agent answered in ``timeout_s``.
+    """
+    return await_answer(storage, name, send_request(storage, name, action, spec, paused), timeout_s)
 
 
 class HostAgent:

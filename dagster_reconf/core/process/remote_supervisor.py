@@ -21,7 +21,7 @@ from dagster_reconf.core.process.endpoint_record import (
     read_endpoint,
     remote_client,
 )
-from dagster_reconf.core.process.host_agent import await_answer, send_request
+from dagster_reconf.core.process.host_agent import ask_agent
 from dagster_reconf.core.process.metrics_mirror import pulled_store
 from dagster_reconf.core.process.supervisor import DEFAULT_START_TIMEOUT_S, StreamSupervisor
 from dagster_reconf.core.spec import StreamSpec
@@ -124,8 +124,7 @@ class RemoteSupervisor(StreamSupervisor):
         paths = self.paths(spec.name)
         paths.create()
         paths.write_spec(spec.model_dump_json(indent=2))
-        request = send_request(str(spec.storage), spec.name, "start", spec, paused)
-        answer = await_answer(str(spec.storage), spec.name, request, timeout_s)
+        answer = ask_agent(str(spec.storage), spec.name, "start", timeout_s, spec, paused)
         return {"name": spec.name, "pid": answer.pid, "host": answer.host, "message": answer.message}
 
     def stop(self, name: str, timeout_s: float = 120.0) -> dict[str, Any]:
@@ -138,8 +137,7 @@ class RemoteSupervisor(StreamSupervisor):
             stopped["metrics_copied"] = self._await_copy(name, COPY_WAIT_S)
         except (ControlRequestError, StreamStateError) as exc:
             stopped = {"error": str(exc)}
-        request = send_request(str(spec.storage), name, "stop")
-        answer = await_answer(str(spec.storage), name, request, timeout_s + 30.0)
+        answer = ask_agent(str(spec.storage), name, "stop", timeout_s + 30.0)
         return {"name": name, "stopped": answer.message == "stopped", "stop": stopped, "host": answer.host}
 
     def _await_copy(self, name: str, timeout_s: float) -> bool:

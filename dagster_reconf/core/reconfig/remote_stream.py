@@ -22,7 +22,7 @@ from dagster_reconf.core.process.endpoint_record import (
     remote_client,
     set_pause_marker,
 )
-from dagster_reconf.core.process.host_agent import HostAnswer, await_answer, send_request
+from dagster_reconf.core.process.host_agent import HostAnswer, ask_agent
 from dagster_reconf.core.process.metrics_mirror import PulledMetricsStore, pulled_store
 from dagster_reconf.core.reconfig.handles import EndpointStream
 from dagster_reconf.core.spec import StreamSpec
@@ -63,8 +63,9 @@ class RemoteStream(EndpointStream):
         """
         spec = self.spec()
         assert spec.storage is not None  # checked at construction
-        request = send_request(spec.storage, self.name, action, spec if action == "start" else None, paused)
-        return await_answer(spec.storage, self.name, request, self.agent_timeout_s)
+        return ask_agent(
+            spec.storage, self.name, action, self.agent_timeout_s, spec if action == "start" else None, paused
+        )
 
     def ensure_driver(self) -> None:
         status = self.status()

@@ -13,6 +13,7 @@ from dagster_reconf.core.process.host_agent import (
     HostAgent,
     HostAnswer,
     answer_file,
+    ask_agent,
     await_answer,
     request_file,
     send_request,
@@ -110,9 +111,10 @@ def test_a_driver_that_died_is_started_again_at_most_once_per_backoff(tmp_path, 
 
 
 def test_no_agent_is_named_as_the_fix(tmp_path, storage):
-    request = send_request(storage, "far", "start", spec(storage))
     with pytest.raises(StreamStartError, match=r"within 0.5 s; run `reconf agent --storage file://.* --stream far`"):
-        await_answer(storage, "far", request, timeout_s=0.5)
+        ask_agent(storage, "far", "start", 0.5, spec(storage))
+    left = json.loads(request_file(storage_root(storage, "far")).read_text())
+    assert (left["action"], left["spec"]["name"]) == ("start", "far")  # the request stays for an agent started later
 
 
 def test_a_store_that_fails_a_look_is_tried_again_next_time(tmp_path, storage, monkeypatch):
