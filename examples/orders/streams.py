@@ -135,11 +135,16 @@ class OrderWriter:
 
     @contextmanager
     def keep_writing(self, every_s: float) -> Iterator["OrderWriter"]:
-        """Drop a file every ``every_s`` seconds in the background while the block runs."""
+        """Drop a file every ``every_s`` seconds in the background while the block runs, on a fixed schedule: a write
+        that took long (a busy machine) does not push the later ones back, so the files offered keep their rate."""
         stop = threading.Event()
 
         def run() -> None:
-            while not stop.wait(every_s):
+            due = time.monotonic()
+            while True:
+                due += every_s
+                if stop.wait(max(0.0, due - time.monotonic())):
+                    return
                 self.write()
 
         thread = threading.Thread(target=run, name="order-writer", daemon=True)

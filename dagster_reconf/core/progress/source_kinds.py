@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -214,7 +215,9 @@ def _rate(source: dict[str, Any], kind: str, description: str, rows: int, batch_
 
 def _file(description: str, rows: int, extra: dict[str, Any]) -> SourceFigures:
     backlog = extra.get("backlog_events")
-    detail = {k: extra[k] for k in ("pending_files", "pending_bytes", "rows_per_byte", "path") if k in extra}
+    detail = {
+        k: extra[k] for k in ("pending_files", "pending_bytes", "rows_per_byte", "path", "listed_at") if k in extra
+    }
     if backlog is None:
         detail.setdefault("reason", "the file source reports no latest offset and its directory was not listed")
     return SourceFigures("file", description, rows, None, None if backlog is None else float(backlog), detail)
@@ -244,6 +247,7 @@ class FileBacklogProbe:
         if match is None:
             return {}
         path = _normal(match["path"])
+        listed_at = time.time()  # the backlog below is what had arrived by now, after the batch
         listing = self._list(path)
         self._read_log()
         start, end = (_parse(source.get(k)) for k in ("startOffset", "endOffset"))
@@ -262,6 +266,7 @@ class FileBacklogProbe:
             "pending_bytes": sum(pending),
             "rows_per_byte": rows_per_byte,
             "backlog_events": None if backlog is None else round(backlog, 1),
+            "listed_at": listed_at,
         }
 
     def _list(self, path: str) -> dict[str, int]:

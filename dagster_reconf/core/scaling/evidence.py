@@ -49,6 +49,7 @@ _ROW_FIELDS = (
     "batch_duration_ms",
     "end_offset",
     "latest_offset",
+    "offered_after_s",
     "backlog_events",
     "backlog_unknown",
     "python_cpu_s",

@@ -56,7 +56,8 @@ def observe(
 
     The source's offered position is the batch's end plus its backlog (in events, see
     :mod:`dagster_reconf.core.progress.source_kinds`); where offsets do not count events, the end is the
-    events consumed since the window began. Batches whose source backlog is unknown are
+    events consumed since the window began. Each position is placed at the time it was read (``offered_after_s``
+    past the batch's start: a file source's listing comes after its batch). Batches whose source backlog is unknown are
     left out, and said so in ``backlog_unknown``.
     """
     rows = progress.sort_values("batch_id").iloc[warmup_batches:]
@@ -79,10 +80,12 @@ def observe(
         return Signal(len(rows), config_age_s, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, reason, source_partitions_seen=partitions)
     t = (rows["timestamp"] - rows["timestamp"].iloc[0]).dt.total_seconds().to_numpy()
     span = float(t[-1]) or 1e-9
+    read_after = rows["offered_after_s"] if "offered_after_s" in rows else pd.Series(0.0, index=rows.index)
+    t_offered = t + read_after.astype(float).fillna(0.0).to_numpy()  # when each position was read
     latest = offered.to_numpy(dtype=float)
     backlog = rows["backlog_events"].astype(float).to_numpy()
     batch_ms = float(rows["batch_duration_ms"].median())
-    rates = offered_rates(t, latest, peak_span_s)
+    rates = offered_rates(t_offered, latest, peak_span_s)
     declared = rows["declared_rate"].dropna() if "declared_rate" in rows else pd.Series(dtype=float)
     if len(declared) == len(rows):  # every batch's sources say what they offer (a rate source): exact
         recent = declared.iloc[-RECENT_BATCHES:]
@@ -92,7 +95,7 @@ def observe(
         config_age_s=config_age_s,
         processed_rate=float(events.iloc[1:].sum()) / span,
         backlog=float(backlog[-1]),
-        backlog_growth=float(np.polyfit(t, backlog, 1)[0]) if np.ptp(t) > 0 else 0.0,
+        backlog_growth=float(np.polyfit(t_offered, backlog, 1)[0]) if np.ptp(t_offered) > 0 else 0.0,
         utilization=batch_ms / (trigger_interval_s * 1000.0) if trigger_interval_s > 0 else 1.0,
         batch_ms=batch_ms,
         **rates,

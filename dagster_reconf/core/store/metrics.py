@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
-from dagster_reconf.core.progress.source_kinds import source_figures
+from dagster_reconf.core.progress.source_kinds import SourceFigures, source_figures
 
 __all__ = ["MetricsStore", "progress_frame", "progress_row", "record_row", "status_figures"]
 
@@ -368,6 +368,9 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         "add_batch_ms": int(durations.get("addBatch", 0)),
         "end_offset": end,
         "latest_offset": end + backlog if end is not None and backlog is not None else None,
+        "offered_after_s": max(
+            (_offered_after_s(f, progress.get("timestamp"), batch_ms) for f in figures), default=0.0
+        ),
         "backlog_events": backlog,
         "backlog_unknown": None
         if known
@@ -389,6 +392,21 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
     for op in progress.get("stateOperators") or []:
         row[f"state_rows.{op.get('operatorName', 'operator')}"] = int(op.get("numRowsTotal", 0))
     return row
+
+
+def _offered_after_s(figures: SourceFigures, started: str | None, batch_ms: float) -> float:
+    """Seconds after the batch's start at which a source's offered position (its end plus backlog) was read: a file
+    source's directory is listed after the batch (when its probe ran, else at the batch's end), a rate source's backlog
+    counts to the batch's end, and other sources give their latest offsets when the batch is planned. Rates over
+    positions read on the batches' start times would be off by the batches' changing durations."""
+    if figures.kind == "file":
+        listed = figures.detail.get("listed_at")
+        if listed is not None and started:
+            return max(0.0, float(listed) - pd.Timestamp(started).timestamp())
+        return batch_ms / 1000.0
+    if figures.kind == "rate":
+        return batch_ms / 1000.0
+    return 0.0
 
 
 def _rate(source: dict[str, Any], key: str) -> float:

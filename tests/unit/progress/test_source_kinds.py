@@ -2,6 +2,7 @@
 directory and log, measured by the probe the driver runs)."""
 
 import json
+import time
 
 import pytest
 
@@ -158,7 +159,9 @@ def test_file_probe_counts_unread_files_and_their_rows(tmp_path):
         "endOffset": {"logOffset": 0},
         "numInputRows": 20,
     }
+    before = time.time()
     first = probe.measure(batch)
+    assert before <= first["listed_at"] <= time.time()  # the backlog is what had landed by then
     assert (first["pending_files"], first["pending_bytes"], first["rows_per_byte"]) == (3, 300, 0.2)
     assert first["backlog_events"] == 60.0
     # The next batch took two files (a compacted log names every file with its log offset).
@@ -201,3 +204,37 @@ def test_a_rate_source_declares_its_rate_and_observe_takes_it_exactly():
     ramping = progress_frame([batch(n, 10 + n // 2, ramp=30) for n in range(10)])
     assert ramping["declared_rate"].isna().all()  # below rowsPerSecond until 30 s: estimated from offsets instead
     assert observe(ramping, 0.5, 60.0, warmup_batches=1).source_rate != 200.0
+
+
+def test_a_file_source_s_offered_rate_is_read_when_its_directory_was_listed():
+    from dagster_reconf.core.scaling.signal import observe
+    from dagster_reconf.core.store.metrics import progress_frame
+
+    # Files of 10 events land every 0.4 s: 25 events/s. A 3 s trigger after a scale-up: the first batches still catch
+    # up (2.8 s), the newest take 1.2 s. The probe lists the directory after each batch, so its backlog holds what had
+    # landed by the batch's end.
+    durations = [2.8] * 5 + [1.2] * 3
+    records, consumed = [], 0
+    for n, seconds in enumerate(durations):
+        start, landed = 3.0 * n, lambda at: 10 * (int(at / 0.4) + 1)
+        events, consumed = landed(start) - consumed, landed(start)  # the batch took what had landed when planned
+        progress = {
+            "batchId": n,
+            "timestamp": f"2026-11-29T00:00:{start:06.3f}Z",
+            "sources": [{"description": "FileStreamSource[file:/in]", "numInputRows": events}],
+            "durationMs": {"triggerExecution": int(seconds * 1000)},
+        }
+        listed = {
+            "backlog_events": float(landed(start + seconds) - consumed),
+            "listed_at": 1_795_910_400 + start + seconds,
+        }
+        records.append({"kind": "progress", "stream": "s", "progress": progress, "sources": [listed]})
+    frame = progress_frame(records)
+    assert frame["offered_after_s"].tolist() == pytest.approx(durations)
+    assert observe(frame, 3.0, 60.0, warmup_batches=0).source_rate == pytest.approx(25.0, rel=0.05)
+    # Placed at the batches' starts, the same positions read 20 events/s: the listing after a long catch-up batch
+    # counts arrivals up to its end, so the span that starts there looks 1.6 s longer than it is.
+    assert observe(frame.assign(offered_after_s=0.0), 3.0, 60.0, warmup_batches=0).source_rate == pytest.approx(20.0)
+    # Records from before the probe kept its time: the listing is placed at the batch's end.
+    undated = [{**r, "sources": [{"backlog_events": r["sources"][0]["backlog_events"]}]} for r in records]
+    assert progress_frame(undated)["offered_after_s"].tolist() == pytest.approx(durations)
