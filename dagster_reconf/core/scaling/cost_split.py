@@ -190,11 +190,7 @@ def split_by_task_records(
         (fixed_cpu, _), _ = nnls(design, tasks["cpu"].to_numpy(dtype=float))
         n = max(float(ops.at[op, "tasks"]), 1.0)
         _charge_per_task(ops, op, min(fixed_cpu, fixed), n, batch_events)
-        paid = float(ops.at[op, "task_cpu_ms"]) + float(ops.at[op, "commit_ms"]) + float(ops.at[op, "task_wait_ms"])
-        waited = max(0.0, fixed - paid)
-        moved = min(waited * n / batch_events, float(ops.at[op, "wait_ms_per_event"]))
-        ops.at[op, "wait_ms_per_event"] -= moved
-        ops.at[op, "task_wait_ms"] += moved * batch_events / n
+        _charge_waiting_per_task(ops, op, fixed, n, batch_events)
         done.append(op)
     return done
 
@@ -218,38 +214,67 @@ def reads_python_source(rows: pd.DataFrame) -> bool:
 
 
 _DISTINCT_BATCH_SIZES = 1.3  # a window's largest batch must hold this many times its smallest's events
-_MIN_SIZED_BATCHES = 4  # at least two at either end of the sizes
+_MIN_SIZED_BATCHES = 4  # at least two in either half of the sizes
 
 
 def split_by_batch_size(
-    ops: pd.DataFrame, per_stage: pd.DataFrame, python_batch_ms: pd.Series, shares: pd.Series, skip: list[str]
+    ops: pd.DataFrame,
+    per_stage: pd.DataFrame,
+    python_batch_ms: pd.Series,
+    shares: pd.Series,
+    skip: list[str],
+    uncontended: pd.Series,
 ) -> list[str]:
-    """Move each Python operator's CPU per task out of its CPU per event where the window's batches differ in size;
-    returns the operators split. ``ops`` is indexed by operator, changed in place.
+    """Move each Python operator's costs per task out of its costs per event where the window's batches differ in
+    size; returns the operators whose CPU was split. ``ops`` is indexed by operator, changed in place.
 
-    Batches of one configuration run the same tasks, so a stage's CPU per batch is ``y = c * e + t * n`` with ``n``
+    Batches of one configuration run the same tasks, so a stage's cost per batch is ``y = c * e + t * n`` with ``n``
     fixed: where their events ``e`` differ (a backlog's catch-up batches at the cap beside steady ones), a least-squares
-    line through the batches separates ``c`` from ``t``, from one configuration and whatever the CPUs' contention.
-    The CPU per batch is the stage's executor CPU plus its share of the Python workers' (``shares``)."""
+    line through the batches separates ``c`` from ``t``, from one configuration. Its CPU (the stage's executor CPU plus
+    its share of the Python workers', ``shares``) splits whatever the CPUs' contention (operators in ``skip`` have
+    theirs split already); its tasks' time splits only where they did not share CPUs (``uncontended``: a queued task's
+    time is not its own), and what each task pays past its CPU and state commit is waiting per task: a Python worker's
+    set-up, a state function's own per call."""
     done = []
     for op in ops.index[runs_python(ops.index.to_series())]:
-        if op in skip or op not in per_stage.index.get_level_values("operator"):
+        if op not in per_stage.index.get_level_values("operator"):
             continue
         stage = per_stage.loc[op]
         python = python_batch_ms.reindex(stage.index).to_numpy(dtype=float) * float(shares.get(op, 0.0))
         known = ~np.isnan(python)
         events = stage["events"].to_numpy(dtype=float)[known]
-        if known.sum() < _MIN_SIZED_BATCHES or events.min() <= 0 or events.max() < _DISTINCT_BATCH_SIZES * events.min():
+        if not _sizes_differ(events):
             continue
-        third = (events.max() - events.min()) / 3.0
-        if min((events <= events.min() + third).sum(), (events >= events.max() - third).sum()) < 2:
-            continue  # one odd batch would set the line alone
-        cpu = stage["cpu"].to_numpy(dtype=float)[known] + python[known]
         tasks = stage["tasks"].to_numpy(dtype=float)[known]
-        (_, per_task), _ = nnls(np.column_stack([events, tasks]), cpu)
-        _charge_per_task(ops, op, per_task, float(tasks.mean()), float(events.mean()))
-        done.append(op)
+        design = np.column_stack([events, tasks])
+        if op not in skip:
+            (_, per_task), _ = nnls(design, stage["cpu"].to_numpy(dtype=float)[known] + python[known])
+            _charge_per_task(ops, op, per_task, float(tasks.mean()), float(events.mean()))
+            done.append(op)
+        if bool(uncontended.get(op, False)):
+            (_, fixed), _ = nnls(design, stage["work"].to_numpy(dtype=float)[known])
+            # per event over every batch profiled, as the stage's waiting per event is
+            _charge_waiting_per_task(ops, op, fixed, float(tasks.mean()), float(stage["events"].mean()))
     return done
+
+
+def _sizes_differ(events: np.ndarray) -> bool:
+    """Whether a window's batch sizes set a line: the largest :data:`_DISTINCT_BATCH_SIZES` times the smallest, and
+    two batches at least in either half of the range (one odd batch would set it alone)."""
+    if len(events) < _MIN_SIZED_BATCHES or events.min() <= 0 or events.max() < _DISTINCT_BATCH_SIZES * events.min():
+        return False
+    middle = (events.max() + events.min()) / 2.0
+    return min((events <= middle).sum(), (events > middle).sum()) >= 2
+
+
+def _charge_waiting_per_task(ops: pd.DataFrame, op: str, fixed_ms: float, tasks: float, batch_events: float) -> None:
+    """Of ``fixed_ms``, what each of ``op``'s ``tasks`` takes whatever its records, move what its CPU and state commit
+    per task do not account for out of its waiting per event (batches of ``batch_events``), at most all of it."""
+    n = max(tasks, 1.0)
+    paid = float(ops.at[op, "task_cpu_ms"]) + float(ops.at[op, "commit_ms"]) + float(ops.at[op, "task_wait_ms"])
+    moved = min(max(0.0, fixed_ms - paid) * n / batch_events, float(ops.at[op, "wait_ms_per_event"]))
+    ops.at[op, "wait_ms_per_event"] -= moved
+    ops.at[op, "task_wait_ms"] += moved * batch_events / n
 
 
 _DISTINCT_TASK_DENSITY = 1.5  # tasks per event must differ this much between two configurations to separate the costs

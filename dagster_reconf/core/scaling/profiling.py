@@ -167,7 +167,7 @@ def profile_stream(
     ops["commit_ms"] = state_commit_per_task(ops, rows[rows["batch_id"].isin(stage_time.index)], total_events)
     fitted = split_python_cpu_per_task(ops, timeline, rows, batches, uncontended=concurrent <= cpus)
     if python_batch_ms is not None:
-        fitted += split_by_batch_size(ops, per_stage, python_batch_ms, shares, skip=fitted)
+        fitted += split_by_batch_size(ops, per_stage, python_batch_ms, shares, fitted, concurrent <= cpus)
     batch_events = total_events / max(len(stage_time), 1)
     trips = python_round_trips(ops.index.to_series(), reads_python_source(profiled))
     charge_round_trips(ops, trips, profiled, skip=fitted, batch_events=batch_events)

@@ -717,6 +717,31 @@ def test_batches_of_different_sizes_separate_python_cpu_per_task_from_cpu_per_ev
     assert not profile_stream(acts, odd, knobs, warmup_batches=0, cpus=2).task_costs_fitted
 
 
+def test_batches_of_different_sizes_separate_a_python_stage_s_waiting_per_task_from_its_waiting_per_event():
+    # A state function sleeping 40 ms per event in 4 tasks, each paying 150 ms whatever its records (its worker's
+    # set-up): on one core the tasks run one at a time, so batches of 100 to 300 events (a backlog's catch-up at the
+    # cap beside smaller ones) set a line through their tasks' time; its intercept is the cost per task.
+    events = [300, 100, 300, 200, 300, 100]
+    op, rows = "j0.d0:FlatMapGroupsInPandasWithState#a", []
+    for b, e in enumerate(events):
+        took = 150 + 40 * e / 4
+        rows += [_task(op, b, 10 * b + t, 20_000 * b + t * took, 20_000 * b + (t + 1) * took, e // 4) for t in range(4)]
+    acts = pd.DataFrame(rows).assign(cpu_ms=0.0, records_out=0, src_worker=None, status="success")
+    python_cpu_s = np.cumsum([0.0] + [(0.5 * e + 4 * 20) / 1000.0 for e in events[1:]])
+    progress = pd.DataFrame(
+        {"batch_id": range(6), "events": events, "batch_duration_ms": [1000] * 6, "python_cpu_s": python_cpu_s}
+    )
+    one = Knobs(cores=1, state_partitions=4, trigger_interval_s=2.0)
+    state = profile_stream(acts, progress, one, warmup_batches=0, cpus=2).operators.iloc[0]
+    assert state["task_cpu_ms"] == pytest.approx(20.0) and state["cpu_ms_per_event"] == pytest.approx(0.5)
+    assert state["task_wait_ms"] == pytest.approx(130.0)  # the 150 ms a task past its 20 ms of CPU
+    # the sleep, past its 0.5 ms of CPU (within the first batch's share: it has no Python CPU reading)
+    assert state["wait_ms_per_event"] == pytest.approx(39.5, abs=0.05)
+    # Four at once on 2 CPUs, a task's time holds its queueing for a CPU: its time is not split, only its CPU
+    four = profile_stream(acts, progress, one.model_copy(update={"cores": 4}), warmup_batches=0, cpus=2)
+    assert four.operators.iloc[0]["task_wait_ms"] == 0.0 and four.operators.iloc[0]["task_cpu_ms"] == pytest.approx(20)
+
+
 def test_pysparks_own_cpu_per_python_task_is_charged_per_task_where_one_configuration_cannot_split_it():
     # 12 tasks on 2 CPUs, 50 events each, whose workers used 1.2 s of CPU a batch: the samples cannot split that
     # (contended), batches of one size cannot either; PySpark's own round trip (40 ms a task, measured on a trivial
