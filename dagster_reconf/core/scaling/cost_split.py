@@ -33,6 +33,7 @@ __all__ = [
     "split_by_batch_size",
     "split_by_task_records",
     "split_python_cpu_per_task",
+    "split_waiting_by_batch_size",
     "state_commit_per_task",
 ]
 
@@ -214,57 +215,70 @@ def reads_python_source(rows: pd.DataFrame) -> bool:
 
 
 _DISTINCT_BATCH_SIZES = 1.3  # a window's largest batch must hold this many times its smallest's events
-_MIN_SIZED_BATCHES = 4  # at least two in either half of the sizes
+_MIN_SIZED_BATCHES = 4  # at least two at either end of the sizes
 
 
 def split_by_batch_size(
-    ops: pd.DataFrame,
-    per_stage: pd.DataFrame,
-    python_batch_ms: pd.Series,
-    shares: pd.Series,
-    skip: list[str],
-    uncontended: pd.Series,
+    ops: pd.DataFrame, per_stage: pd.DataFrame, python_batch_ms: pd.Series, shares: pd.Series, skip: list[str]
 ) -> list[str]:
-    """Move each Python operator's costs per task out of its costs per event where the window's batches differ in
-    size; returns the operators whose CPU was split. ``ops`` is indexed by operator, changed in place.
+    """Move each Python operator's CPU per task out of its CPU per event where the window's batches differ in size;
+    returns the operators split. ``ops`` is indexed by operator, changed in place.
 
-    Batches of one configuration run the same tasks, so a stage's cost per batch is ``y = c * e + t * n`` with ``n``
+    Batches of one configuration run the same tasks, so a stage's CPU per batch is ``y = c * e + t * n`` with ``n``
     fixed: where their events ``e`` differ (a backlog's catch-up batches at the cap beside steady ones), a least-squares
-    line through the batches separates ``c`` from ``t``, from one configuration. Its CPU (the stage's executor CPU plus
-    its share of the Python workers', ``shares``) splits whatever the CPUs' contention (operators in ``skip`` have
-    theirs split already); its tasks' time splits only where they did not share CPUs (``uncontended``: a queued task's
-    time is not its own), and what each task pays past its CPU and state commit is waiting per task: a Python worker's
-    set-up, a state function's own per call."""
+    line through the batches separates ``c`` from ``t``, from one configuration and whatever the CPUs' contention.
+    The CPU per batch is the stage's executor CPU plus its share of the Python workers' (``shares``)."""
     done = []
     for op in ops.index[runs_python(ops.index.to_series())]:
-        if op not in per_stage.index.get_level_values("operator"):
+        if op in skip or op not in per_stage.index.get_level_values("operator"):
             continue
         stage = per_stage.loc[op]
         python = python_batch_ms.reindex(stage.index).to_numpy(dtype=float) * float(shares.get(op, 0.0))
         known = ~np.isnan(python)
         events = stage["events"].to_numpy(dtype=float)[known]
-        if not _sizes_differ(events):
+        if not _sizes_differ(events, halves=False):
             continue
+        cpu = stage["cpu"].to_numpy(dtype=float)[known] + python[known]
         tasks = stage["tasks"].to_numpy(dtype=float)[known]
-        design = np.column_stack([events, tasks])
-        if op not in skip:
-            (_, per_task), _ = nnls(design, stage["cpu"].to_numpy(dtype=float)[known] + python[known])
-            _charge_per_task(ops, op, per_task, float(tasks.mean()), float(events.mean()))
-            done.append(op)
-        if bool(uncontended.get(op, False)):
-            (_, fixed), _ = nnls(design, stage["work"].to_numpy(dtype=float)[known])
-            # per event over every batch profiled, as the stage's waiting per event is
-            _charge_waiting_per_task(ops, op, fixed, float(tasks.mean()), float(stage["events"].mean()))
+        (_, per_task), _ = nnls(np.column_stack([events, tasks]), cpu)
+        _charge_per_task(ops, op, per_task, float(tasks.mean()), float(events.mean()))
+        done.append(op)
     return done
 
 
-def _sizes_differ(events: np.ndarray) -> bool:
+def split_waiting_by_batch_size(ops: pd.DataFrame, per_stage: pd.DataFrame, uncontended: pd.Series) -> list[str]:
+    """Move what each Python operator's tasks wait whatever their records out of its waiting per event, where the
+    window's batches differ in size and its tasks did not share CPUs (``uncontended``: a queued task's time is not its
+    own); returns the operators split. ``ops`` is indexed by operator, changed in place, after its CPU per task is
+    known (:func:`split_by_batch_size`, :func:`charge_round_trips`).
+
+    As with the CPU, a line through the stage's tasks' time per batch against its events puts what its tasks take
+    whatever their data at zero events; past their CPU and state commit per task, that is waiting per task: a state
+    function's worker set-up per call, paid once per task at once, where it was charged per event."""
+    done = []
+    for op in ops.index[runs_python(ops.index.to_series())]:
+        if not bool(uncontended.get(op, False)) or op not in per_stage.index.get_level_values("operator"):
+            continue
+        stage = per_stage.loc[op]
+        events = stage["events"].to_numpy(dtype=float)
+        if not _sizes_differ(events, halves=True):
+            continue
+        tasks = stage["tasks"].to_numpy(dtype=float)
+        (_, fixed), _ = nnls(np.column_stack([events, tasks]), stage["work"].to_numpy(dtype=float))
+        _charge_waiting_per_task(ops, op, fixed, float(tasks.mean()), float(events.mean()))
+        done.append(op)
+    return done
+
+
+def _sizes_differ(events: np.ndarray, halves: bool) -> bool:
     """Whether a window's batch sizes set a line: the largest :data:`_DISTINCT_BATCH_SIZES` times the smallest, and
-    two batches at least in either half of the range (one odd batch would set it alone)."""
+    two batches at least in either third of the range (``halves``: either half), so that one odd batch cannot set it
+    alone. The tasks' time, of tasks one at a time, takes halves: a catch-up's batches at the cap beside one or two
+    smaller ones; the CPU, which Python workers' start-ups and samples blur, keeps the thirds."""
     if len(events) < _MIN_SIZED_BATCHES or events.min() <= 0 or events.max() < _DISTINCT_BATCH_SIZES * events.min():
         return False
-    middle = (events.max() + events.min()) / 2.0
-    return min((events <= middle).sum(), (events > middle).sum()) >= 2
+    cut = (events.max() - events.min()) / (2.0 if halves else 3.0)
+    return min((events <= events.min() + cut).sum(), (events >= events.max() - cut).sum()) >= 2
 
 
 def _charge_waiting_per_task(ops: pd.DataFrame, op: str, fixed_ms: float, tasks: float, batch_events: float) -> None:

@@ -16,6 +16,7 @@ from dagster_reconf.core.scaling.cost_split import (
     split_by_batch_size,
     split_by_task_records,
     split_python_cpu_per_task,
+    split_waiting_by_batch_size,
     state_commit_per_task,
 )
 from dagster_reconf.core.scaling.profile import (
@@ -167,10 +168,11 @@ def profile_stream(
     ops["commit_ms"] = state_commit_per_task(ops, rows[rows["batch_id"].isin(stage_time.index)], total_events)
     fitted = split_python_cpu_per_task(ops, timeline, rows, batches, uncontended=concurrent <= cpus)
     if python_batch_ms is not None:
-        fitted += split_by_batch_size(ops, per_stage, python_batch_ms, shares, fitted, concurrent <= cpus)
+        fitted += split_by_batch_size(ops, per_stage, python_batch_ms, shares, skip=fitted)
     batch_events = total_events / max(len(stage_time), 1)
     trips = python_round_trips(ops.index.to_series(), reads_python_source(profiled))
     charge_round_trips(ops, trips, profiled, skip=fitted, batch_events=batch_events)
+    split_waiting_by_batch_size(ops, per_stage, concurrent <= cpus)
     fitted += split_by_task_records(ops, per_task, concurrent <= cpus, trips, batch_events)
     ops["record_skew"] = _record_skew(ops, batch_events).where(concurrent <= cpus, 1.0)
     ops = ops.reset_index().sort_values(["job", "depth"], ascending=[True, False], ignore_index=True)
