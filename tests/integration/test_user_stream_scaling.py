@@ -20,6 +20,7 @@ from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, ReconfigurationRefused, Reconfigurer
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.store.metrics import progress_frame
 from examples.orders.streams import OrderWriter
 
 from .conftest import wait_until
@@ -78,6 +79,10 @@ def test_a_file_stream_that_falls_behind_gets_a_ds2_plan(supervisor, tmp_path, c
     with instance_for_test() as instance, writer.keep_writing(every_s=0.5):
         start(supervisor, spec, instance)
         wait_until(lambda: batches(supervisor, "behind") >= 5, timeout_s=150, what="five batches")
+        # The driver lists the directory once a batch's progress arrives: its offered position is read after the batch
+        frame = progress_frame(supervisor.metrics("behind").read(0)[0])
+        listed_after_batch = frame["offered_after_s"] - frame["batch_duration_ms"] / 1000.0
+        assert listed_after_batch.between(-0.05, 5.0).all(), frame[["batch_id", "batch_duration_ms", "offered_after_s"]]
         result = tick(sensor, supervisor, instance)
         assert result.run_requests, result.skip_reason
         (request,) = result.run_requests

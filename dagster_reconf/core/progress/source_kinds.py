@@ -55,8 +55,12 @@ class SourceFigures:
         description: Spark's description of the source.
         events: events the batch consumed.
         end: the source's position after the batch, where its offsets count events (else None).
-        backlog: events offered but not yet consumed when the batch was planned; None: unknown.
+        backlog: events offered but not yet consumed; None: unknown.
         detail: what the backlog is made of, by kind (files and bytes; partitions; ...).
+        read_after_s: how long after the batch's start its end plus backlog were read: at planning (0) where the
+            source gives its latest offsets then (Kafka, Python sources); after the batch where the driver lists a
+            file source's directory then, or a rate source's backlog counts to the batch's end. Rates over positions
+            placed at the batches' starts would be off by the batches' changing durations.
     """
 
     kind: str
@@ -65,6 +69,7 @@ class SourceFigures:
     end: float | None
     backlog: float | None
     detail: dict[str, Any] = field(default_factory=dict)
+    read_after_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,14 +137,20 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
-def source_figures(source: dict[str, Any], extra: dict[str, Any] | None = None, batch_ms: float = 0.0) -> SourceFigures:
+def source_figures(
+    source: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+    batch_ms: float = 0.0,
+    started_at: float | None = None,
+) -> SourceFigures:
     """The figures of one entry of a progress event's ``sources`` (``extra``: what the driver measured besides;
-    ``batch_ms``: the batch's duration, what an uncapped source's arrivals accrue over)."""
+    ``batch_ms``: the batch's duration, what an uncapped source's arrivals accrue over; ``started_at``: the batch's
+    start, epoch seconds)."""
     description = str(source.get("description") or "")
     kind = source_kind(description)
     rows = _int(source.get("numInputRows"))
     if kind == "file":
-        return _file(description, rows, extra or {})
+        return _file(description, rows, extra or {}, batch_ms, started_at)
     if kind in ("rate", "rate-micro-batch"):
         return _rate(source, kind, description, rows, batch_ms)
     if kind in ("python", "kafka", "unknown"):
@@ -210,17 +221,22 @@ def _rate(source: dict[str, Any], kind: str, description: str, rows: int, batch_
     ramp = _RAMP_UP_S.search(description)
     ramping = ramp is not None and end < float(ramp.group(1))  # below rowsPerSecond until the ramp-up ends
     detail = {"rows_per_second": rps, **({"ramping_up": True} if ramping else {})}
-    return SourceFigures("rate", description, rows, end * rps, backlog, detail)
+    return SourceFigures("rate", description, rows, end * rps, backlog, detail, read_after_s=batch_ms / 1000.0)
 
 
-def _file(description: str, rows: int, extra: dict[str, Any]) -> SourceFigures:
+def _file(
+    description: str, rows: int, extra: dict[str, Any], batch_ms: float, started_at: float | None
+) -> SourceFigures:
     backlog = extra.get("backlog_events")
+    listed = extra.get("listed_at")  # the probe's listing; records from before it kept its time: the batch's end
+    read_after_s = max(0.0, listed - started_at) if listed is not None and started_at is not None else batch_ms / 1000
     detail = {
         k: extra[k] for k in ("pending_files", "pending_bytes", "rows_per_byte", "path", "listed_at") if k in extra
     }
     if backlog is None:
         detail.setdefault("reason", "the file source reports no latest offset and its directory was not listed")
-    return SourceFigures("file", description, rows, None, None if backlog is None else float(backlog), detail)
+    known = None if backlog is None else float(backlog)
+    return SourceFigures("file", description, rows, None, known, detail, read_after_s=read_after_s)
 
 
 class FileBacklogProbe:

@@ -246,16 +246,15 @@ def split_by_batch_size(
     return done
 
 
-def split_waiting_by_batch_size(ops: pd.DataFrame, per_stage: pd.DataFrame, uncontended: pd.Series) -> list[str]:
+def split_waiting_by_batch_size(ops: pd.DataFrame, per_stage: pd.DataFrame, uncontended: pd.Series) -> None:
     """Move what each Python operator's tasks wait whatever their records out of its waiting per event, where the
     window's batches differ in size and its tasks did not share CPUs (``uncontended``: a queued task's time is not its
-    own); returns the operators split. ``ops`` is indexed by operator, changed in place, after its CPU per task is
+    own). ``ops`` is indexed by operator, changed in place, after its CPU per task is
     known (:func:`split_by_batch_size`, :func:`charge_round_trips`).
 
     As with the CPU, a line through the stage's tasks' time per batch against its events puts what its tasks take
     whatever their data at zero events; past their CPU and state commit per task, that is waiting per task: a state
     function's worker set-up per call, paid once per task at once, where it was charged per event."""
-    done = []
     for op in ops.index[runs_python(ops.index.to_series())]:
         if not bool(uncontended.get(op, False)) or op not in per_stage.index.get_level_values("operator"):
             continue
@@ -266,8 +265,6 @@ def split_waiting_by_batch_size(ops: pd.DataFrame, per_stage: pd.DataFrame, unco
         tasks = stage["tasks"].to_numpy(dtype=float)
         (_, fixed), _ = nnls(np.column_stack([events, tasks]), stage["work"].to_numpy(dtype=float))
         _charge_waiting_per_task(ops, op, fixed, float(tasks.mean()), float(events.mean()))
-        done.append(op)
-    return done
 
 
 def _sizes_differ(events: np.ndarray, halves: bool) -> bool:

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
-from dagster_reconf.core.progress.source_kinds import SourceFigures, source_figures
+from dagster_reconf.core.progress.source_kinds import source_figures
 
 __all__ = ["MetricsStore", "progress_frame", "progress_row", "record_row", "status_figures"]
 
@@ -343,8 +343,10 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
     entries = progress.get("sources") or []
     durations = progress.get("durationMs") or {}
     batch_ms = float(durations.get("triggerExecution", 0))
+    started = pd.Timestamp(progress["timestamp"]) if progress.get("timestamp") else pd.NaT
+    started_at = None if started is pd.NaT else started.timestamp()
     figures = [
-        source_figures(s, (sources or [])[i] if i < len(sources or []) else None, batch_ms)
+        source_figures(s, (sources or [])[i] if i < len(sources or []) else None, batch_ms, started_at)
         for i, s in enumerate(entries)
     ]
     known = bool(figures) and all(f.backlog is not None for f in figures)
@@ -354,7 +356,7 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
     row = {
         "batch_id": int(progress.get("batchId", -1)),
         "query_id": progress.get("id"),
-        "timestamp": pd.Timestamp(progress.get("timestamp")) if progress.get("timestamp") else pd.NaT,
+        "timestamp": started,
         # An event log's progress leaves out the totals its sources carry (the listener's has both).
         "num_input_rows": int(progress.get("numInputRows", sum(int(e.get("numInputRows") or 0) for e in entries))),
         "events": sum(f.events for f in figures),
@@ -368,9 +370,7 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         "add_batch_ms": int(durations.get("addBatch", 0)),
         "end_offset": end,
         "latest_offset": end + backlog if end is not None and backlog is not None else None,
-        "offered_after_s": max(
-            (_offered_after_s(f, progress.get("timestamp"), batch_ms) for f in figures), default=0.0
-        ),
+        "offered_after_s": max((f.read_after_s for f in figures), default=0.0),  # when end plus backlog were read
         "backlog_events": backlog,
         "backlog_unknown": None
         if known
@@ -392,21 +392,6 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
     for op in progress.get("stateOperators") or []:
         row[f"state_rows.{op.get('operatorName', 'operator')}"] = int(op.get("numRowsTotal", 0))
     return row
-
-
-def _offered_after_s(figures: SourceFigures, started: str | None, batch_ms: float) -> float:
-    """Seconds after the batch's start at which a source's offered position (its end plus backlog) was read: a file
-    source's directory is listed after the batch (when its probe ran, else at the batch's end), a rate source's backlog
-    counts to the batch's end, and other sources give their latest offsets when the batch is planned. Rates over
-    positions read on the batches' start times would be off by the batches' changing durations."""
-    if figures.kind == "file":
-        listed = figures.detail.get("listed_at")
-        if listed is not None and started:
-            return max(0.0, float(listed) - pd.Timestamp(started).timestamp())
-        return batch_ms / 1000.0
-    if figures.kind == "rate":
-        return batch_ms / 1000.0
-    return 0.0
 
 
 def _rate(source: dict[str, Any], key: str) -> float:

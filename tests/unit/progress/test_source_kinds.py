@@ -215,8 +215,12 @@ def test_a_file_source_s_offered_rate_is_read_when_its_directory_was_listed():
     # landed by the batch's end.
     durations = [2.8] * 5 + [1.2] * 3
     records, consumed = [], 0
+
+    def landed(at: float) -> int:
+        return 10 * (int(at / 0.4) + 1)
+
     for n, seconds in enumerate(durations):
-        start, landed = 3.0 * n, lambda at: 10 * (int(at / 0.4) + 1)
+        start = 3.0 * n
         events, consumed = landed(start) - consumed, landed(start)  # the batch took what had landed when planned
         progress = {
             "batchId": n,
