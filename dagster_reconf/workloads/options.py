@@ -11,13 +11,13 @@ options without importing pyspark.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dagster_reconf.core.errors import SpecError
+from dagster_reconf.workloads.pacing import PacingAnchor, parse_rate_steps
 
 __all__ = ["DATA_OPTIONS", "PACING_OPTIONS", "CostSpec", "GeneratedOptions", "SourceOptions"]
 
@@ -111,41 +111,7 @@ class SourceOptions(BaseModel):
         return {k: str(v) for k, v in self.model_dump(exclude_none=True, exclude=set(exclude)).items()}
 
     def offered(self, now: float, pacing_start: float) -> int:
-        """Events offered by wall-clock time ``now`` (monotone in ``now``)."""
+        """Events offered by wall-clock time ``now`` (monotone in ``now``); pacing began at ``start_time``, or else
+        at ``pacing_start``."""
         start = self.start_time if self.start_time is not None else pacing_start
-        paced = self.start_index + max(0, math.floor(offered_since(now - start, self.rate, self.rate_steps)))
-        return paced if self.max_events is None else min(self.max_events, paced)
-
-
-def parse_rate_steps(text: str | None) -> list[tuple[float, float]]:
-    """``'SECONDS:RATE,...'`` as ``[(seconds, rate), ...]``.
-
-    Raises:
-        ValueError: a step that is not ``SECONDS:RATE`` with seconds >= 0 in increasing order and a rate > 0.
-    """
-    steps = []
-    for item in (part.strip() for part in (text or "").split(",") if part.strip()):
-        seconds, sep, rate = item.partition(":")
-        try:
-            step = (float(seconds), float(rate))
-        except ValueError:
-            step = None
-        if not sep or step is None or step[0] < 0 or step[1] <= 0 or (steps and step[0] <= steps[-1][0]):
-            raise ValueError(
-                f"rate step {item!r} is not SECONDS:RATE with SECONDS >= 0, increasing, and RATE > 0 "
-                "(e.g. '60:500,180:250')"
-            )
-        steps.append(step)
-    return steps
-
-
-def offered_since(elapsed: float, rate: float, steps: str | None) -> float:
-    """Events offered ``elapsed`` seconds after pacing began at ``rate``, changed by ``steps``
-    (:func:`parse_rate_steps`)."""
-    total, since, current = 0.0, 0.0, rate
-    for at, new_rate in parse_rate_steps(steps):
-        if elapsed <= at:
-            break
-        total += (at - since) * current
-        since, current = at, new_rate
-    return total + max(0.0, elapsed - since) * current
+        return PacingAnchor(start, self.start_index, self.rate, self.rate_steps).offered(now, self.max_events)

@@ -4,6 +4,9 @@ At time ``t`` a generator offers ``start_index + (t - start_time) * rate`` event
 stream that falls behind (or is paused) builds a real backlog, as it would on Kafka. The
 anchor outlives restarts; when the rate (or its steps, ``rate_steps``) changes, the events
 offered so far are kept (no jump, no gap) and the new rate counts from now.
+
+No pydantic here: the generated sources' readers pace by it in Spark's Python planner process, started anew with every
+query (its imports are part of each query's start).
 """
 
 from __future__ import annotations
@@ -15,9 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dagster_reconf.core.store.atomic import replace_text
-from dagster_reconf.workloads.options import offered_since
 
-__all__ = ["PacingAnchor", "pacing_anchor"]
+__all__ = ["PacingAnchor", "offered_since", "pacing_anchor", "parse_rate_steps"]
 
 ANCHOR_FILE = "pacing.json"
 
@@ -58,3 +60,37 @@ def pacing_anchor(
         anchor = PacingAnchor(now, 0, rate, rate_steps)
     replace_text(path, json.dumps(asdict(anchor)))
     return anchor
+
+
+def parse_rate_steps(text: str | None) -> list[tuple[float, float]]:
+    """``'SECONDS:RATE,...'`` as ``[(seconds, rate), ...]``.
+
+    Raises:
+        ValueError: a step that is not ``SECONDS:RATE`` with seconds >= 0 in increasing order and a rate > 0.
+    """
+    steps = []
+    for item in (part.strip() for part in (text or "").split(",") if part.strip()):
+        seconds, sep, rate = item.partition(":")
+        try:
+            step = (float(seconds), float(rate))
+        except ValueError:
+            step = None
+        if not sep or step is None or step[0] < 0 or step[1] <= 0 or (steps and step[0] <= steps[-1][0]):
+            raise ValueError(
+                f"rate step {item!r} is not SECONDS:RATE with SECONDS >= 0, increasing, and RATE > 0 "
+                "(e.g. '60:500,180:250')"
+            )
+        steps.append(step)
+    return steps
+
+
+def offered_since(elapsed: float, rate: float, steps: str | None) -> float:
+    """Events offered ``elapsed`` seconds after pacing began at ``rate``, changed by ``steps``
+    (:func:`parse_rate_steps`)."""
+    total, since, current = 0.0, 0.0, rate
+    for at, new_rate in parse_rate_steps(steps):
+        if elapsed <= at:
+            break
+        total += (at - since) * current
+        since, current = at, new_rate
+    return total + max(0.0, elapsed - since) * current

@@ -18,7 +18,8 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -27,7 +28,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.workloads.generator import EventGenerator, NexmarkGenerator, WordsGenerator
-from dagster_reconf.workloads.options import SourceOptions
+from dagster_reconf.workloads.pacing import PacingAnchor
+
+if TYPE_CHECKING:
+    from dagster_reconf.workloads.options import SourceOptions
 
 __all__ = ["NexmarkDataSource", "WordsDataSource", "register_sources", "spark_schema_ddl"]
 
@@ -75,10 +79,33 @@ def _partitions(start: int, end: int, parts: int) -> list[IndexRange]:
     return [IndexRange(lo, hi) for lo, hi in _index_ranges(start, end, parts)]
 
 
+@dataclass(frozen=True)
+class ReadPlan:
+    """What the readers need of a source's validated options: plain values. Spark unpickles the source in a new Python
+    planner process at every query start; holding the pydantic model would add pydantic's import to each start."""
+
+    partitions: int
+    max_events: int | None
+    max_events_per_trigger: int | None
+    rate: float
+    rate_steps: str | None
+    start_time: float | None  # None: pacing starts when the stream reader is made
+    start_index: int
+
+    @classmethod
+    def of(cls, options: SourceOptions) -> ReadPlan:
+        return cls(**{f.name: getattr(options, f.name) for f in fields(cls)})
+
+    def offered(self, now: float, pacing_start: float) -> int:
+        """Events offered by wall-clock time ``now`` (see :meth:`SourceOptions.offered`)."""
+        start = self.start_time if self.start_time is not None else pacing_start
+        return PacingAnchor(start, self.start_index, self.rate, self.rate_steps).offered(now, self.max_events)
+
+
 class GeneratedStreamReader(DataSourceStreamReader):
     """Paced, replayable stream reader over an :class:`EventGenerator`."""
 
-    def __init__(self, options: SourceOptions, generator: EventGenerator) -> None:
+    def __init__(self, options: ReadPlan, generator: EventGenerator) -> None:
         self.options = options
         self.generator = generator
         self.pacing_start = time.time()
@@ -113,7 +140,7 @@ class GeneratedStreamReader(DataSourceStreamReader):
 class GeneratedBatchReader(DataSourceReader):
     """Events ``[0, max_events)`` as a batch: the oracle's input."""
 
-    def __init__(self, options: SourceOptions, generator: EventGenerator) -> None:
+    def __init__(self, options: ReadPlan, generator: EventGenerator) -> None:
         if options.max_events is None:
             raise SpecError("a batch read of a generated source needs option max_events (events [0, n))")
         self.options = options
@@ -131,24 +158,27 @@ class _GeneratedSource(DataSource):
 
     def __init__(self, options: Any) -> None:
         super().__init__(options)
-        self.parsed = SourceOptions.parse(dict(options), self.source_name)
+        from dagster_reconf.workloads.options import SourceOptions  # validated where Spark makes the source (ReadPlan)
+
+        parsed = SourceOptions.parse(dict(options), self.source_name)
+        self.plan, self.events = ReadPlan.of(parsed), self.generator(parsed)
 
     @classmethod
     def name(cls) -> str:
         return cls.source_name
 
     @abstractmethod
-    def generator(self) -> EventGenerator:
+    def generator(self, options: SourceOptions) -> EventGenerator:
         """The generator behind this source, from its options."""
 
     def schema(self) -> str:
-        return spark_schema_ddl(self.generator().schema)
+        return spark_schema_ddl(self.events.schema)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return GeneratedStreamReader(self.parsed, self.generator())
+        return GeneratedStreamReader(self.plan, self.events)
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return GeneratedBatchReader(self.parsed, self.generator())
+        return GeneratedBatchReader(self.plan, self.events)
 
 
 class NexmarkDataSource(_GeneratedSource):
@@ -156,8 +186,8 @@ class NexmarkDataSource(_GeneratedSource):
 
     source_name = "nexmark"
 
-    def generator(self) -> EventGenerator:
-        return NexmarkGenerator(seed=self.parsed.seed, event_time_rate=self.parsed.event_time_rate)
+    def generator(self, options: SourceOptions) -> EventGenerator:
+        return NexmarkGenerator(seed=options.seed, event_time_rate=options.event_time_rate)
 
 
 class WordsDataSource(_GeneratedSource):
@@ -165,12 +195,12 @@ class WordsDataSource(_GeneratedSource):
 
     source_name = "words"
 
-    def generator(self) -> EventGenerator:
+    def generator(self, options: SourceOptions) -> EventGenerator:
         return WordsGenerator(
-            seed=self.parsed.seed,
-            event_time_rate=self.parsed.event_time_rate,
-            vocabulary=self.parsed.vocabulary,
-            words_per_sentence=self.parsed.words_per_sentence,
+            seed=options.seed,
+            event_time_rate=options.event_time_rate,
+            vocabulary=options.vocabulary,
+            words_per_sentence=options.words_per_sentence,
         )
 
 

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from dagster_reconf.core.errors import StreamStateError
 from dagster_reconf.core.reconfig.operators import merge_problems
+from dagster_reconf.core.reconfig.pause_point import await_batch_boundary
 from dagster_reconf.core.reconfig.step_results import RecentPace
 from dagster_reconf.core.reconfig.verification import verify_migration
 from dagster_reconf.core.spark.state_reader import StateSummary
-from dagster_reconf.core.store.checkpoint import checkpoint_facts, operator_metadata, retained_batches
+from dagster_reconf.core.store.checkpoint import operator_metadata, retained_batches
 from dagster_reconf.core.store.state_versions import state_versions_problem
 from dagster_reconf.core.store.storage import Location
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "QUERY_START_ALLOWANCE_S",
-    "await_batch_boundary",
     "batch_merge_problem",
     "precopy_verdict",
     "prepare_precopy",
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 QUERY_START_ALLOWANCE_S = 1.5  # what a replayed batch adds to a live one: its query's start
-BOUNDARY_POLL_S = 0.1  # a checkpoint listing per poll (object storage: a few requests), for at most 1.5 batches
 
 
 def batch_merge_problem(checkpoint: Location) -> str | None:
@@ -121,19 +120,6 @@ def precopy_verdict(history: RecentPace, unmergeable: str | None) -> dict[str, A
     }
 
 
-def await_batch_boundary(checkpoint: Location, batch_s: float | None) -> float:
-    """Wait until the live stream has no batch in flight (at most 1.5 of its recent batches); the seconds waited.
-
-    A batch that commits after the copy's last round is replayed in the pause (a query start plus the batch); caught
-    up once more right after that commit, the copy leaves the pause nothing to replay.
-    """
-    started = time.monotonic()
-    deadline = started + max(1.0, 1.5 * (batch_s or 0.0))
-    while not checkpoint_facts(checkpoint).committed and time.monotonic() < deadline:
-        time.sleep(BOUNDARY_POLL_S)
-    return round(time.monotonic() - started, 3)
-
-
 def verify_copy(stream: StreamHandle, prepared: dict[str, Any], partitions: int) -> dict[str, Any]:
     """The prepared copy against the live state at the batch it reached, while the stream runs (both committed:
     their files no longer change); in the pause only the batches replayed since are checked.
@@ -189,7 +175,8 @@ def prepare_precopy(stream: StreamHandle, partitions: int, history: RecentPace) 
         verified = verify_copy(stream, later, partitions)
     replay_s, per_batch_s = replay_pace(history)
     if prepared["batches_left"] == 0 and replay_s is not None and replay_s < per_batch_s:
-        # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight.
+        # Caught up, and a replayed batch fits the stream's time per batch: one more round, for the batch in flight
+        # (which the pause would otherwise replay: a query start plus the batch).
         waited_s = await_batch_boundary(stream.paths.checkpoint, history.batch_s)
         last = stream.precopy(partitions, close_enough=0, merge=merge)
         replays = prepared["replays"] + last["replays"]  # the pause checks those after the verified batch

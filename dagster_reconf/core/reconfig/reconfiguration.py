@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from dagster_reconf.core.errors import ReconfError
 from dagster_reconf.core.ledger import AuditLedger
 from dagster_reconf.core.ledger.ledger import AuditRecord
+from dagster_reconf.core.reconfig.pause_point import batch_in_flight_may_commit
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.step_results import (
     MigrateResult,
@@ -92,6 +93,16 @@ class Reconfiguration:
         """Whether a batch the pause interrupts can stay planned for the resumed query: no state migration (which
         needs a committed boundary) and the same code (the batch was planned by the old one)."""
         return not self.needs_migration and "code_version" not in self.settings_changes
+
+    @property
+    def pause_lets_batch_commit(self) -> bool:
+        """Whether the pause lets the live stream's batch in flight commit before it stops the query
+        (:func:`~dagster_reconf.core.reconfig.pause_point.batch_in_flight_may_commit`); not with a standby, which
+        finishes an interrupted batch with the new settings."""
+        prepared = self.prepared
+        return prepared.standby_pid is None and batch_in_flight_may_commit(
+            self.strategy, self.needs_migration, prepared.precopy
+        )
 
     prepared = StepResult("prepare", PrepareResult)
     paused = StepResult("pause", PauseResult)

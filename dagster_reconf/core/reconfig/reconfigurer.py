@@ -44,6 +44,7 @@ from dagster_reconf.core.reconfig.handles import StreamHandle, finish_interrupte
 from dagster_reconf.core.reconfig.health import watch_resumed
 from dagster_reconf.core.reconfig.incidents import record_stream_incidents
 from dagster_reconf.core.reconfig.observe import recent_backlog
+from dagster_reconf.core.reconfig.pause_point import await_batch_boundary
 from dagster_reconf.core.reconfig.plan import ExecutionPlan
 from dagster_reconf.core.reconfig.precopy import prepare_precopy
 from dagster_reconf.core.reconfig.preflight import preflight
@@ -328,6 +329,8 @@ class Reconfigurer:
 
     def _pause(self, r: Reconfiguration) -> dict[str, Any]:
         self.stream.ensure_driver()
+        batch_s = r.prepared.history.batch_s  # the stream runs while it waits (pause_point): not downtime
+        waited_s = await_batch_boundary(self.stream.paths.checkpoint, batch_s) if r.pause_lets_batch_commit else 0.0
         paused_at = time.time()
         standby_pid = r.prepared.standby_pid
         # Where no state moves and the code stays, a batch the stop interrupts stays planned: the resume runs it first,
@@ -351,6 +354,7 @@ class Reconfigurer:
         result = {
             **report,
             "paused_at": paused_at,
+            "boundary_wait_s": waited_s,
             "generation": self.stream.paths.generation,
             "batch_id": report.get("last_committed_batch"),
         }

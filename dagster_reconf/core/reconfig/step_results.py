@@ -82,10 +82,11 @@ class PrepareResult(StepRecord):
 class PauseResult(StepRecord):
     """Where the pause left the stream: the batch its checkpoint ends at, the generation in force, a handover."""
 
-    paused_at: float  # s since epoch, when the pause began
+    paused_at: float  # s since epoch, when the pause began (after the batch in flight committed, where it waited)
     generation: int
     batch_id: int | None  # the last committed batch
     handover: dict[str, Any] | None = None  # the standby that took over (its driver_pid), or why it did not
+    boundary_wait_s: float = 0.0  # the stream ran on this long, to commit its batch in flight, before the stop
 
     @property
     def handed_over(self) -> bool:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from dagster_reconf.core.reconfig.precopy import await_batch_boundary
+from dagster_reconf.core.reconfig.pause_point import await_batch_boundary, batch_in_flight_may_commit
 from dagster_reconf.core.spark.batch_replay import next_precopy_round
 
 from .test_precopy_copy import make_checkpoint
@@ -51,3 +51,20 @@ def test_the_last_round_waits_for_the_batch_in_flight_to_commit(tmp_path):
     started = time.monotonic()
     waited = await_batch_boundary(tmp_path / "stuck", batch_s=0.4)
     assert 1.0 <= waited < 3.0 and time.monotonic() - started < 3.0  # bounded: 1.5 batches, at least 1 s
+
+
+@pytest.mark.parametrize(
+    ("strategy", "needs_migration", "precopy", "waits"),
+    [
+        ("native", True, None, True),  # the repartition takes whatever batch the checkpoint ends at
+        ("precopy", True, {"merge": True, "rounds": [3, 1]}, True),  # the pause replays its batches as one
+        ("precopy", True, {"failed": "no copy"}, True),  # falls back to native
+        ("precopy", True, {"merge": False, "rounds": [1]}, False),  # each committed batch: a query start in the pause
+        ("replay", True, None, False),  # the same
+        ("native", False, None, False),  # nothing migrates: an interrupted batch stays planned for the new settings
+    ],
+)
+def test_a_pause_lets_the_batch_in_flight_commit_where_that_costs_it_only_the_batch_s_data(
+    strategy, needs_migration, precopy, waits
+):
+    assert batch_in_flight_may_commit(strategy, needs_migration, precopy) is waits
