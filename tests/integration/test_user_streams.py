@@ -93,6 +93,8 @@ def test_a_file_source_stream_is_paused_migrated_and_moved_without_losing_a_row(
                 assert store["max_partition_id"] < partitions
             assert checkpoint_facts(stream.paths.checkpoint).state_partitions == partitions
             assert result.observation.downtime_s is not None
+            # A native migration: the pause began once the batch in flight, if any, committed (at most 1.5 batches).
+            assert 0 <= result.paused.boundary_wait_s <= 5.0 and result.paused.paused_at <= result.resumed.resumed_at
 
         # Fewer cores: a new SparkContext in the same driver, the checkpoint and its state kept.
         plan = ExecutionPlan.of(stream.spec()).model_dump()
