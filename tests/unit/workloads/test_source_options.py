@@ -1,10 +1,14 @@
+import subprocess
+import sys
+
 import pytest
+from pyspark import cloudpickle
 
 from dagster_reconf.core.errors import SpecError
 from dagster_reconf.workloads.generator import NEXMARK_SCHEMA
 from dagster_reconf.workloads.options import PACING_OPTIONS, SourceOptions
 from dagster_reconf.workloads.pacing import pacing_anchor
-from dagster_reconf.workloads.sources import _index_ranges, spark_schema_ddl
+from dagster_reconf.workloads.sources import ReadPlan, WordsDataSource, _index_ranges, spark_schema_ddl
 
 
 def test_options_parse_spark_strings():
@@ -87,3 +91,24 @@ def test_a_new_step_schedule_moves_the_anchor_keeping_what_was_offered(tmp_path)
     stepped = pacing_anchor(tmp_path, 100.0, rate_steps="5:300", now=1010.0)
     assert (stepped.start_time, stepped.start_index) == (1010.0, 1000)
     assert stepped.offered(1020.0) == 1000 + 5 * 100 + 5 * 300
+
+
+def test_a_generated_source_reaches_spark_s_planner_without_pydantic(tmp_path):
+    """Spark unpickles a Python source in a new planner process at every query start: the source carries a plain
+    ReadPlan that paces as its validated options do, and unpickling it imports no pydantic."""
+    options = SourceOptions.parse({"rate": "100", "rate_steps": "10:200", "start_time": "1000", "max_events": "2500"})
+    plan = ReadPlan.of(options)
+    assert [plan.offered(1000.0 + t, 0) for t in (5, 15, 30)] == [options.offered(1000.0 + t, 0) for t in (5, 15, 30)]
+    assert plan.offered(1030.0, 0) == 2500  # capped
+
+    source = WordsDataSource({"rate": "10", "vocabulary": "100", "max_events_per_trigger": "7"})
+    (tmp_path / "source.pkl").write_bytes(cloudpickle.dumps(source))
+    planner = (
+        "import pickle, sys; source = pickle.load(open(sys.argv[1], 'rb')); reader = source.streamReader(None); "
+        "print(reader.getDefaultReadLimit().max_rows, 'pydantic' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", planner, str(tmp_path / "source.pkl")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["7", "False"]
