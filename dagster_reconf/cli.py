@@ -91,6 +91,7 @@ def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
 
 
 def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
+    from dagster_reconf.core.process.endpoint_record import held_paused
     from dagster_reconf.core.process.supervisor import StreamSupervisor
 
     supervisor = StreamSupervisor(home)
@@ -98,10 +99,13 @@ def _cmd_stream(args: argparse.Namespace, home: Path) -> int:
         spec = _spec_from_args(args)
         with console.status(f"starting stream {spec.name} ({spec.entrypoint} on {spec.master})..."):
             info = supervisor.start(spec)
+        held = held_paused(info)
         console.print(
-            f"stream [bold]{spec.name}[/] running: pid {info['pid']}, control port {info['control_port']}, "
-            f"Spark app {info.get('app_id')}, UI {info.get('spark_ui')}"
+            f"stream [bold]{spec.name}[/] {'up, not running' if held else 'running'}: pid {info['pid']}, control port "
+            f"{info['control_port']}, Spark app {info.get('app_id')}, UI {info.get('spark_ui')}"
         )
+        if held:
+            console.print(f"[yellow]{held}[/]", highlight=False)
         if args.watch:
             watch(MetricsStore(supervisor.paths(spec.name).metrics), spec.name, args.watch)
     elif args.action == "attach":

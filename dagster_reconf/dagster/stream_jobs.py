@@ -15,6 +15,7 @@ import dagster as dg
 from pydantic import Field
 
 from dagster_reconf.core.errors import ReconfError
+from dagster_reconf.core.process.endpoint_record import held_paused
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 
@@ -58,14 +59,18 @@ def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream
         try:
             if config.action is StreamAction.start:
                 result = supervisor.start(spec)
+                held = held_paused(result)
                 context.add_output_metadata(
                     {
                         "pid": result["pid"],
                         "control_port": result.get("control_port"),
                         "app_id": str(result.get("app_id")),
                         "entrypoint": spec.entrypoint,
+                        "held_paused": held or "no",
                     }
                 )
+                if held:
+                    context.log.warning(f"stream {spec.name} started its driver, but {held}")
             else:
                 result = supervisor.stop(spec.name)
                 context.add_output_metadata(

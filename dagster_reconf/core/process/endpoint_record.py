@@ -34,6 +34,7 @@ __all__ = [
     "check_remote_spec",
     "clear_pause_marker",
     "endpoint_file",
+    "held_paused",
     "pause_marker",
     "publish_endpoint",
     "read_endpoint",
@@ -92,6 +93,18 @@ def set_pause_marker(data_root: Location, reason: str) -> None:
     path = pause_marker(data_root)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(path, json.dumps({"reason": reason, "at": time.time()}))
+
+
+def held_paused(driver_info: dict[str, object]) -> str | None:
+    """Why a driver that just started runs no query, from its record (``driver.json``): a control plane on another
+    host held the stream paused when it started (None: not held)."""
+    marker = driver_info.get("paused_by")
+    if not marker:
+        return None
+    return (
+        f"it is held paused: a control plane on another host paused it for a reconfiguration ({marker}); re-running "
+        "that reconfiguration there resumes it"
+    )
 
 
 def clear_pause_marker(data_root: Location) -> None:

@@ -11,6 +11,7 @@ from dagster_reconf.core.process.endpoint_record import (
     ControlEndpoint,
     clear_pause_marker,
     endpoint_file,
+    held_paused,
     pause_marker,
     publish_endpoint,
     read_endpoint,
@@ -90,3 +91,10 @@ def test_the_pause_marker_is_set_and_cleared_under_the_streams_prefix():
     clear_pause_marker(root)
     clear_pause_marker(root)  # idempotent: a re-run of a resume clears nothing twice
     assert not pause_marker(root).exists()
+
+
+def test_a_driver_held_paused_by_the_marker_says_so_and_how_it_resumes():
+    marker = "s3://bucket/streams/far/control/paused.json"
+    note = held_paused({"pid": 7, "status": "running", "paused_by": marker})
+    assert note is not None and marker in note and "another host" in note and "re-running" in note
+    assert held_paused({"pid": 7, "status": "running"}) is None
