@@ -338,7 +338,7 @@ class Reconfigurer:
         # the downtime ends at its commit). Otherwise the standby, or this driver, finishes it first.
         keep = r.keeps_interrupted_batch
         report = self.stream.pause(self.pause_timeout_s, finish=standby_pid is None and not keep, keep_interrupted=keep)
-        self._record_lead(r)
+        self._record_lead(r, waited_s)
         handover = None
         if standby_pid is not None:
             try:
@@ -362,10 +362,10 @@ class Reconfigurer:
             result["handover"] = handover
         return result
 
-    def _record_lead(self, r: Reconfiguration) -> None:
-        """Tell the stream's metrics how long this reconfiguration ran before its pause (the steps before it): the
-        backlog went on moving at the old settings that long, which a policy weighs before asking for the next one."""
-        lead_s = sum(r.timings.get(step, 0.0) for step in STEPS[: STEPS.index("pause")])
+    def _record_lead(self, r: Reconfiguration, waited_s: float) -> None:
+        """Tell the stream's metrics how long this reconfiguration ran before its pause (the steps before it and the
+        pause's wait): the backlog moved at the old settings that long, which a policy weighs before asking again."""
+        lead_s = sum(r.timings.get(step, 0.0) for step in STEPS[: STEPS.index("pause")]) + waited_s
         paused = Paused(stream=self.stream.name, reconfiguration_id=r.id, lead_s=round(lead_s, 3))
         self.stream.metrics().append(paused.to_record())
 
