@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dagster_reconf.core.store.storage import Location, location_of
+from dagster_reconf.core.store.storage import Location, file_sizes, location_of
 
 __all__ = ["SOURCE_KINDS", "FileBacklogProbe", "SourceFigures", "source_figures", "source_kind"]
 
@@ -287,15 +287,16 @@ class FileBacklogProbe:
 
     def _list(self, path: str) -> dict[str, int]:
         root = location_of(path)
-        found: dict[str, int] = {}
         try:
-            for entry in root.rglob("*") if root.is_dir() else []:
-                relative = entry.relative_to(root).as_posix()
-                if any(part.startswith(("_", ".")) for part in relative.split("/")) or not entry.is_file():
-                    continue
-                found[_normal(str(entry))] = entry.stat().st_size
+            sizes = file_sizes(root)
         except OSError:
             return {}
+        base = str(root).rstrip("/")
+        found = {
+            _normal(f"{base}/{relative}"): size
+            for relative, size in sizes.items()
+            if not any(part.startswith(("_", ".")) for part in relative.split("/"))
+        }
         self._sizes.update(found)
         return found
 

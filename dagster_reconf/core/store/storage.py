@@ -12,6 +12,7 @@ as plain :class:`pathlib.Path` objects.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -24,6 +25,7 @@ from dagster_reconf.core.store.atomic import replace_text
 __all__ = [
     "Location",
     "copy_file",
+    "file_sizes",
     "is_local",
     "location",
     "location_of",
@@ -94,6 +96,37 @@ def copy_file(source: Location, target: Location) -> None:
         shutil.copy2(_local(source), _local(target))
     else:
         target.write_bytes(source.read_bytes())
+
+
+def file_sizes(root: Location) -> dict[str, int]:
+    """Every file under the directory ``root``, as its path relative to ``root`` (``a/b.json``), with its size in bytes;
+    ``{}`` where ``root`` is no directory.
+
+    One recursive listing: on an object store that is a paged LIST, which carries every size, where a walk that asks
+    each entry whether it is a file and how big would send two requests per file (a directory of N input files read
+    every batch would cost 2N requests a batch).
+    """
+    if is_local(root):
+        base = _local(root)
+        found: dict[str, int] = {}
+        for folder, _, names in os.walk(base):
+            for name in names:
+                path = Path(folder) / name
+                try:
+                    found[path.relative_to(base).as_posix()] = path.stat().st_size
+                except FileNotFoundError:  # removed between the listing and the stat
+                    continue
+        return found
+    prefix = root.path.rstrip("/") + "/"
+    try:
+        listing = root.fs.find(root.path, detail=True, withdirs=False)
+    except FileNotFoundError:
+        return {}
+    return {
+        name[len(prefix) :]: int(info.get("size") or 0)
+        for name, info in listing.items()
+        if name.startswith(prefix) and info.get("type") != "directory" and not name.endswith("/")
+    }
 
 
 def write_whole(path: Location, text: str) -> None:

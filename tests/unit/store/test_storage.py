@@ -22,7 +22,7 @@ from dagster_reconf.core.store.checkpoint import (
     tree_bytes,
 )
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.core.store.storage import location, location_of, spark_uri, validate_storage_url
+from dagster_reconf.core.store.storage import file_sizes, location, location_of, spark_uri, validate_storage_url
 from dagster_reconf.core.traces.store import TraceStore
 
 from ..traces.test_store import events
@@ -132,3 +132,15 @@ def test_stream_paths_take_a_str_home_and_refuse_a_name_that_is_not_one_folder(t
     for bad in ("", "..", "a/b"):
         with pytest.raises(ValueError, match="cannot name a folder"):
             StreamPaths(tmp_path, bad)
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_file_sizes_lists_a_tree_once_with_every_size(where, remote, tmp_path, monkeypatch):
+    root = (tmp_path / "in") if where == "local" else remote / "in"
+    for name, size in {"a.json": 3, "sub/b.json": 5, "_spark_metadata/0": 1}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"x" * size)
+    if where == "remote":  # one listing carries the sizes: no request per file (2N a batch over N input files)
+        monkeypatch.setattr(type(root.fs), "info", lambda *a, **k: pytest.fail("a request per file"))
+    assert file_sizes(root) == {"a.json": 3, "sub/b.json": 5, "_spark_metadata/0": 1}
+    assert file_sizes(root / "missing") == {}
