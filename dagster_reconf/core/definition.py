@@ -118,6 +118,25 @@ class OutputComparison:
     def ok(self) -> bool:
         return self.lost == 0 and self.duplicated == 0
 
+    @classmethod
+    def of_frames(cls, expected: DataFrame, actual: DataFrame) -> OutputComparison:
+        """``expected`` against ``actual`` (two batch DataFrames with the same columns) as multisets of rows.
+
+        Each side is computed once, cached for the four counts that read it: an oracle over input files in an
+        object store reads each file once, where four uncached counts would list and read the input three times.
+        """
+        expected, actual = expected.cache(), actual.cache()
+        try:
+            return cls(
+                expected.count(),
+                actual.count(),
+                expected.exceptAll(actual).count(),
+                actual.exceptAll(expected).count(),
+            )
+        finally:
+            expected.unpersist()
+            actual.unpersist()
+
 
 @dataclass(frozen=True)
 class StreamOutput:

@@ -105,9 +105,7 @@ def check_output(spark: SparkSession, spec) -> OutputComparison:
     options = ClicksOptions(**spec.options)
     actual = spark.read.parquet(options.output_dir)  # the file sink's log says which files are committed
     expected = expected_first_clicks(spark, options.bootstrap_servers, options.topic).select(*actual.columns)
-    return OutputComparison(
-        expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count()
-    )
+    return OutputComparison.of_frames(expected, actual)
 
 
 class ClickProducer:

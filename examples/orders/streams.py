@@ -69,10 +69,7 @@ def check_output(spark: SparkSession, home, spec) -> OutputComparison:
 
     watermark = StreamSupervisor(home).status(spec.name).get("watermark")  # of the last batch it committed
     actual = spark.read.parquet(spec.options["output_dir"])  # the file sink's log says which files are committed
-    expected = expected_totals(spark, spec.options["input_dir"], watermark)
-    return OutputComparison(
-        expected.count(), actual.count(), expected.exceptAll(actual).count(), actual.exceptAll(expected).count()
-    )
+    return OutputComparison.of_frames(expected_totals(spark, spec.options["input_dir"], watermark), actual)
 
 
 @stream_definition(options=OrdersOptions, knob_options={"max_per_trigger": "maxFilesPerTrigger"}, oracle=check_output)
