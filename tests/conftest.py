@@ -3,6 +3,7 @@ import os
 import pytest
 
 from .postgres_server import postgres_bin, postgres_server
+from .timeout_margin import pytest_configure  # noqa: F401  (each test's time against its timeout)
 
 
 @pytest.fixture(name="postgres_url", scope="session")
