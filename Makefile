@@ -60,8 +60,14 @@ $(JVM)/spark-sql-kafka/.resolved: jvm/spark-sql-kafka.pom.xml $(JVM)/kafka-broke
 	  -DexcludeArtifactIds=hadoop-client-api,hadoop-client-runtime,scala-library,slf4j-api,lz4-java,snappy-java,spark-tags_2.13,jsr305,scala-parallel-collections_2.13
 	touch $@
 
-# Hadoop's S3A filesystem for s3a:// storage (jvm/hadoop-aws.pom.xml says why these jars), into .jvm/hadoop-aws/.
-s3: $(JVM)/hadoop-aws/.resolved
+# Hadoop's S3A filesystem for s3a:// storage (jvm/hadoop-aws.pom.xml says why these jars), into .jvm/hadoop-aws/, and
+# the S3 API server the tests keep such storage on (S3Proxy's self-contained jar), into .jvm/s3proxy/.
+s3: $(JVM)/hadoop-aws/.resolved $(JVM)/s3proxy/.resolved
+
+$(JVM)/s3proxy/.resolved: jvm/s3proxy.pom.xml
+	@$(NEED_MVN)
+	rm -rf $(@D) && $(MVN) -f $< dependency:copy-dependencies -DexcludeTransitive=true -DoutputDirectory=$(CURDIR)/$(@D)
+	touch $@
 
 $(JVM)/hadoop-aws/.resolved: jvm/hadoop-aws.pom.xml
 	@$(NEED_MVN)
@@ -131,7 +137,9 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: lint postgres browser kafka s3 hosts
-	@export RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1 JAVA_TOOL_OPTIONS="$(TEST_JAVA_OPTIONS) $${JAVA_TOOL_OPTIONS:-}"; \
+	@times=$$(mktemp -d); \
+	export RECONF_REQUIRE_POSTGRES=1 RECONF_REQUIRE_BROWSER=1 RECONF_TEST_TIMES=$$times \
+	  JAVA_TOOL_OPTIONS="$(TEST_JAVA_OPTIONS) $${JAVA_TOOL_OPTIONS:-}"; \
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -p no:cacheprovider $(SOLO_TESTS); solo=$$?; \
 	slow_log=$$(mktemp); slow_tmp=$$(mktemp -d); \
 	$(BIN)/python -m pytest $(PYTEST_ARGS) -p no:cacheprovider --basetemp=$$slow_tmp/t $(SLOW_TESTS) \
@@ -140,6 +148,7 @@ test: lint postgres browser kafka s3 hosts
 	$(MAKE) --no-print-directory compat; compat=$$?; \
 	wait $$slow; slow_rc=$$?; echo "== $(SLOW_TESTS) (run beside the rest and the compat venv) =="; cat $$slow_log; \
 	rm -rf $$slow_log $$slow_tmp; \
+	$(BIN)/python -m tests.timeout_margin $$times; rm -rf $$times; \
 	echo "exit codes: closed loop $$solo, rest $$rest, compat venv $$compat, slow modules $$slow_rc"; \
 	[ $$solo -eq 0 ] && [ $$rest -eq 0 ] && [ $$compat -eq 0 ] && [ $$slow_rc -eq 0 ]
 

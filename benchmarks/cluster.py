@@ -6,7 +6,7 @@ bridge)
 
 * hosts: ``dagster`` (the daemon, its code server and runs: ``examples/orders``' code location with
   ``RECONF_REMOTE=1``), ``driver`` (``reconf agent``, which starts the stream's driver there when the control plane asks
-  through S3), ``master``, ``worker-1`` and ``worker-2`` (Spark standalone, a core each); moto's S3 server on the
+  through S3), ``master``, ``worker-1`` and ``worker-2`` (Spark standalone, a core each); S3Proxy's S3 server on the
   bridge. The control plane reads the stream only through the driver's control endpoint and S3.
 * the stream: ``examples.orders`` over JSON order files on ``s3a://``, its totals written to ``s3a://``, started on one
   core (one executor, on one worker) under a core's worth of work, with DS2 allowed the cluster's 2 cores; the scaling

@@ -1,10 +1,11 @@
-"""A real S3 API on loopback (moto's standalone server), and the settings Spark and fsspec need to use it.
+"""A real S3 API on loopback (S3Proxy, over an in-memory store), and the settings Spark and fsspec need to use it.
 
 Why: checkpoints and event logs in object storage are only proven against a server that speaks
 the S3 HTTP API, reached the way a cluster reaches S3: Spark through Hadoop's S3A filesystem
 (``make s3`` resolves ``hadoop-aws`` into ``.jvm/hadoop-aws``), the control plane through
-fsspec's ``s3fs``. moto's server is a separate process, installed from PyPI with the test
-dependencies, that keeps its objects in memory: nothing survives :meth:`S3Server.stop`.
+fsspec's ``s3fs``. S3Proxy is a separate JVM (``make s3`` puts its one self-contained jar in
+``.jvm/s3proxy``) that serves requests at once on Jetty's threads, as a store serves many
+clients, and keeps its objects in memory: nothing survives :meth:`S3Server.stop`.
 
 Spark and fsspec each take the endpoint their own way, and neither reads the other's: Spark
 from ``spark.hadoop.fs.s3a.*`` in the stream's ``spark_conf`` (:meth:`S3Server.spark_conf`),
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -32,13 +32,19 @@ __all__ = ["S3Server", "S3SetupError", "hadoop_aws_jars"]
 
 LOOPBACK = "127.0.0.1"
 REGION = "us-east-1"
-# moto accepts any credentials; these name themselves so that no one mistakes them for real ones.
+# The server's only credentials; they name themselves so that no one mistakes them for real ones.
 ACCESS_KEY = "reconf-test-access-key"
 SECRET_KEY = "reconf-test-secret-key"
+HEAP = "1g"  # the objects of a test or a benchmark: tens of MB
 
 
 class S3SetupError(RuntimeError):
     """The S3 server did not start, or the S3A jars are missing."""
+
+
+def s3proxy_jar() -> Path:
+    """S3Proxy's self-contained jar, as ``make s3`` resolved it."""
+    return resolved_jars("s3proxy", "S3Proxy (the tests' S3 server)", "s3")[0]
 
 
 def hadoop_aws_jars() -> str:
@@ -47,7 +53,7 @@ def hadoop_aws_jars() -> str:
 
 
 class S3Server:
-    """moto's S3 server on ``host`` (loopback unless told otherwise), on a free port.
+    """An S3 server (S3Proxy) on ``host`` (loopback unless told otherwise), on a free port.
 
     ``with S3Server(directory) as s3:`` starts it and waits until it answers; leaving the block
     stops its process tree. ``s3.endpoint`` is its URL.
@@ -71,7 +77,22 @@ class S3Server:
         if self._process is not None and self._process.poll() is None:
             return self
         self.directory.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
+        properties = self.directory / "s3proxy.properties"
+        properties.write_text(
+            "\n".join(
+                [
+                    f"s3proxy.endpoint=http://{self.host}:{self.port}",
+                    "s3proxy.authorization=aws-v2-or-v4",
+                    f"s3proxy.identity={ACCESS_KEY}",
+                    f"s3proxy.credential={SECRET_KEY}",
+                    "jclouds.provider=transient",  # in memory
+                    f"jclouds.identity={ACCESS_KEY}",
+                    f"jclouds.credential={SECRET_KEY}",
+                ]
+            )
+            + "\n"
+        )
+        command = ["java", f"-Xmx{HEAP}", "-jar", str(s3proxy_jar()), "--properties", str(properties)]
         with open(self.log_file, "ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout_s
@@ -79,7 +100,7 @@ class S3Server:
             if self._process.poll() is not None:
                 raise S3SetupError(
                     f"the S3 server ({' '.join(command)}) exited with {self._process.returncode} while starting; "
-                    f"see {self.log_file} (is moto[s3] with flask installed? `make setup` installs it)"
+                    f"see {self.log_file}"
                 )
             if self._answers():
                 return self
@@ -142,10 +163,7 @@ class S3Server:
         """The ``spark_conf`` a stream needs to keep its checkpoint and event logs here through ``s3a://``.
 
         Path-style requests, because a bucket cannot be a subdomain of an IP address; plain HTTP, as the
-        server speaks it; no ``Expect: 100-continue`` on uploads, which the server's HTTP layer (Werkzeug) answers
-        in a way the AWS SDK reads as a failed upload (status 100): neither from the synchronous client nor
-        through the transfer manager's asynchronous one, which S3A uses to copy a local file (RocksDB's SST
-        files and state zips) unless ``optimized.copy.from.local`` is off.
+        server speaks it.
 
         The credentials travel in the configuration so that executors on other hosts have them too: these
         are the server's made-up ones (a real deployment names a credentials provider instead).
@@ -156,8 +174,6 @@ class S3Server:
             "spark.hadoop.fs.s3a.endpoint.region": REGION,
             "spark.hadoop.fs.s3a.path.style.access": "true",
             "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-            "spark.hadoop.fs.s3a.connection.expect.continue": "false",
-            "spark.hadoop.fs.s3a.optimized.copy.from.local.enabled": "false",
             "spark.hadoop.fs.s3a.access.key": ACCESS_KEY,
             "spark.hadoop.fs.s3a.secret.key": SECRET_KEY,
         }

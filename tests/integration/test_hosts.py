@@ -142,8 +142,8 @@ def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_dri
                     if step == "pause":
                         driver.kill_all(grace_s=0.0)
 
-                stream = RemoteStream(plane.require(spec.name), agent_timeout_s=10)
-                interrupted = Reconfigurer(stream, ledger, observe_timeout_s=30, after_step=driver_host_dies)
+                stream = RemoteStream(plane.require(spec.name), agent_timeout_s=5)
+                interrupted = Reconfigurer(stream, ledger, observe_timeout_s=5, after_step=driver_host_dies)
                 with pytest.raises(ReconfigurationInterrupted, match=r"(?s)no agent answered .* re-run the same plan"):
                     interrupted.run(plan, trigger={"user": "test"})
                 marker = pause_marker(storage_root(storage, spec.name))
@@ -156,7 +156,7 @@ def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_dri
                 start_agent()
                 wait_until(lambda: plane.status(spec.name)["state"] == "stopped", timeout_s=180, what="paused driver")
                 assert committed() == paused_at
-                result = Reconfigurer(RemoteStream(plane.require(spec.name)), ledger, observe_timeout_s=30).run(
+                result = Reconfigurer(RemoteStream(plane.require(spec.name)), ledger, observe_timeout_s=5).run(
                     plan, trigger={"user": "test"}
                 )
                 assert result.outcome == "succeeded", result.results
@@ -170,7 +170,7 @@ def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_dri
                 # A migration whose verification fails is rolled back to the paused batch, on S3, and the stream
                 # resumes as it was.
                 plan["partitioning"]["state_partitions"] = 6
-                wrong = Reconfigurer(WrongPartitionsStream(plane.require(spec.name)), ledger, observe_timeout_s=30)
+                wrong = Reconfigurer(WrongPartitionsStream(plane.require(spec.name)), ledger, observe_timeout_s=5)
                 rolled = wrong.run(plan, trigger={"user": "test"})
                 assert rolled.outcome == "rolled_back", rolled.results
                 assert not marker.exists()  # no driver started later stays paused for a reconfiguration that ended

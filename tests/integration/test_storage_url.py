@@ -1,6 +1,6 @@
 """A stream whose checkpoint and event logs live on a storage URL: ``file://`` (the same Hadoop
 FileSystem and fsspec code paths as ``hdfs://``, without a cluster) and ``s3a://`` on a real S3
-server (moto's, on loopback): Spark writes there through Hadoop, the control plane reads there
+server (S3Proxy, on loopback): Spark writes there through Hadoop, the control plane reads there
 through fsspec, and a native state migration with its snapshot, verification and oracle check
 works on it."""
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(name="s3", scope="module")
 def s3_fixture(tmp_path_factory):
-    """moto's S3 server on loopback; the control plane (this process, and the drivers it starts) finds it
+    """An S3 server (S3Proxy) on loopback; the control plane (this process, and the drivers it starts) finds it
     through the standard AWS environment, as s3fs does anywhere."""
     with S3Server(tmp_path_factory.mktemp("s3")) as server, server.as_client_environment():
         yield server
