@@ -65,11 +65,15 @@ class ControlRequestError(ReconfError):
 
     Attributes:
         status: HTTP status code the endpoint answered with.
+        busy: the driver answered that every connection slot is taken (503): asking again shortly is right.
+        in_flight: the driver's mutating operation that is still running (a 409 that waits for it), else None.
     """
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, *, busy: bool = False, in_flight: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.busy = busy
+        self.in_flight = in_flight
 
 
 def summary_line(text: str) -> str:

@@ -32,9 +32,11 @@ control plane on another host: :mod:`dagster_reconf.core.process.metrics_mirror`
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import ssl
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -70,8 +72,12 @@ __all__ = [
     "routes",
 ]
 
+logger = logging.getLogger(__name__)
+
 LOOPBACK = "127.0.0.1"
 DEFAULT_REQUEST_TIMEOUT_S = 300.0
+BUSY_RETRY_FIRST_S, BUSY_RETRY_MAX_S = 0.05, 1.0  # a 503 (slots taken) or a 409 (an operation in flight) asked again
+IN_FLIGHT_WAIT_S = 300.0  # the longest a request waits for another mutating operation to finish (a migration's)
 STATUS_TIMEOUT_S = 10.0  # a driver answers status beside any operation: longer, it is stopped or starved
 
 
@@ -293,6 +299,36 @@ class ControlClient:
     def request(
         self, method: str, path: str, body: dict[str, Any] | None = None, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     ) -> dict[str, Any]:
+        """One request, answered within ``timeout_s``.
+
+        A driver that answers 503 (every connection slot taken) is asked again, ever less often, until ``timeout_s``
+        has passed. One that answers that another mutating operation is still running (a re-run right after its
+        caller was killed: the killed run's request still runs in the driver) is waited for the same way, at most
+        :data:`IN_FLIGHT_WAIT_S` and within ``timeout_s``, with a warning that says so; then the refusal is raised.
+        """
+        started = time.monotonic()
+        deadline = started + timeout_s
+        pause, warned = BUSY_RETRY_FIRST_S, False
+        while True:
+            try:
+                return self._request_once(method, path, body, max(deadline - time.monotonic(), 0.1))
+            except ControlRequestError as exc:
+                now = time.monotonic()
+                waits = exc.busy or (exc.in_flight is not None and now - started < IN_FLIGHT_WAIT_S)
+                if not waits or deadline - now <= pause:
+                    if exc.in_flight is not None and warned:
+                        raise ControlRequestError(f"{exc} (waited {now - started:.0f} s for it)", exc.status) from None
+                    raise
+                if exc.in_flight is not None and not warned:
+                    bound = min(IN_FLIGHT_WAIT_S, deadline - now)
+                    logger.warning(
+                        "%s %s waits up to %.0f s for the driver's operation in flight: %s", method, path, bound, exc
+                    )
+                    warned = True
+            time.sleep(pause)
+            pause = min(pause * 2, BUSY_RETRY_MAX_S)
+
+    def _request_once(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(f"{self.base}/{path}", data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
@@ -303,15 +339,23 @@ class ControlClient:
                 return json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
             try:
-                message = json.loads(exc.read()).get("error", exc.reason)
+                reply = json.loads(exc.read())
             except (json.JSONDecodeError, AttributeError):
-                message = str(exc.reason)
-            raise ControlRequestError(message, exc.code) from None
+                reply = None
+            if not isinstance(reply, dict):
+                reply = {}
+            in_flight = reply.get("in_flight") if exc.code == 409 else None
+            raise ControlRequestError(
+                str(reply.get("error", exc.reason)),
+                exc.code,
+                busy=exc.code == 503,
+                in_flight=str(in_flight) if in_flight else None,
+            ) from None
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, TimeoutError):
                 message = (
-                    f"the driver does not answer: control endpoint {self.base} gave no reply within {timeout_s:g} s "
+                    f"the driver does not answer: control endpoint {self.base} gave no reply within {timeout_s:.3g} s "
                     "(stopped, e.g. by SIGSTOP, or starved of CPU or memory)"
                 )
             else:

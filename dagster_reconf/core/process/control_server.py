@@ -9,8 +9,13 @@ Every rule below holds before a handler runs, so a refused request changes nothi
   is refused (400, 411) and one over :data:`MAX_BODY_BYTES` too (413), all without reading it.
 * The body is a JSON object at most :data:`MAX_JSON_DEPTH` deep, its numbers at most :data:`MAX_NUMBER_CHARS`
   characters and finite (400), validated by the operation's pydantic model (unknown fields refused, 400).
-* A connection idle or stalled for :data:`IO_TIMEOUT_S` is closed; at most :data:`MAX_CONNECTIONS` are served at
-  once, and one more is answered 503 at once.
+* A connection must send its request line and headers within :data:`HEADER_DEADLINE_S`, however slowly it trickles
+  them, and is closed otherwise; one idle or stalled for :data:`IO_TIMEOUT_S` after that is closed too.
+* Connections that have not shown the token yet cannot starve those that have: at most
+  :data:`MAX_UNAUTHENTICATED` of them wait for their headers at once (:data:`MAX_UNAUTHENTICATED_PER_PEER` from one
+  address), apart from the :data:`MAX_CONNECTIONS` authenticated requests served at once; one more of either kind
+  is answered 503 at once (clients retry a 503 within their deadline). So a client without the token that keeps
+  dozens of half-sent requests open holds only its own slots, and only for seconds each.
 * One mutating operation at a time (409 for another); ``GET status`` answers beside it.
 * A failure the handler did not expect (Spark's own, a lost JVM) answers 500 with its type and first line, its
   traceback in the driver's log.
@@ -26,6 +31,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,13 +48,26 @@ from dagster_reconf.core.errors import (
 )
 from dagster_reconf.core.process.control import LOOPBACK, Handler, Routes
 
-__all__ = ["IO_TIMEOUT_S", "MAX_BODY_BYTES", "MAX_CONNECTIONS", "MAX_JSON_DEPTH", "ControlServer", "parse_body"]
+__all__ = [
+    "HEADER_DEADLINE_S",
+    "IO_TIMEOUT_S",
+    "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
+    "MAX_JSON_DEPTH",
+    "MAX_UNAUTHENTICATED",
+    "MAX_UNAUTHENTICATED_PER_PEER",
+    "ControlServer",
+    "parse_body",
+]
 
 MAX_BODY_BYTES = 1 << 20
 MAX_JSON_DEPTH = 32  # the deepest request model nests 3
 MAX_NUMBER_CHARS = 40  # a number's characters, digits and exponent included
 IO_TIMEOUT_S = 10.0
-MAX_CONNECTIONS = 32
+HEADER_DEADLINE_S = 5.0  # a control client sends its headers in one write: milliseconds
+MAX_CONNECTIONS = 32  # authenticated requests served at once
+MAX_UNAUTHENTICATED = 256  # connections waiting for their headers, every peer together (a thread each)
+MAX_UNAUTHENTICATED_PER_PEER = 64
 
 Reply = tuple[int, dict[str, Any]]
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
@@ -107,37 +126,101 @@ def content_length(value: str | None, transfer_encoding: str | None) -> tuple[in
     return int(text), None
 
 
+class _Slots:
+    """Who holds a connection: those waiting for their headers, by peer address, and the authenticated ones served."""
+
+    def __init__(self, served: int, waiting: int, waiting_per_peer: int) -> None:
+        self.limits = (served, waiting, waiting_per_peer)
+        self._lock = threading.Lock()
+        self._waiting: dict[str, int] = {}
+        self._served = 0
+
+    def wait(self, peer: str) -> str | None:
+        """Take a slot for a new connection from ``peer`` until its headers arrive; why not, where it cannot."""
+        _, waiting, per_peer = self.limits
+        with self._lock:
+            if self._waiting.get(peer, 0) >= per_peer:
+                return f"{per_peer} control connections from {peer} have not sent their headers yet; retry shortly"
+            if sum(self._waiting.values()) >= waiting:
+                return f"{waiting} control connections have not sent their headers yet; retry shortly"
+            self._waiting[peer] = self._waiting.get(peer, 0) + 1
+            return None
+
+    def arrived(self, peer: str) -> None:
+        """The connection's headers arrived: its waiting slot is free."""
+        with self._lock:
+            self._waiting[peer] -= 1
+            if not self._waiting[peer]:
+                del self._waiting[peer]
+
+    def serve(self) -> str | None:
+        """Take a slot for an authenticated request; why not, where all are taken."""
+        served, _, _ = self.limits
+        with self._lock:
+            if self._served >= served:
+                return f"{served} control connections are open; retry shortly"
+            self._served += 1
+            return None
+
+    def served(self) -> None:
+        with self._lock:
+            self._served -= 1
+
+
 class _BoundedServer(ThreadingHTTPServer):
-    """A threading HTTP server that serves at most ``limit`` connections at once and answers one more 503."""
+    """A threading HTTP server whose connections hold slots (:class:`_Slots`): one that finds none is answered 503
+    at once, and one whose headers do not arrive within the deadline is closed."""
 
     daemon_threads = True
+    request_queue_size = 128  # connections the kernel holds until accepted (socketserver's 5 drops a burst's rest)
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limit: int) -> None:
-        self._slots = threading.BoundedSemaphore(limit)
-        self._limit = limit
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], slots: _Slots) -> None:
+        self.slots = slots
+        self._deadlines: dict[int, threading.Timer] = {}
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            _answer_raw(request, 503, {"error": f"{self._limit} control connections are open; retry shortly"})
+        refusal = self.slots.wait(client_address[0])
+        if refusal is not None:
+            _answer_raw(request, 503, {"error": refusal})
             self.shutdown_request(request)
             return
+        deadline = threading.Timer(HEADER_DEADLINE_S, _cut, (request,))
+        deadline.daemon = True
+        self._deadlines[id(request)] = deadline
+        deadline.start()
         try:
             super().process_request(request, client_address)
         except Exception:
-            self._slots.release()
+            self.headers_arrived(request, client_address)
             raise
+
+    def headers_arrived(self, request: Any, client_address: Any) -> None:
+        """The connection's request line and headers are in (or it ended first): its deadline and waiting slot go.
+        Called once per connection."""
+        deadline = self._deadlines.pop(id(request), None)
+        if deadline is not None:
+            deadline.cancel()
+            self.slots.arrived(client_address[0])
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self.headers_arrived(request, client_address)  # where it ended before them
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that fails the TLS handshake (plain HTTP, an untrusted peer) or hangs up is dropped quietly."""
-        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError, TimeoutError)):
+        if not isinstance(sys.exc_info()[1], (ssl.SSLError, ConnectionError, TimeoutError, OSError)):
             super().handle_error(request, client_address)
+
+
+def _cut(request: socket.socket) -> None:
+    """End a connection whose headers did not arrive in time: its thread's read returns, and the thread ends."""
+    try:
+        request.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
 
 
 def _answer_raw(request: socket.socket, status: int, reply: dict[str, Any]) -> None:
@@ -168,7 +251,9 @@ class ControlServer:
         self._token = token
         self._routes = routes
         self._busy = threading.Lock()
-        self._httpd = _BoundedServer((host, port), self._handler_class(), MAX_CONNECTIONS)
+        self._in_flight: tuple[str, float] | None = None  # the mutating operation running, and since when
+        slots = _Slots(MAX_CONNECTIONS, MAX_UNAUTHENTICATED, MAX_UNAUTHENTICATED_PER_PEER)
+        self._httpd = _BoundedServer((host, port), self._handler_class(), slots)
         if tls is not None:  # the handshake happens on a connection's first read, in its own thread, under its timeout
             self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True, do_handshake_on_connect=False)
         self.tls = tls is not None
@@ -223,10 +308,17 @@ class ControlServer:
         if method == "GET":
             return self._call(handler, payload)
         if not self._busy.acquire(blocking=False):
-            return 409, {"error": "another control operation is in progress; retry when it has finished"}
+            name, since = self._in_flight or ("another operation", time.monotonic())
+            return 409, {
+                "error": f"another control operation ({name}, for {time.monotonic() - since:.0f} s) is in progress; "
+                "retry when it has finished",
+                "in_flight": name,
+            }
+        self._in_flight = (path.rsplit("/", 1)[-1], time.monotonic())
         try:
             return self._call(handler, payload)
         finally:
+            self._in_flight = None
             self._busy.release()
 
     @staticmethod
@@ -249,9 +341,19 @@ class ControlServer:
             timeout = IO_TIMEOUT_S  # each read and write of the connection; an idle or stalled one is closed
 
             def _answer(self, method: str) -> Reply:
+                server._httpd.headers_arrived(self.request, self.client_address)
                 denied = server.authenticate(self.headers.get("Authorization"))
                 if denied is not None:
                     return denied
+                refusal = server._httpd.slots.serve()
+                if refusal is not None:
+                    return 503, {"error": refusal}
+                try:
+                    return self._authenticated(method)
+                finally:
+                    server._httpd.slots.served()
+
+            def _authenticated(self, method: str) -> Reply:
                 length, refused = content_length(
                     self.headers.get("Content-Length"), self.headers.get("Transfer-Encoding")
                 )

@@ -1,6 +1,7 @@
 """The control endpoint against hostile and broken clients, over real loopback sockets."""
 
 import json
+import re
 import socket
 import threading
 import time
@@ -19,6 +20,9 @@ TOKEN = "s3cret-token"
 def served_fixture(monkeypatch):
     monkeypatch.setattr(control_server, "IO_TIMEOUT_S", 0.5)
     monkeypatch.setattr(control_server, "MAX_CONNECTIONS", 4)
+    monkeypatch.setattr(control_server, "MAX_UNAUTHENTICATED", 12)
+    monkeypatch.setattr(control_server, "MAX_UNAUTHENTICATED_PER_PEER", 8)
+    monkeypatch.setattr(control_server, "HEADER_DEADLINE_S", 1.0)
     calls = []
 
     def slow_status(_):
@@ -119,25 +123,108 @@ def test_a_body_shorter_than_announced_is_dropped_after_the_timeout(served):
     assert calls == [] and time.monotonic() - started < 3
 
 
-def test_stalled_connections_are_bounded_and_closed(served):
-    server, _, before = served
-    stalled = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]
-    try:
-        time.sleep(0.1)
-        status, reply, took = _raw(server.port, "GET /v1/status HTTP/1.1\r\n")
-        assert status == 503 and "4 control connections are open" in reply["error"] and took < 1.0
-        for sock in stalled:  # closed by the server once idle for IO_TIMEOUT_S
-            sock.settimeout(3.0)
-            assert sock.recv(1024) == b""
-    finally:
-        for sock in stalled:
-            sock.close()
+def _threads_end(before: int) -> None:
     deadline = time.monotonic() + 3
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before, "every connection's thread ended"
+
+
+def test_connections_without_headers_are_bounded_per_peer_and_cut_at_the_deadline(served):
+    server, _, before = served
+    stalled = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
+    try:
+        stalled[0].sendall(b"GET /v1/status HTTP/1.1\r\n")  # a trickle: each byte in time, the headers never done
+        time.sleep(0.1)
+        status, reply, took = _raw(server.port, "GET /v1/status HTTP/1.1\r\n")
+        assert status == 503 and "8 control connections from 127.0.0.1 have not sent" in reply["error"]
+        assert took < 1.0
+        started = time.monotonic()
+        for sock in stalled:  # closed by the server at HEADER_DEADLINE_S, the trickling one too
+            sock.settimeout(3.0)
+            assert sock.recv(1024) == b""
+        assert time.monotonic() - started < 1.5
+    finally:
+        for sock in stalled:
+            sock.close()
+    _threads_end(before)
     body = b'{"settings": {"rate": 2}}'
     assert _raw(server.port, _post(str(len(body))), body)[0] == 200, "served again once they closed"
+
+
+def test_authenticated_requests_served_at_once_are_bounded(served):
+    server, _, before = served
+    answers: list[int] = []
+
+    def status() -> None:
+        answers.append(_raw(server.port, f"GET /v1/status HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n")[0])
+
+    slow = [threading.Thread(target=status) for _ in range(4)]  # each status takes 1.5 s
+    for thread in slow:
+        thread.start()
+    time.sleep(0.3)
+    status_code, reply, took = _raw(server.port, f"GET /v1/status HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n")
+    assert status_code == 503 and "4 control connections are open" in reply["error"] and took < 1.0
+    for thread in slow:
+        thread.join()
+    assert answers == [200] * 4
+    _threads_end(before)
+
+
+def test_32_stalled_connections_without_the_token_do_not_block_the_control_calls_that_have_it():
+    """The attack of a client without the token: 32 connections, half a request line each, 20 ms apart, reopened
+    as the server cuts them; meanwhile status and a mutating call (with the token) are answered at once."""
+    calls: list[object] = []
+    server = ControlServer(
+        TOKEN,
+        {
+            ("GET", "/v1/status"): (None, lambda _: {"state": "running"}),
+            ("POST", "/v1/restart"): (RestartRequest, lambda req: calls.append(req) or {"scope": "query"}),
+        },
+    )
+    server.start()
+    stop = threading.Event()
+
+    def attack() -> None:
+        open_: list[socket.socket] = []
+        while not stop.is_set():
+            open_ = [sock for sock in open_ if sock.fileno() != -1]
+            while len(open_) < 32 and not stop.is_set():
+                try:
+                    sock = socket.create_connection(("127.0.0.1", server.port), timeout=1)
+                    sock.sendall(b"GET /v1/sta")
+                    open_.append(sock)
+                except OSError:
+                    pass
+                time.sleep(0.02)
+            for sock in list(open_):  # those the server cut are reopened
+                sock.setblocking(False)
+                try:
+                    if sock.recv(1) == b"":
+                        sock.close()
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    sock.close()
+            time.sleep(0.05)
+        for sock in open_:
+            sock.close()
+
+    attacker = threading.Thread(target=attack)
+    attacker.start()
+    try:
+        time.sleep(1.5)  # all 32 open
+        client = ControlClient(server.port, TOKEN)
+        for _ in range(10):
+            started = time.monotonic()
+            assert client.status() == {"state": "running"}
+            assert client.restart({"trigger_interval_s": 2.0}) == {"scope": "query"}
+            assert time.monotonic() - started < 1.0
+        assert len(calls) == 10
+    finally:
+        stop.set()
+        attacker.join()
+        server.close()
 
 
 def test_a_status_that_does_not_come_is_reported_in_seconds(served, monkeypatch):
@@ -155,3 +242,55 @@ def test_parse_body_accepts_ordinary_requests():
         None,
     )
     assert parse_body(b"") == ({}, None)
+
+
+def test_a_client_asks_again_while_the_slots_are_taken_and_is_served_when_one_frees(served):
+    server, calls, _ = served
+    slow = [
+        threading.Thread(
+            target=_raw, args=(server.port, f"GET /v1/status HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n")
+        )
+        for _ in range(4)
+    ]
+    for thread in slow:
+        thread.start()
+    time.sleep(0.3)  # all 4 slots held for 1.5 s: the client's first tries are answered 503
+    started = time.monotonic()
+    assert ControlClient(server.port, TOKEN).restart({"trigger_interval_s": 2.0}) == {"scope": "query"}
+    assert 0.8 < time.monotonic() - started < 3.0 and len(calls) == 1
+    for thread in slow:
+        thread.join()
+
+
+def test_a_mutating_call_waits_for_the_operation_in_flight_then_runs(monkeypatch, caplog):
+    """A re-run right after its caller was killed: the killed run's request still runs in the driver."""
+    ran: list[str] = []
+
+    def restart(req):
+        ran.append("restart")
+        time.sleep(1.0)
+        return {"scope": "query"}
+
+    server = ControlServer(TOKEN, {("POST", "/v1/restart"): (RestartRequest, restart)})
+    server.start()
+    try:
+        killed_run = threading.Thread(target=ControlClient(server.port, TOKEN).restart, args=({"rate": 1},))
+        killed_run.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        with caplog.at_level("WARNING"):
+            assert ControlClient(server.port, TOKEN).restart({"rate": 2}) == {"scope": "query"}
+        assert time.monotonic() - started > 0.7 and ran == ["restart", "restart"]
+        assert "another control operation (restart, for 0 s) is in progress" in caplog.text
+        assert re.search(r"POST restart waits up to \d+ s for the driver's operation in flight", caplog.text)
+        killed_run.join()
+
+        monkeypatch.setattr(control, "IN_FLIGHT_WAIT_S", 0.3)  # bounded: then it says what it waited for
+        killed_run = threading.Thread(target=ControlClient(server.port, TOKEN).restart, args=({"rate": 3},))
+        killed_run.start()
+        time.sleep(0.2)
+        with pytest.raises(ControlRequestError, match=r"\(restart, for \d s\) is in progress.*\(waited \d s for it\)"):
+            ControlClient(server.port, TOKEN).restart({"rate": 4})
+        killed_run.join()
+    finally:
+        server.close()
