@@ -123,7 +123,10 @@ def format_validation_error(what: str, exc: pydantic.ValidationError, data: Any)
         value: Any = data
         for part in err["loc"]:
             value = value.get(part) if isinstance(value, dict) else None
-        given = "missing" if err["type"] == "missing" else f"got {value!r}"
         message = err["msg"].removeprefix("Value error, ")
-        lines.append(f"{loc}: {message} ({given})")
+        if err["type"] == "missing":
+            message += " (missing)"
+        elif f"got {value!r}" not in message and f"got {value}" not in message:  # a validator's own message may
+            message += f" (got {value!r})"
+        lines.append(f"{loc}: {message}")
     return f"invalid {what}: " + "; ".join(lines)

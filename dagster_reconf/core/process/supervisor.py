@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -57,15 +58,28 @@ QUERY_END_TAIL_BYTES = 1 << 20  # an attached query's end is among its store's l
 
 @contextmanager
 def _start_lock(home: Path, name: str) -> Iterator[None]:
-    """Serialize starts of stream ``name`` under ``home`` (an advisory lock on a file beside the streams)."""
+    """Serialize starts of stream ``name`` under ``home`` (an advisory lock on a file beside the streams).
+
+    The file lives only while a start holds it: the holder removes it before letting go, and a start that locked a
+    file removed meanwhile (it waited on the holder's) locks the new one instead, so no start leaves one behind."""
     folder = Path(home) / "streams"
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f".{name}.start.lock", "a") as handle:
+    path = folder / f".{name}.start.lock"
+    while True:
+        handle = open(path, "a")  # noqa: SIM115 - held open until the block ends
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
 
 
 def driver_pids(paths: StreamPaths) -> set[int]:

@@ -43,6 +43,12 @@ def test_bad_plans_name_the_field_and_value(change, message):
     assert message in str(error.value)
 
 
+def test_a_validator_that_names_the_value_is_not_repeated():
+    with pytest.raises(SpecError) as error:
+        target(partitioning__state_partitions=-3)
+    assert str(error.value).endswith("state partitions must be between 1 and 10000, got -3")
+
+
 def test_not_json_and_not_an_object_are_refused_clearly():
     with pytest.raises(SpecError, match="execution plan is not JSON"):
         ExecutionPlan.parse("{nope")
