@@ -165,6 +165,8 @@ def cmd_plan(args: argparse.Namespace, home: Path) -> int:
 
 def _print_decision(decided: StreamDecision) -> None:
     """The plan table (now -> planned), predictions, the one reason and the evidence window."""
+    from dagster_reconf.core.scaling.evidence import describe_epoch
+
     decision, evidence = decided.decision, decided.evidence
     label = "advice for the next run" if decided.for_next_run else decision.action
     console.print(f"[bold]{escape(decided.stream)}[/]: {escape(label)}", highlight=False)
@@ -193,6 +195,6 @@ def _print_decision(decided: StreamDecision) -> None:
         if evidence.batches
         else "no settled batches yet"
     )
-    console.print(f"evidence: configuration {escape(evidence.epoch or '-')}, {escape(span)}", highlight=False)
+    console.print(f"evidence: configuration {escape(describe_epoch(evidence.epoch))}, {escape(span)}", highlight=False)
     if decided.query_ended_at is not None or decided.for_next_run:
         console.print("its query has ended: the plan is for the next run, never applied here", highlight=False)

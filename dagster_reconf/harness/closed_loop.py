@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -351,10 +352,11 @@ def _watch(
         figures = progress_frame([record]).iloc[0] if record else None
         master = StreamSpec.parse(status["spec"]).master if status.get("spec") else spec.master
         runs = ", ".join(r.job_name for r in in_flight) or "-"
+        backlog = figures["backlog_events"] if figures is not None else None
         line = (
             f"batch {status.get('batch_id', '-')}  "
             f"{(figures['processed_rows_per_second'] if figures is not None else 0):4.0f}/s  "
-            f"backlog {int(figures['backlog_events'] or 0) if figures is not None else 0:,}  {master}  "
+            f"backlog {'unknown' if backlog is None or pd.isna(backlog) else f'{int(backlog):,}'}  {master}  "
             f"changes {len(finished)}  runs: {runs}"
         )
         if tick is not None and tick["at"] > seen_tick:

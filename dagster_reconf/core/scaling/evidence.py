@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
@@ -37,7 +38,7 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import record_row
 from dagster_reconf.core.traces.store import TraceStore
 
-__all__ = ["ConfigurationWindow", "decide", "ingest_and_read", "settled_batches", "shared_cpus"]
+__all__ = ["ConfigurationWindow", "decide", "describe_epoch", "ingest_and_read", "settled_batches", "shared_cpus"]
 
 KEPT_ROWS = 60
 KEPT_SAMPLE_ROWS = 12  # the newest rows keep their Python CPU samples (a window decides on fewer; cursors stay small)
@@ -61,6 +62,17 @@ _ROW_FIELDS = (
     "declared_rate",
     "source_kinds",
 )
+
+
+def describe_epoch(epoch: str) -> str:
+    """A configuration's epoch (``started@1796153114.481``, an identifier) for a person: ``started 2026-12-01
+    21:45:14 UTC``."""
+    event, _, at = epoch.partition("@")
+    try:
+        when = datetime.fromtimestamp(float(at), tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return epoch or "-"
+    return f"{event} {when:%Y-%m-%d %H:%M:%S} UTC"
 
 
 @dataclass

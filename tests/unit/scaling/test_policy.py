@@ -9,7 +9,7 @@ from dagster_reconf.core.errors import SpecError
 from dagster_reconf.core.progress.lifecycle import Paused, QueryStarted, QueryTerminated, Restarted, Started
 from dagster_reconf.core.scaling.baselines import DhalionPolicy, DynamicAllocationPolicy
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
-from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
+from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide, describe_epoch
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import Knobs, ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.signal import Signal, observe
@@ -602,3 +602,9 @@ def test_a_hot_task_of_a_few_milliseconds_is_not_skew():
     small = profile(skew=(1.0, 6.0), work=(0.02, 0.1), events=10)
     assert skewed_operators(small) == []
     assert skewed_operators(profile(skew=(1.0, 6.0), work=(0.2, 1.0))) == ["j0.d0:agg#b"]
+
+
+def test_an_epoch_reads_as_a_time_for_a_person():
+    assert describe_epoch("started@1796153114.481") == "started 2026-12-01 19:25:14 UTC"
+    assert describe_epoch("restarted@0") == "restarted 1970-01-01 00:00:00 UTC"
+    assert describe_epoch("before-recent-metrics") == "before-recent-metrics" and describe_epoch("") == "-"
