@@ -54,6 +54,7 @@ def status_table(status: dict[str, Any]) -> Table:
             if status.get("backlog_unknown")
             else "-",
         ),
+        ("trigger", _trigger(status.get("spec"))),
         ("sources", fmt(status.get("source_kinds"))),
         ("guarantee", fmt((status.get("delivery") or {}).get("guarantee"))),
         *_connector_rows(status.get("kafka_connector")),
@@ -65,6 +66,16 @@ def status_table(status: dict[str, Any]) -> Table:
     for label, value in rows:
         table.add_row(label, value)
     return table
+
+
+def _trigger(spec: dict[str, Any] | None) -> str:
+    """The stream's trigger and whose it is: the definition's own (kept by every plan) or the control plane's knob."""
+    if not spec:
+        return "-"
+    interval = float(spec.get("trigger_interval_s", 0.0))
+    mode = f"processingTime {interval:g} s" if interval > 0 else "processingTime 0 (batches back to back)"
+    owner = {"definition": "set in the definition", "spec": "set in the spec", "default": "the default"}
+    return f"{mode} ({owner.get(str(spec.get('trigger_from')), 'the default')})"
 
 
 def lag_table(lag: dict[str, Any]) -> Table:

@@ -167,7 +167,18 @@ class StreamSpec(BaseModel):
     state_partitions: int = Field(
         4, ge=1, le=10_000, description="spark.sql.shuffle.partitions (fixed by the checkpoint for stateful queries)."
     )
-    trigger_interval_s: float = Field(1.0, ge=0, le=3600, description="Processing-time trigger interval in seconds.")
+    trigger_interval_s: float = Field(
+        1.0,
+        ge=0,
+        le=3600,
+        description="Processing-time trigger interval in seconds. Where the definition sets its own "
+        "trigger(processingTime=...), that one is the stream's: leave this out (another value is refused at start).",
+    )
+    trigger_from: Literal["default", "spec", "definition"] = Field(
+        "default",
+        description="Who set trigger_interval_s: left at its default, given in the spec (or by a reconfiguration), "
+        "or read from the definition's own trigger at start. A definition's trigger is the user's: no plan changes it.",
+    )
     max_per_trigger: int | None = Field(
         None,
         ge=1,
@@ -202,6 +213,14 @@ class StreamSpec(BaseModel):
         description="URL where checkpoints and event logs live (any Hadoop-compatible "
         "filesystem: file:///, hdfs://, s3a://, ...); None keeps them under the runtime home.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trigger_given(cls, data: Any) -> Any:
+        """A trigger interval given without saying by whom was given in the spec."""
+        if isinstance(data, dict) and "trigger_interval_s" in data and "trigger_from" not in data:
+            return {**data, "trigger_from": "spec"}
+        return data
 
     @field_validator("storage")
     @classmethod
@@ -301,6 +320,9 @@ class StreamSpec(BaseModel):
         other options); a dotted key sets one option (``{"options.rate": 5}``).
         """
         merged = self.model_dump()
+        if "trigger_interval_s" in changes and "trigger_from" not in changes:
+            if _differs(changes["trigger_interval_s"], self.trigger_interval_s):
+                merged["trigger_from"] = "spec"  # a new interval is the spec's now (a definition's is then refused)
         for key, value in changes.items():
             field, _, sub = key.partition(".")
             if field in ("options", "knob_options") and sub:
@@ -310,6 +332,13 @@ class StreamSpec(BaseModel):
             else:
                 merged[key] = value
         return StreamSpec.parse(merged)
+
+
+def _differs(value: Any, current: float) -> bool:
+    try:
+        return float(value) != current
+    except (TypeError, ValueError):
+        return True  # not a number: the validation names it
 
 
 class RestartScope(str, Enum):

@@ -96,6 +96,13 @@ def preflight(r: Reconfiguration, stream: StreamHandle) -> tuple[list[str], dict
         checks["precopy"] = verdict
         if not verdict["runs"]:
             checks.setdefault("warnings", []).append(f"the precopy will fall back: {verdict['why']}")
+    interval = r.target.partitioning.trigger_interval_s
+    if spec.trigger_from == "definition" and interval != r.current.partitioning.trigger_interval_s:
+        problems.append(
+            f"the trigger of stream {r.stream!r} is set in its definition (processingTime "
+            f"{spec.trigger_interval_s:g} s): the plan cannot change it to {interval:g} s; change it in the "
+            "definition's code, or leave trigger_interval_s as it is in the plan"
+        )
     problems += kafka_problems(r, stream, progress, checks)
     if r.needs_migration:
         problems += migration_problems(r, checkpoint, facts, checks)

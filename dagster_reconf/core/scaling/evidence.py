@@ -186,6 +186,8 @@ def decide(
         return Decision(
             "hold", "no configuration recorded yet: the stream has not started", _empty_observation(), judged=False
         )
+    if spec.trigger_from == "definition" and policy.config.plan_trigger:  # the user's trigger: plans keep it
+        policy = type(policy)(policy.config.model_copy(update={"plan_trigger": False}))
     cfg = policy.config
     frame = window.settled(cfg.stabilization_s)
     knobs = Knobs.of(spec)

@@ -44,6 +44,11 @@ class PolicyConfig(BaseModel):
     min_state_partitions: int = Field(1, ge=1)
     max_state_partitions: int = Field(512, ge=1)
     max_trigger_interval_s: float = Field(30.0, gt=0)
+    plan_trigger: bool = Field(
+        True,
+        description="May plans change the trigger interval? Never where the stream's definition sets its own "
+        "trigger, whatever this says: that one is the user's.",
+    )
     max_coordination: float = Field(
         0.25,
         gt=0,

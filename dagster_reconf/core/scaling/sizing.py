@@ -33,6 +33,7 @@ class Limits:
     min_state_partitions: int = 1
     max_state_partitions: int = 512
     max_trigger_interval_s: float = 30.0
+    plan_trigger: bool = True  # may the plan change the trigger interval? (not where the definition sets it)
     allow_state_migration: bool = True  # may the plan change state partitions?
     source_partition_floor: int | None = None  # partitions the source has of its own (a Kafka topic's): source tasks
     # are never fewer, and a source-partitions knob (Kafka's minPartitions) only splits them where the cores outnumber
@@ -63,7 +64,8 @@ def cores_and_interval(
     """
     current = profile.knobs
     core_counts = range(limits.min_cores, limits.max_cores + 1)
-    for interval in _intervals_to_try(current.trigger_interval_s, limits.max_trigger_interval_s):
+    longest = limits.max_trigger_interval_s if limits.plan_trigger else current.trigger_interval_s
+    for interval in _intervals_to_try(current.trigger_interval_s, longest):
         knobs = {c: knobs_with(c, interval) for c in core_counts}
         sustaining = [c for c, k in knobs.items() if profile.capacity(k, limits.utilization) >= source_rate]
         if not sustaining:
@@ -165,8 +167,10 @@ def shortfall(profile: StreamProfile, knobs: Knobs, source_rate: float, target: 
 
 def interval_for(fixed_ms: float, interval: float, limits: Limits) -> float:
     """``interval``, or the shortest longer one (in half seconds) in which ``fixed_ms`` takes at most
-    ``max_coordination``."""
-    if interval <= 0 or fixed_ms <= limits.max_coordination * limits.utilization * interval * 1000.0:
+    ``max_coordination``; ``interval`` itself where the plan may not change it (the definition's own trigger)."""
+    if interval <= 0 or not limits.plan_trigger:
+        return interval
+    if fixed_ms <= limits.max_coordination * limits.utilization * interval * 1000.0:
         return interval
     wanted = fixed_ms / (limits.max_coordination * limits.utilization * 1000.0)
     return min(limits.max_trigger_interval_s, max(interval, math.ceil(wanted * 2) / 2))

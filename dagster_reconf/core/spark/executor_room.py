@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ __all__ = [
     "executor_memory_mb",
     "executor_room_problem",
     "granted_cores",
+    "launched_executors",
     "master_ui",
     "size_mb",
     "worker_rooms",
@@ -102,6 +104,22 @@ def worker_rooms(url: str) -> list[WorkerRoom] | None:
         for w in state["workers"]
         if w.get("state") == "ALIVE"
     ]
+
+
+def launched_executors(
+    master: str, home: Path, app_id: str, executor_cores: int | None
+) -> Callable[[], int | None] | None:
+    """How many executors the standalone master has launched for application ``app_id`` (None where its UI is not
+    found): what settling a new context's executors waits for."""
+    url = master_ui(master, home)
+    if url is None or executor_cores is None:
+        return None
+
+    def launched() -> int | None:
+        granted = granted_cores(url, app_id)
+        return None if granted is None else granted // executor_cores
+
+    return launched
 
 
 def granted_cores(url: str, app_id: str) -> int | None:

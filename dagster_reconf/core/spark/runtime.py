@@ -42,7 +42,7 @@ from dagster_reconf.core.progress.source_kinds import FileBacklogProbe
 from dagster_reconf.core.spark.batch_boundary import StopReport, stop_at_batch_boundary
 from dagster_reconf.core.spark.event_log_shipping import EventLogShipper
 from dagster_reconf.core.spark.executor_growth import EXECUTOR_START_WAIT_S, add_executors
-from dagster_reconf.core.spark.executor_room import granted_cores, master_ui
+from dagster_reconf.core.spark.executor_room import launched_executors
 from dagster_reconf.core.spark.executors import executor_ids, resize_executors
 from dagster_reconf.core.spark.listener import ProgressRecorder
 from dagster_reconf.core.spark.python_task_overhead import kept_python_task_cpu_ms
@@ -51,6 +51,7 @@ from dagster_reconf.core.spark.query_builder import build_writer, start_writer, 
 from dagster_reconf.core.spark.session import build_spark_session
 from dagster_reconf.core.spark.stream_status import stream_status
 from dagster_reconf.core.spark.termination import first_line
+from dagster_reconf.core.spark.user_trigger import read_trigger, resolve_trigger
 from dagster_reconf.core.spark.warm_up import warm_up_file_write, warm_up_job, warm_up_state_query
 from dagster_reconf.core.spec import RestartScope, StreamSpec, restart_scope, validate_spec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
@@ -117,7 +118,12 @@ class StreamRuntime:
                     self.spec.executors,
                     wait_s=EXECUTOR_START_WAIT_S,
                     settle=True,
-                    launched=self._launched_executors(self._spark),
+                    launched=launched_executors(
+                        self.spec.master,
+                        self.paths.home,
+                        self._spark.sparkContext.applicationId,
+                        self.spec.executor_cores,
+                    ),
                 )
                 self.store.append(ExecutorsResized(stream=self.spec.name, **resized.as_dict()).to_record())
         if self._recorder is None and self.spec.instrumentation:
@@ -146,20 +152,6 @@ class StreamRuntime:
         except Exception as exc:
             self.store.append(PythonTaskCpuFailed(stream=self.spec.name, error=first_line(exc)).to_record())
             return None
-
-    def _launched_executors(self, spark: SparkSession) -> Callable[[], int | None] | None:
-        """How many executors the standalone master has launched for this application (None where its UI is not
-        found): what settling a new context's executors waits for."""
-        url = master_ui(self.spec.master, self.paths.home)
-        if url is None or self.spec.executor_cores is None:
-            return None
-        app_id, cores = spark.sparkContext.applicationId, self.spec.executor_cores
-
-        def launched() -> int | None:
-            granted = granted_cores(url, app_id)
-            return None if granted is None else granted // cores
-
-        return launched
 
     def _measure_sources(self, progress: dict[str, Any]) -> list[dict[str, Any]]:
         """What the progress does not say about each source (a file source's unread files)."""
@@ -234,6 +226,10 @@ class StreamRuntime:
             writer, self._built = self._built[1], None
         else:
             writer = self.writer(spec, purpose)
+        # The definition's own trigger is honoured, or the stream refused (user_trigger): the spec in force says which.
+        spec = resolve_trigger(spec, read_trigger(writer), self.definition.name)
+        if purpose == "stream" and spec != self.spec:
+            self.spec = spec
         checkpoint = checkpoint or self.paths.checkpoint
         if purpose == "stream":  # each batch's source probe reads this one, not the storage's generation file
             self._query_checkpoint = checkpoint

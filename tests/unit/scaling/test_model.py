@@ -250,6 +250,17 @@ def test_fixed_costs_lengthen_the_interval_never_buy_cores():
     assert any("570 ms per batch at 2 cores" in n and "2 s -> 3.5 s" in n for n in plan.notes)
 
 
+def test_a_trigger_the_definition_sets_is_kept_and_the_cores_carry_the_rate():
+    # as above, but the trigger is the user's (their definition sets processingTime 2 s): the interval stays, and
+    # the plan takes the cores that sustain the rate at 2 s, whatever share the fixed costs take there
+    p = profile(work=(10.0, 0.5), task_wait=(0.0, 120.0), coordination=300.0, state_partitions=4, trigger=2.0, cpus=2.0)
+    limits = Limits(max_cores=8, allow_state_migration=False, plan_trigger=False)
+    plan = plan_micro_batches(p, 75, limits=limits)
+    assert plan.knobs.trigger_interval_s == 2.0 and not any("trigger interval" in n for n in plan.notes), plan.notes
+    assert p.capacity(plan.knobs, 0.7) >= 75
+    assert shortfall(p, plan.knobs, 75, plan.target_rate, limits) is None
+
+
 def test_the_interval_search_ends_on_the_longest_interval_allowed():
     # from 2.3 s in half seconds the search reaches 9.8 s, not 10: fixed costs of 2 s need 11.4 s for their share,
     # so only the longest interval allowed, 10 s, passes them (not the most cores at 2.3 s)
