@@ -43,6 +43,12 @@ __all__ = ["SOURCE_KINDS", "FileBacklogProbe", "SourceFigures", "source_figures"
 _RATE_PER_SECOND = re.compile(r"rowsPerSecond=(\d+)")
 _RAMP_UP_S = re.compile(r"rampUpTimeSeconds=(\d+)")
 _FILE_PATH = re.compile(r"^FileStreamSource\[(?P<path>.*)\]$")
+# The option that caps what one batch of a source kind reads, in its own unit (files, offsets, rows).
+_CAPS = {
+    "file": "maxFilesPerTrigger",
+    "kafka": "maxOffsetsPerTrigger",
+    "python": "the Python source's read limit (getDefaultReadLimit: ReadMaxRows)",
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,10 @@ class SourceFigures:
             source gives its latest offsets then (Kafka, Python sources); after the batch where the driver lists a
             file source's directory then, or a rate source's backlog counts to the batch's end. Rates over positions
             placed at the batches' starts would be off by the batches' changing durations.
+        units: what the batch took in the unit the source caps a batch in (files for a file source, offsets for
+            Kafka, rows for a Python source); None where unknown or the source has no cap.
+        cap_option: the option that caps a batch of this kind (``maxFilesPerTrigger``, ...), for the message that
+            names it; None where the kind has none.
     """
 
     kind: str
@@ -70,6 +80,8 @@ class SourceFigures:
     backlog: float | None
     detail: dict[str, Any] = field(default_factory=dict)
     read_after_s: float = 0.0
+    units: float | None = None
+    cap_option: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,7 +174,9 @@ def source_figures(
                 backlog, detail = _kafka_lag(source, backlog)
             if kind == "unknown":
                 detail = {"note": "offsets read as event counters: the source's kind is not known"}
-            return SourceFigures(kind, description, int(end - start), end, backlog, detail)
+            return SourceFigures(
+                kind, description, int(end - start), end, backlog, detail, units=end - start, cap_option=_CAPS.get(kind)
+            )
     return SourceFigures(kind, description, rows, None, None, {"reason": _unknown_reason(kind, source)})
 
 
@@ -236,7 +250,11 @@ def _file(
     if backlog is None:
         detail.setdefault("reason", "the file source reports no latest offset and its directory was not listed")
     known = None if backlog is None else float(backlog)
-    return SourceFigures("file", description, rows, None, known, detail, read_after_s=read_after_s)
+    files = extra.get("batch_files")
+    units = float(files) if files is not None else None
+    return SourceFigures(
+        "file", description, rows, None, known, detail, read_after_s=read_after_s, units=units, cap_option=_CAPS["file"]
+    )
 
 
 class FileBacklogProbe:
@@ -274,6 +292,7 @@ class FileBacklogProbe:
         if rows and batch_bytes:
             self._rows, self._bytes = self._rows + rows, self._bytes + batch_bytes
         pending = [size for name, size in listing.items() if name not in self._taken]
+        batch_files = sum(1 for offset in self._taken.values() if lo < offset <= hi)
         rows_per_byte = self._rows / self._bytes if self._bytes else None
         backlog = sum(pending) * rows_per_byte if rows_per_byte is not None else (0.0 if not pending else None)
         return {
@@ -283,6 +302,7 @@ class FileBacklogProbe:
             "rows_per_byte": rows_per_byte,
             "backlog_events": None if backlog is None else round(backlog, 1),
             "listed_at": listed_at,
+            "batch_files": batch_files,
         }
 
     def _list(self, path: str) -> dict[str, int]:

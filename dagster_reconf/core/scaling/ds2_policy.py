@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from dagster_reconf.core.scaling.admission import judge_cap
 from dagster_reconf.core.scaling.model import plan_micro_batches
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled, wanted_but
 from dagster_reconf.core.scaling.profile import StreamProfile
@@ -137,6 +138,24 @@ class DS2Policy(ScalingPolicy):
             f"cores for the first and {target.cores} for the second: waiting for a rate that holds"
         )
 
+    def _raise_cap(self, stream, current, target, obs, verdict, planned, epoch) -> Decision:
+        """The plan for a stream its own cap holds back, where the ``max_per_trigger`` knob is that cap: the cap that
+        admits what is wanted, at the interval it has, on the cores DS2 plans for that rate (never fewer)."""
+        cores = max(target.cores, current.cores)
+        raised = target.model_copy(
+            update={
+                "cores": cores,
+                "source_partitions": target.source_partitions if cores == target.cores else current.source_partitions,
+                "max_per_trigger": max(verdict.cap, target.max_per_trigger or 0),
+            }
+        )
+        reason = (
+            f"DS2: {obs.source_rate:,.0f} events/s offered, but {verdict.reason}; {cores} cores for "
+            f"{planned.target_rate:,.0f} events/s"
+        )
+        report = [OperatorScaling(**row) for row in planned.report.to_dict(orient="records")]
+        return self._decision(stream, current, raised, obs, "scale_up", reason, epoch, report, planned.predicted)
+
     def _may_be_over_provisioned(self, obs: Signal, current: Knobs) -> bool:
         """In band, settled, with cores to give back: ask the model (its plan needs traces). Above the target
         utilization too: where each task adds a queued set-up, more cores lengthen the batch."""
@@ -165,12 +184,27 @@ class DS2Policy(ScalingPolicy):
         limits = replace(self.config.limits(), source_partition_floor=obs.source_partitions_seen)
         if direction == "scale_up" and obs.backlog_growth >= 0:  # it falls behind at these cores: fewer will not do
             limits = replace(limits, min_cores=max(limits.min_cores, current.cores))
+        if obs.admission is not None:  # a cap per batch binds: a longer interval would admit less (admission)
+            limits = replace(limits, plan_trigger=False)
         # The catch-up is for the backlog at the pause: it moves at the current cores until then. Up to one interval's
         # arrivals is what the next batch takes at any steady rate (Signal.has_backlog), not a backlog to clear.
         in_flight = obs.source_rate * current.trigger_interval_s
         at_pause = max(0.0, obs.backlog + obs.backlog_growth * lead_s - in_flight)
         planned = plan_micro_batches(profile, obs.source_rate, at_pause, restart_s, limits)
         target = planned.knobs
+        verdict = None
+        if direction == "scale_up" and obs.admission is not None:
+            verdict = judge_cap(
+                obs.admission,
+                knob=current.max_per_trigger,
+                interval_s=current.trigger_interval_s,
+                batch_s=obs.batch_ms / 1000.0,
+                offered=obs.source_rate,
+                wanted=planned.target_rate,
+                tolerance=self.config.backlog_growth_tolerance,
+            )
+        if verdict is not None and verdict.cap is not None:
+            return self._raise_cap(stream, current, target, obs, verdict, planned, epoch)
         if direction == "scale_down" and target.cores >= current.cores:
             fewer = current.cores - 1
             at_fewer = target.model_copy(

@@ -61,6 +61,8 @@ _ROW_FIELDS = (
     "kafka_partitions",
     "declared_rate",
     "source_kinds",
+    "batch_units",
+    "cap_option",
 )
 
 

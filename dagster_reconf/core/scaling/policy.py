@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from dagster_reconf.core.scaling.admission import judge_cap
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs, OperatorScaling, ScalingPlan, ScalingStep
@@ -17,7 +18,9 @@ from dagster_reconf.core.scaling.signal import Signal
 
 __all__ = ["Decision", "Direction", "ScalingPolicy", "settled", "wanted_but"]
 
-Direction = Literal["scale_up", "scale_down", "hold", "skew"]
+# cannot_keep_up: the stream falls behind and no plan within the policy's bounds would change that (the reason says
+# what would): never a hold, which means the stream keeps up.
+Direction = Literal["scale_up", "scale_down", "hold", "skew", "cannot_keep_up"]
 ProfileSource = StreamProfile | Callable[[], StreamProfile | None] | None
 
 
@@ -89,7 +92,14 @@ class ScalingPolicy(ABC):
         decision carries ``current``, so that it can say its step (:attr:`Decision.step`).
         """
         decision = self._decide(stream, current, observation, profile, epoch, restart_s, lead_s or 0.0, plan)
+        if decision.action == "hold" and decision.judged and self._falls_behind(observation, current):
+            decision = replace(decision, action="cannot_keep_up", reason=f"cannot keep up: {decision.reason}")
         return replace(decision, current=current)
+
+    def _falls_behind(self, obs: Signal, current: Knobs) -> bool:
+        """A backlog of more than one interval's arrivals that grows past the tolerance: what a hold may never be."""
+        tolerance = self.config.backlog_growth_tolerance * max(obs.source_rate, 1.0)
+        return obs.backlog_growth > tolerance and obs.has_backlog(current.trigger_interval_s)
 
     def _decide(
         self,
@@ -151,6 +161,20 @@ class ScalingPolicy(ABC):
                 else f"over-provisioned (utilization {obs.utilization:.2f}) but scale-down waits"
             )
             return Decision("hold", f"{signal} {cfg.scale_down_delay_s:g} s; {obs.config_age_s:.0f} s so far", obs)
+        if direction == "scale_up" and obs.admission is not None and current.max_per_trigger is None:
+            # The user's own cap holds it back: no plan raises it (the knob's cap is planned: DS2Policy._raise_cap).
+            wanted = obs.source_rate + obs.backlog / cfg.catch_up_s
+            verdict = judge_cap(
+                obs.admission,
+                knob=None,
+                interval_s=current.trigger_interval_s,
+                batch_s=obs.batch_ms / 1000.0,
+                offered=obs.source_rate,
+                wanted=wanted,
+                tolerance=cfg.backlog_growth_tolerance,
+            )
+            if verdict is not None:
+                return Decision("hold" if verdict.keeps_up else "cannot_keep_up", verdict.reason, obs)
         if not plan:
             return Decision(
                 direction,

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from dagster_reconf.core.scaling.admission import Admission, binding_cap
+
 __all__ = ["RECENT_BATCHES", "Signal", "observe", "offered_rates"]
 
 
@@ -31,6 +33,7 @@ class Signal:
     peak_rate: float = 0.0  # the highest offered rate over spans like source_rate's ending in the last peak_span_s
     peak_span_s: float = 0.0  # the scale-down delay, or the newest span where that is longer
     source_partitions_seen: int | None = None  # Kafka partitions the source saw at the last batch (None: not Kafka)
+    admission: Admission | None = None  # a cap per batch that binds (None: none does)
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if isinstance(v, (int, float))}
@@ -100,6 +103,7 @@ def observe(
         batch_ms=batch_ms,
         **rates,
         source_partitions_seen=partitions,
+        admission=binding_cap(rows),
     )
 
 

@@ -377,6 +377,10 @@ def progress_row(progress: dict[str, Any], sources: list[dict[str, Any]] | None 
         else "; ".join(f.detail.get("reason", f"{f.kind} source backlog unknown") for f in figures if f.backlog is None)
         or "no source",
         "source_kinds": ",".join(f.kind for f in figures),
+        # What the batch took in the unit its source caps a batch in, and that cap's option (one source only: a cap is
+        # read per source).
+        "batch_units": figures[0].units if len(figures) == 1 else None,
+        "cap_option": figures[0].cap_option if len(figures) == 1 else None,
         # What the sources say they offer (events/s), where every one says it: a rate source's rowsPerSecond past its
         # ramp-up. Exact, where the offered position's whole seconds are not.
         "declared_rate": sum(f.detail["rows_per_second"] for f in figures)
