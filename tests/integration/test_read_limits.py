@@ -1,0 +1,142 @@
+"""Streams held back by their own read limits, on real Spark, each in a driver of its own started as a new user starts
+it (``reconf stream start``, the definition in the user's module): each starts behind because of its cap, not its
+cores. Where the ``max_per_trigger`` knob is the cap, ``reconf plan --apply`` raises it; where the cap is in the
+user's code, ``reconf plan`` says ``cannot_keep_up``, naming the option and the value that would sustain the rate, and
+the user raises it. Then the backlog clears, and the output equals the batch read of the input (the Kafka case,
+``maxOffsetsPerTrigger``, is in test_kafka.py beside its broker)."""
+
+import json
+import re
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from dagster_reconf.cli import main as reconf
+from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.harness.oracle import check_output
+
+from .conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+POLICY = ["--set", "window_batches=5", "--set", "warmup_batches=1", "--set", "stabilization_s=0"]
+
+
+def cli(capsys, *args: str) -> tuple[int, str]:
+    code = reconf(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def plan(capsys, home, name: str) -> dict:
+    code, out = cli(capsys, "--home", str(home), "plan", name, "--json", *POLICY)
+    assert code == 0, out
+    return json.loads(out[out.index("{") :])
+
+
+def backlog(supervisor: StreamSupervisor, name: str) -> float | None:
+    return supervisor.status(name).get("backlog_events")
+
+
+def batches(supervisor: StreamSupervisor, name: str) -> int:
+    return (supervisor.status(name).get("batch_id") or -1) + 1
+
+
+@contextmanager
+def writing_files(directory, every_s: float = 0.25, values_per_file: int = 10):
+    """JSON files of consecutive values dropped into ``directory`` every ``every_s`` while the block runs."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stop, written = threading.Event(), [0]
+
+    def run() -> None:
+        while not stop.wait(every_s):
+            n = written[0]
+            lines = "".join(json.dumps({"value": n * values_per_file + i}) + "\n" for i in range(values_per_file))
+            (directory / f".f{n:05d}.tmp").write_text(lines)
+            (directory / f".f{n:05d}.tmp").rename(directory / f"f{n:05d}.json")
+            written[0] += 1
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield written
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_python_source_capped_by_the_knob_gets_the_cap_raised_by_reconf_plan_apply(supervisor, tmp_path, capsys):
+    home = supervisor.home
+    options = ["--option", f"start_time={time.time()}", "--option", f"output_dir={tmp_path / 'out'}"]
+    code, out = cli(
+        capsys, "--home", str(home), "stream", "start", "rows", "--entrypoint", "tests.user_streams.capped:capped_rows",
+        *options, "--max-per-trigger", "20", "--trigger-interval-s", "1",
+    )  # fmt: skip
+    assert code == 0, out
+    wait_until(lambda: batches(supervisor, "rows") >= 8, timeout_s=120, what="8 batches")
+    assert (backlog(supervisor, "rows") or 0) > 100  # 50 rows/s offered, 20 admitted a second: behind
+    decided = plan(capsys, home, "rows")
+    assert decided["action"] == "scale_up", decided["reason"]
+    assert "the max_per_trigger knob is its cap: 20 ->" in decided["reason"]
+    planned = decided["plan"]["target"]
+    assert planned["trigger_interval_s"] == 1.0 and planned["max_per_trigger"] > 50, planned
+
+    code, out = cli(capsys, "--home", str(home), "plan", "rows", "--apply", "--observe-s", "15", *POLICY)
+    assert code == 0 and "succeeded" in out, out
+    assert supervisor.status("rows")["spec"]["max_per_trigger"] >= planned["max_per_trigger"]
+    wait_until(lambda: (backlog(supervisor, "rows") or 1e9) < 100, timeout_s=120, what="the backlog cleared")
+    supervisor.stop("rows")
+    comparison = check_output(home, "rows")
+    assert comparison.expected_rows > 0 and comparison.lost == comparison.duplicated == 0, comparison
+
+
+def test_a_cap_in_the_users_code_is_named_with_the_value_to_set_and_raising_it_clears(supervisor, tmp_path, capsys):
+    home = supervisor.home
+    options = ["--option", f"start_time={time.time()}", "--option", f"output_dir={tmp_path / 'out'}"]
+    code, out = cli(
+        capsys, "--home", str(home), "stream", "start", "own", "--entrypoint", "tests.user_streams.capped:own_cap_rows",
+        *options, "--option", "cap=20", "--trigger-interval-s", "1",
+    )  # fmt: skip
+    assert code == 0, out
+    wait_until(lambda: batches(supervisor, "own") >= 8, timeout_s=120, what="8 batches")
+    decided = plan(capsys, home, "own")
+    assert decided["action"] == "cannot_keep_up" and decided["plan"] is None, decided["reason"]
+    reason = decided["reason"]
+    assert "getDefaultReadLimit: ReadMaxRows) admits 20 events a batch (20 rows)" in reason, reason
+    assert "the backlog cannot clear" in reason and "whatever the cores" in reason
+    needed = int(re.search(r"raise it to ([\d,]+)", reason).group(1).replace(",", ""))
+    assert needed > 50
+
+    code, out = cli(capsys, "--home", str(home), "stream", "restart", "own", "--set", f"options.cap={needed}")
+    assert code == 0, out
+    wait_until(lambda: (backlog(supervisor, "own") or 1e9) < 100, timeout_s=120, what="the backlog cleared")
+    supervisor.stop("own")
+    comparison = check_output(home, "own")
+    assert comparison.expected_rows > 0 and comparison.lost == comparison.duplicated == 0, comparison
+
+
+def test_a_users_max_files_per_trigger_is_named_and_raising_it_clears(supervisor, tmp_path, capsys):
+    home, incoming = supervisor.home, tmp_path / "in"
+    with writing_files(incoming):  # 4 files a second; the user's code reads 1 a batch
+        code, out = cli(
+            capsys, "--home", str(home), "stream", "start", "files",
+            "--entrypoint", "tests.user_streams.capped:own_cap_files", "--option", f"input_dir={incoming}",
+            "--option", f"output_dir={tmp_path / 'out'}", "--option", "cap=1", "--trigger-interval-s", "1",
+        )  # fmt: skip
+        assert code == 0, out
+        wait_until(lambda: batches(supervisor, "files") >= 8, timeout_s=120, what="8 batches")
+        decided = plan(capsys, home, "files")
+        reason = decided["reason"]
+        assert decided["action"] == "cannot_keep_up", reason
+        assert "maxFilesPerTrigger admits 10 events a batch (1 files)" in reason, reason
+        needed = int(re.search(r"raise it to ([\d,]+)", reason).group(1).replace(",", ""))
+        assert needed >= 4
+        code, out = cli(capsys, "--home", str(home), "stream", "restart", "files", "--set", f"options.cap={needed}")
+        assert code == 0, out
+        wait_until(lambda: (backlog(supervisor, "files") or 1e9) < 40, timeout_s=120, what="the backlog cleared")
+    wait_until(lambda: backlog(supervisor, "files") == 0, timeout_s=60, what="every file read")
+    supervisor.stop("files")
+    comparison = check_output(home, "files")
+    assert comparison.expected_rows > 0 and comparison.lost == comparison.duplicated == 0, comparison
