@@ -114,7 +114,7 @@ TEST_JAVA_OPTIONS := -XX:TieredStopAtLevel=1
 SOLO_TESTS := tests/integration/test_closed_loop_ui.py
 SLOW_TESTS := tests/integration/test_reconfiguration_crash.py tests/integration/test_handover.py \
   tests/integration/test_cluster.py tests/integration/test_storage_url.py tests/integration/test_operator_zoo.py \
-  tests/integration/test_hosts.py tests/integration/test_cluster_loop.py
+  tests/integration/test_hosts.py tests/integration/test_cluster_loop.py tests/integration/test_read_limits.py
 
 # Another combination of the ranges in pyproject.toml (requirements-compat.txt: dagster 1.12, pyspark 4.2, GX 1.20, the
 # rest at their newest): the package installs into it, imports, loads the reference definitions and passes the unit tests;

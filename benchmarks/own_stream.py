@@ -12,6 +12,11 @@ whose every event pays a simulated cost, so capacity grows with task slots past 
 * ``kafka``: ``examples.kafka_clicks``, a topic of 4 partitions on a real broker (``make kafka``), first click per
   user over all time, the file sink.
 
+The ``orders`` workload also starts ``capped``: on the swept minimum's cores and interval, its ``max_per_trigger``
+(the file source's ``maxFilesPerTrigger``) one file a batch of the 1.5 a second arriving: behind because of its cap,
+not its cores. DS2 must read the cap that binds and raise it, not add cores or lengthen the trigger; its targets are
+the other cases'.
+
 Per workload, in a process of its own (the Kafka connector needs its JVM's classpath): the fewest cores that sustain
 its load with the headroom the policy keeps (batches within its target utilization, 70 % of the interval: what DS2
 plans for, so what right-sized means to its user) are swept (``_right_sizing.minimum_configuration``: a binary
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import subprocess
@@ -56,6 +62,7 @@ from ._common import emit, median, parse_args
 from ._right_sizing import (
     MAX_STEPS,
     POLICY,
+    TRIGGER_S,
     Minimum,
     Run,
     Workload,
@@ -70,6 +77,9 @@ SWEEP_MAX, QUICK_SWEEP_MAX = 8, 4
 RUN_TIMEOUT_S, QUICK_RUN_TIMEOUT_S = 130.0, 100.0
 DRAIN_S = 90.0  # once the load stops, at most this long to read what is left before the oracle
 TARGET_STEPS, TARGET_ERROR_MEDIAN, TARGET_ERROR_MAX = 2, 0.10, 0.15
+# The capped case: the workload on its minimum's cores and interval, its cap one file a batch (of 1.5 arriving a
+# second): behind because of its cap, not its cores.
+CAPPED = {"orders": 1}
 
 
 def rate_workload() -> Workload:
@@ -181,6 +191,15 @@ def kafka_workload(broker: Any) -> Workload:
     return Workload("kafka", float(rate), spec_for, clicks)
 
 
+def capped(workload: Workload, cap: int) -> Workload:
+    """``workload`` with its batches capped at ``cap`` (the max_per_trigger knob, in the source's unit)."""
+
+    def spec_for(data: Path, cores: int, trigger_s: float) -> StreamSpec:
+        return workload.spec_for(data, cores, trigger_s).with_changes({"max_per_trigger": cap})
+
+    return dataclasses.replace(workload, spec_for=spec_for)
+
+
 @dataclass(frozen=True)
 class Case:
     """One start of one workload, as the JSON line reports it."""
@@ -251,15 +270,19 @@ def one_workload(name: str, quick: bool, minimum: Minimum | None) -> dict[str, A
             )
         print(f"{name}: minimum that sustains {workload.rate:g} events/s: {minimum}", flush=True)
         cases = []
-        for start, cores in (("under", UNDER), ("over", QUICK_OVER if quick else OVER)):
+        starts = [("under", UNDER, workload, TRIGGER_S), ("over", QUICK_OVER if quick else OVER, workload, TRIGGER_S)]
+        if name in CAPPED:  # enough cores, too low a cap: under-provisioned by its cap
+            starts.append(("capped", minimum.cores, capped(workload, CAPPED[name]), minimum.trigger_s))
+        for start, cores, started, trigger_s in starts:
             run = run_policy(
-                workload,
+                started,
                 f"{name}/{start}{cores}",
                 cores,
                 "ds2",
                 tmp,
                 QUICK_RUN_TIMEOUT_S if quick else RUN_TIMEOUT_S,
                 minimum,
+                trigger_s=trigger_s,
                 drain_s=DRAIN_S,
             )
             cases.append(asdict(case_of(run)))

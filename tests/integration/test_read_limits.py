@@ -3,7 +3,7 @@ it (``reconf stream start``, the definition in the user's module): each starts b
 cores. Where the ``max_per_trigger`` knob is the cap, ``reconf plan --apply`` raises it; where the cap is in the
 user's code, ``reconf plan`` says ``cannot_keep_up``, naming the option and the value that would sustain the rate, and
 the user raises it. Then the backlog clears, and the output equals the batch read of the input (the Kafka case,
-``maxOffsetsPerTrigger``, is in test_kafka.py beside its broker)."""
+``maxOffsetsPerTrigger``, on a real broker on 127.0.0.1)."""
 
 import json
 import re
@@ -15,7 +15,9 @@ import pytest
 
 from dagster_reconf.cli import main as reconf
 from dagster_reconf.core.process.supervisor import StreamSupervisor
-from dagster_reconf.harness.oracle import check_output
+from dagster_reconf.harness.oracle import check_output, check_output_in_process
+from dagster_reconf.workloads.kafka import KafkaBroker, spark_kafka_jars
+from examples.kafka_clicks.streams import ClickProducer
 
 from .conftest import wait_until
 
@@ -140,3 +142,34 @@ def test_a_users_max_files_per_trigger_is_named_and_raising_it_clears(supervisor
     supervisor.stop("files")
     comparison = check_output(home, "files")
     assert comparison.expected_rows > 0 and comparison.lost == comparison.duplicated == 0, comparison
+
+
+def test_a_users_max_offsets_per_trigger_on_kafka_is_named_and_raising_it_clears(supervisor, tmp_path, capsys):
+    home = supervisor.home
+    with KafkaBroker(tmp_path / "kafka") as broker:
+        broker.create_topic("clicks", partitions=2)
+        producer = ClickProducer(broker.bootstrap_servers, "clicks")
+        options = [f"bootstrap_servers={broker.bootstrap_servers}", "topic=clicks", f"output_dir={tmp_path / 'out'}"]
+        with producer.keep_writing(per_second=200):  # the user's code reads 50 offsets a batch
+            code, out = cli(
+                capsys, "--home", str(home), "stream", "start", "topic",
+                "--entrypoint", "tests.user_streams.capped:own_cap_topic", "--trigger-interval-s", "1",
+                *[arg for option in [*options, "cap=50"] for arg in ("--option", option)],
+                "--set", f"spark_conf.spark.jars={spark_kafka_jars()}",
+            )  # fmt: skip
+            assert code == 0, out
+            wait_until(lambda: batches(supervisor, "topic") >= 8, timeout_s=120, what="8 batches")
+            decided = plan(capsys, home, "topic")
+            reason = decided["reason"]
+            assert decided["action"] == "cannot_keep_up", reason
+            # 50 offsets over 2 partitions: Spark rounds each partition's share, 49 or 50 a batch
+            assert re.search(r"maxOffsetsPerTrigger admits (49|50) events a batch \((49|50) offsets\)", reason), reason
+            needed = int(re.search(r"raise it to ([\d,]+)", reason).group(1).replace(",", ""))
+            assert needed >= 200
+            code, out = cli(capsys, "--home", str(home), "stream", "restart", "topic", "--set", f"options.cap={needed}")
+            assert code == 0, out
+            wait_until(lambda: (backlog(supervisor, "topic") or 1e9) < 400, timeout_s=120, what="the backlog cleared")
+        wait_until(lambda: backlog(supervisor, "topic") == 0, timeout_s=60, what="every record read")
+        supervisor.stop("topic")
+        comparison = check_output_in_process(home, "topic")  # its JVM needs the connector's jars
+        assert comparison.expected_rows > 0 and comparison.lost == comparison.duplicated == 0, comparison

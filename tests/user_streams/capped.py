@@ -130,3 +130,37 @@ def own_cap_files(spark, ctx):
     """JSON files of values, at most ``cap`` a batch (the user's maxFilesPerTrigger), to parquet files."""
     files = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", ctx.options.cap).json(ctx.options.input_dir)
     return files.writeStream.format("parquet").option("path", ctx.options.output_dir)
+
+
+class CappedTopicOptions(BaseModel):
+    bootstrap_servers: str
+    topic: str
+    output_dir: str
+    cap: int = Field(50, ge=1, description="maxOffsetsPerTrigger, set in the definition itself.")
+
+
+def _topic(spark, options: CappedTopicOptions, streaming: bool):
+    reader = spark.readStream if streaming else spark.read
+    frame = (
+        reader.format("kafka")
+        .option("kafka.bootstrap.servers", options.bootstrap_servers)
+        .option("subscribe", options.topic)
+        .option("startingOffsets", "earliest")
+    )
+    if streaming:
+        frame = frame.option("maxOffsetsPerTrigger", options.cap)
+    else:
+        frame = frame.option("endingOffsets", "latest")
+    return frame.load().select("partition", "offset")
+
+
+def check_topic(spark, home, spec) -> OutputComparison:
+    """Every record of the topic, once, by partition and offset (run it once the stream read them all)."""
+    options = CappedTopicOptions(**spec.options)
+    return OutputComparison.of_frames(_topic(spark, options, False), spark.read.parquet(options.output_dir))
+
+
+@stream_definition(options=CappedTopicOptions, oracle=check_topic)
+def own_cap_topic(spark, ctx):
+    """Each record's partition and offset, at most ``cap`` offsets a batch (the user's maxOffsetsPerTrigger)."""
+    return _topic(spark, ctx.options, True).writeStream.format("parquet").option("path", ctx.options.output_dir)
