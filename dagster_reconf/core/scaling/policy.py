@@ -173,8 +173,10 @@ class ScalingPolicy(ABC):
                 wanted=wanted,
                 tolerance=cfg.backlog_growth_tolerance,
             )
+            if verdict is not None and verdict.keeps_up:
+                return Decision("hold", f"catching up slowly: {verdict.reason}", obs)
             if verdict is not None:
-                return Decision("hold" if verdict.keeps_up else "cannot_keep_up", verdict.reason, obs)
+                return Decision("cannot_keep_up", f"cannot keep up: {verdict.reason}", obs)
         if not plan:
             return Decision(
                 direction,

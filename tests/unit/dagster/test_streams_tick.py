@@ -1,9 +1,11 @@
 """One stream's part of the streams sensor's tick, as a plain function: a direction or a reason, without Dagster."""
 
+from dagster_reconf.core.progress.lifecycle import Started
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.dagster.streams_sensor import StreamRead, stream_tick
 
+from ..scaling.test_admission import python_records
 from .test_scaling_tick import BEHIND, SPEC
 
 POLICY = DS2Policy(PolicyConfig(stabilization_s=0))
@@ -37,3 +39,12 @@ def test_the_drivers_spec_is_asked_only_where_the_metrics_do_not_reach_the_start
     assert asked == [True] and tick.reason
     stream_tick("s", POLICY, {}, StreamRead(False, BEHIND, 10, True, status_spec), keep=20, now=100.0)
     assert asked == [True], "the start record says the spec: the driver is not asked"
+
+
+def test_a_stream_its_own_cap_holds_back_is_said_not_to_keep_up_on_the_tick():
+    started = Started(stream="s", spec=SPEC, recorded_at=1796083200.0).to_record()  # 2026-12-01T00:00:00Z
+    records = [started, *python_records(admitted=20, batches=12)]
+    tick = stream_tick("s", POLICY, {}, StreamRead(False, records, 4096), keep=20, now=1796083212.0)
+    assert tick.direction is None and tick.reason.startswith("cannot keep up: ")
+    assert "admits 20 events a batch" in tick.reason and "raise it to" in tick.reason
+    assert tick.figures["decision"] == "cannot_keep_up"

@@ -18,6 +18,11 @@ from .test_policy import obs
 
 
 def python_batches(admitted: int | None, offered_per_s: float = 50.0, batches: int = 10, batch_ms: int = 400):
+    """The progress frame of :func:`python_records`."""
+    return progress_frame(python_records(admitted, offered_per_s, batches, batch_ms))
+
+
+def python_records(admitted: int | None, offered_per_s: float = 50.0, batches: int = 10, batch_ms: int = 400):
     """Progress records of a Python source offered ``offered_per_s``, one batch a second, each reading at most
     ``admitted`` rows (its ReadMaxRows; None: all there is)."""
     records, end = [], 0
@@ -38,7 +43,7 @@ def python_batches(admitted: int | None, offered_per_s: float = 50.0, batches: i
             "durationMs": {"triggerExecution": batch_ms},
         }
         records.append({"kind": "progress", "stream": "s", "progress": progress})
-    return progress_frame(records)
+    return records
 
 
 def test_a_source_that_reads_the_same_count_while_more_waits_is_capped():
