@@ -3,7 +3,8 @@ it (``reconf stream start``, the definition in the user's module): each starts b
 cores. Where the ``max_per_trigger`` knob is the cap, ``reconf plan --apply`` raises it; where the cap is in the
 user's code, ``reconf plan`` says ``cannot_keep_up``, naming the option and the value that would sustain the rate, and
 the user raises it. Then the backlog clears, and the output equals the batch read of the input (the Kafka case,
-``maxOffsetsPerTrigger``, on a real broker on 127.0.0.1)."""
+``maxOffsetsPerTrigger``, on a real broker on 127.0.0.1). The knob's reconfiguration runs while a client without the
+token stalls 32 connections to the driver's control endpoint."""
 
 import json
 import re
@@ -19,6 +20,7 @@ from dagster_reconf.harness.oracle import check_output, check_output_in_process
 from dagster_reconf.workloads.kafka import KafkaBroker, spark_kafka_jars
 from examples.kafka_clicks.streams import ClickProducer
 
+from ..hostile_clients import stalled_connections
 from .conftest import wait_until
 
 pytestmark = pytest.mark.spark
@@ -85,7 +87,11 @@ def test_a_python_source_capped_by_the_knob_gets_the_cap_raised_by_reconf_plan_a
     planned = decided["plan"]["target"]
     assert planned["trigger_interval_s"] == 1.0 and planned["max_per_trigger"] > 50, planned
 
-    code, out = cli(capsys, "--home", str(home), "plan", "rows", "--apply", "--observe-s", "15", *POLICY)
+    # The reconfiguration's steps and status calls get through while a client without the token stalls 32
+    # connections to the driver's control endpoint.
+    with stalled_connections(supervisor.driver_info("rows")["control_port"]):
+        assert supervisor.status("rows")["state"] == "running"
+        code, out = cli(capsys, "--home", str(home), "plan", "rows", "--apply", "--observe-s", "15", *POLICY)
     assert code == 0 and "succeeded" in out, out
     assert supervisor.status("rows")["spec"]["max_per_trigger"] >= planned["max_per_trigger"]
     wait_until(lambda: (backlog(supervisor, "rows") or 1e9) < 100, timeout_s=120, what="the backlog cleared")

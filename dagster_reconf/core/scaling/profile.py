@@ -121,11 +121,16 @@ class StreamProfile:
         cores, and the cores' worth of bytes per task past them. So a scan measured with fewer tasks than cores was
         bound by its files, and more cores add no task; one measured with the cores' worth grows with the cores, up
         to the batch's files where ``knobs`` caps them (``maxFilesPerTrigger``: small files, a task each at most).
+        A scan measured at its cap (a task per file, as many as the cap admits) gets a task per file of a raised cap.
         """
         measured, cores = self._columns["tasks"], float(self.knobs.cores)
         by_cores = np.maximum(measured * knobs.cores / cores, 1.0)
         capped = np.minimum(by_cores, float(knobs.max_per_trigger)) if knobs.max_per_trigger else by_cores
-        return np.where(measured < cores, np.minimum(measured, float(knobs.cores)), np.maximum(capped, 1.0))
+        files = measured
+        was, now = self.knobs.max_per_trigger, knobs.max_per_trigger
+        if was and now and now > was:  # the cap bound the files a batch read: a raised one reads more
+            files = np.where(measured >= was, measured * now / was, measured)
+        return np.where(measured < cores, np.minimum(files, float(knobs.cores)), np.maximum(capped, 1.0))
 
     def parallelism(self, knobs: Knobs) -> np.ndarray:
         """Tasks of each operator that can run at once under ``knobs``."""

@@ -1006,3 +1006,15 @@ def test_state_commits_on_one_machine_contend_as_if_one_after_another():
     # on a cluster each executor commits to its own disks: as measured
     cluster = dataclasses.replace(alone, cpus=float("inf"))
     assert cluster.stage_fixed_ms(two)[1] == pytest.approx(4 * 60 / 2)
+
+
+def test_a_file_scan_measured_at_its_cap_gets_a_task_per_file_of_a_raised_cap():
+    # one file a batch (maxFilesPerTrigger 1) read by 1 task on 2 cores: a cap of 10 reads 10 files, a task each up
+    # to the cores; without the cap binding (fewer files than it admits) the files stay what they were
+    p = profile(cores=2, tasks=(1, 4), state_partitions=4)
+    p.operators.loc[0, "kind"] = "split"
+    capped = dataclasses.replace(p, knobs=p.knobs.model_copy(update={"source_partitions": None, "max_per_trigger": 1}))
+    raised = capped.knobs.model_copy(update={"max_per_trigger": 10})
+    assert capped.tasks(raised)[0] == 2 and capped.tasks(raised.model_copy(update={"cores": 12}))[0] == 10
+    loose = dataclasses.replace(capped, knobs=capped.knobs.model_copy(update={"max_per_trigger": 6}))
+    assert loose.tasks(raised.model_copy(update={"cores": 12}))[0] == 1
