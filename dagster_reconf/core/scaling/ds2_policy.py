@@ -203,8 +203,9 @@ class DS2Policy(ScalingPolicy):
                 wanted=planned.target_rate,
                 tolerance=self.config.backlog_growth_tolerance,
             )
-        if verdict is not None and verdict.cap is not None:
-            return self._raise_cap(stream, current, target, obs, verdict, planned, epoch)
+        if verdict is not None and verdict.cap is not None:  # the cores for batches of the raised cap
+            planned = plan_micro_batches(profile, obs.source_rate, at_pause, restart_s, limits, verdict.cap)
+            return self._raise_cap(stream, current, planned.knobs, obs, verdict, planned, epoch)
         if direction == "scale_down" and target.cores >= current.cores:
             fewer = current.cores - 1
             at_fewer = target.model_copy(

@@ -152,8 +152,11 @@ def plan_micro_batches(
     backlog: float = 0.0,
     restart_s: float = 0.0,
     limits: Limits | None = None,
+    max_per_trigger: int | None = None,
 ) -> MicroBatchPlan:
-    """Knobs that sustain ``source_rate`` (and clear ``backlog``) within ``limits`` (see module docstring)."""
+    """Knobs that sustain ``source_rate`` (and clear ``backlog``) within ``limits`` (see module docstring);
+    ``max_per_trigger``: a cap the plan raises to (one that binds, admission): every configuration weighed reads
+    batches of it."""
     limits = limits or Limits()
     current = profile.knobs
     notes: list[str] = []
@@ -172,6 +175,7 @@ def plan_micro_batches(
             source_partitions=source_partitions(current, cores, limits.source_partition_floor),
             state_partitions=state,
             trigger_interval_s=interval,
+            max_per_trigger=max_per_trigger,
         )
 
     cores, interval = cores_and_interval(profile, knobs_with, source_rate, target, limits, notes)
@@ -214,7 +218,11 @@ def plan_micro_batches(
         source_partitions=source_partitions(current, cores, limits.source_partition_floor),
         state_partitions=state_partitions,
         trigger_interval_s=interval,
-        max_per_trigger=_batch_cap(profile, current, cores, state_partitions, interval, limits.source_partition_floor),
+        max_per_trigger=max(
+            max_per_trigger or 0,
+            _batch_cap(profile, current, cores, state_partitions, interval, limits.source_partition_floor) or 0,
+        )
+        or None,
     )
     report = _report(profile, knobs, target)
     planned_batch = target * max(interval, 1.0)

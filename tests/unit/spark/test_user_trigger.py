@@ -1,6 +1,8 @@
 """The trigger a definition sets: read from a Spark Connect writer's plan (the JVM writer's path runs in the trigger
 zoo, tests/integration/test_trigger_zoo.py), then honoured or refused at start, never replaced."""
 
+import inspect
+
 import pytest
 
 from dagster_reconf.core.errors import StreamStartError
@@ -31,6 +33,8 @@ def _connect_writer():
 )
 def test_a_spark_connect_writer_carries_its_trigger_in_its_plan(trigger, expected):
     writer = _connect_writer()
+    if "realTime" in trigger and "realTime" not in inspect.signature(writer.trigger).parameters:
+        pytest.skip("this PySpark has no real-time mode (Spark 4.1+ runs it; the compat venv's may not)")
     if trigger:
         writer = writer.trigger(**trigger)
     assert read_trigger(writer) == expected
