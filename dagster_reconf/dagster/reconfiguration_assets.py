@@ -48,7 +48,7 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.dagster.constants import IN_FLIGHT, RECONFIGURATION_TAG, STREAM_TAG
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
-from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
 
 __all__ = ["build_reconfiguration_failure_sensor", "build_stream_configuration"]
 
@@ -190,7 +190,7 @@ def build_stream_configuration(
     partitions_def: dg.PartitionsDefinition,
     strategy: str = "native",
     observe_timeout_s: float = 60.0,
-    group_name: str = "scaling",
+    group_name: str | None = None,
     translator: ReconfTranslator | None = None,
 ) -> dg.AssetsDefinition:
     """The graph-backed ``stream_configuration`` asset over ``ds2_plans`` (see module docstring).
@@ -202,7 +202,7 @@ def build_stream_configuration(
         partitions_def: the streams (the same partitions as ``ds2_plans``).
         strategy: how state moves by default: ``native``, ``replay`` or ``precopy``.
         observe_timeout_s: how long the observe step watches the stream catch up.
-        group_name: asset group in the UI.
+        group_name: asset group in the UI (default: the spec's, the translator's).
         translator: names the asset, its input and its ops (default: the plain names).
     """
     if strategy not in STRATEGIES:
@@ -305,17 +305,14 @@ def build_stream_configuration(
         in_force = ExecutionPlan.of(handle.spec())
         return dg.Output(in_force.settings(), metadata=_record_metadata(reconfiguration, in_force, ledger))
 
-    key = translator.asset_key(AssetKind.STREAM_CONFIGURATION).path
-
     @dg.graph_asset(
-        name=key[-1],
-        key_prefix=key[:-1] or None,
-        partitions_def=partitions_def,
-        group_name=group_name,
-        kinds={"spark"},
-        ins={"ds2_plans": dg.AssetIn(translator.asset_key(AssetKind.DS2_PLANS))},
-        description="The stream's execution plan in force, after carrying out the plan decided upstream "
-        "(preflight, prepare, pause, migrate, verify, resume, observe, record).",
+        **asset_arguments(
+            translator.get_asset_spec(AssetKind.STREAM_CONFIGURATION),
+            graph=True,
+            group_name=group_name,
+            partitions_def=partitions_def,
+            ins={"ds2_plans": dg.AssetIn(translator.asset_key(AssetKind.DS2_PLANS))},
+        )
     )
     def stream_configuration(ds2_plans):
         return record(observe(resume(verify(migrate(pause(prepare(preflight(ds2_plans))))))))

@@ -34,7 +34,7 @@ from dagster_reconf.core.scaling.stream_decision import decide_stream
 from dagster_reconf.dagster.reconfiguration_assets import build_stream_configuration
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.run_config import PlanConfig, Strategy
-from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
 
 __all__ = ["ScalingAssets", "build_scaling_assets"]
 
@@ -109,7 +109,8 @@ def build_scaling_assets(
             by the streams sensor as streams appear in the runtime home.
         policy: ``ds2`` (default), or a baseline (``dhalion``, ``dynalloc``).
         policy_config: a :class:`PolicyConfig`, or its fields as a dict (validated here).
-        group_name: asset group in the UI (default: the translator's ``scaling``).
+        group_name: asset group of the plans and the configuration in the UI (default: their specs', the
+            translator's).
         strategy: how a plan that moves state migrates it: ``native``, ``replay`` or ``precopy``.
         observe_timeout_s: how long a reconfiguration watches the stream catch up.
         translator: names keys, the group and the job (default: the plain names).
@@ -119,20 +120,20 @@ def build_scaling_assets(
         raise ValueError(f"unknown policy {policy!r}; use one of {sorted(POLICIES)}")
     settings = PolicyConfig.parse(policy_config)
     partitions = translator.stream_partitions(streams)
-    group_name = group_name or translator.group_name("scaling")
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
         warnings.simplefilter("ignore", dg.BetaWarning)
         per_stream = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="stream")
 
     @dg.asset(
-        key=translator.asset_key(AssetKind.DS2_PLANS),
-        partitions_def=partitions,
-        group_name=group_name,
-        kinds={"spark"},
-        deps=[
-            dg.AssetDep(translator.asset_key(kind), partition_mapping=per_stream)
-            for kind in (AssetKind.TRACE_SNAPSHOTS, AssetKind.CP_SUMMARIES)
-        ],
+        **asset_arguments(
+            translator.get_asset_spec(AssetKind.DS2_PLANS),
+            group_name=group_name,
+            partitions_def=partitions,
+            deps=[
+                dg.AssetDep(translator.asset_key(kind), partition_mapping=per_stream)
+                for kind in (AssetKind.TRACE_SNAPSHOTS, AssetKind.CP_SUMMARIES)
+            ],
+        )
     )
     def ds2_plans(context: dg.AssetExecutionContext, config: PlanConfig, streams: StreamRuntimeResource):
         """The scaling decision for a stream: a DS2 plan (knobs a -> b, with the evidence) or why not to change."""

@@ -36,7 +36,7 @@ import dagster as dg
 import pandas as pd
 
 from dagster_reconf.dagster.resources import StreamRuntimeResource
-from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
+from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
 
 # The CP engine (numba, scipy), the plot (matplotlib) and GX are imported inside the asset
 # bodies: loading a code location or the CLI should not pay for them.
@@ -111,7 +111,7 @@ def build_trace_assets(
         streams: stream names (static ``stream`` partitions); None (default): dynamic
             partitions, registered by the streams sensor as streams appear in the runtime home.
         window_minutes: window length in minutes (1-60, dividing the hour).
-        group_name: asset group in the UI (default: the translator's ``traces``).
+        group_name: asset group of the snapshots and summaries in the UI (default: their specs', the translator's).
         schedule_status: the schedule's default status (STOPPED: start it where wanted).
         translator: names keys, groups, the job and the schedule (default: the plain names).
 
@@ -120,7 +120,6 @@ def build_trace_assets(
         need a ``streams`` resource (:class:`StreamRuntimeResource`).
     """
     translator = translator or ReconfTranslator()
-    group_name = group_name or translator.group_name("traces")
     stream_partitions = translator.stream_partitions(streams)
     if window_minutes < 1 or window_minutes > 60 or 60 % window_minutes:
         raise ValueError(f"window_minutes must divide 60 (1, 2, 3, 5, ..., 60), got {window_minutes}")
@@ -137,33 +136,27 @@ def build_trace_assets(
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
         warnings.simplefilter("ignore", dg.BetaWarning)
         per_stream = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=STREAM_DIMENSION)
-    stream_spec = translator.get_asset_spec(AssetKind.STREAM)
-    stream_asset = dg.AssetSpec(
-        key=stream_spec.key,
-        partitions_def=stream_partitions,
-        group_name=stream_spec.group_name,
-        kinds={"spark"},
-        description="A Spark Structured Streaming query, run by Spark (not materialized by Dagster). "
-        "The streams sensor records its lag (backlog events), throughput and utilization as observations.",
+    stream_asset = translator.get_asset_spec(AssetKind.STREAM).replace_attributes(partitions_def=stream_partitions)
+    snapshots_spec, summaries_spec = (
+        translator.get_asset_spec(AssetKind.TRACE_SNAPSHOTS),
+        translator.get_asset_spec(AssetKind.CP_SUMMARIES),
     )
-    snapshots_key, summaries_key = (
-        translator.asset_key(AssetKind.TRACE_SNAPSHOTS),
-        translator.asset_key(AssetKind.CP_SUMMARIES),
-    )
+    snapshots_key, summaries_key = snapshots_spec.key, summaries_spec.key
 
     @dg.asset(
-        key=snapshots_key,
-        partitions_def=partitions,
-        group_name=group_name,
-        kinds={"spark", "pandas"},
-        deps=[dg.AssetDep(stream_asset, partition_mapping=per_stream)],
-        check_specs=[
-            dg.AssetCheckSpec(
-                SNAPSHOT_CHECK,
-                asset=snapshots_key,
-                description="GX: schema, end >= start, known activity types, counts >= 0",
-            )
-        ],
+        **asset_arguments(
+            snapshots_spec,
+            group_name=group_name,
+            partitions_def=partitions,
+            deps=[dg.AssetDep(stream_asset, partition_mapping=per_stream)],
+            check_specs=[
+                dg.AssetCheckSpec(
+                    SNAPSHOT_CHECK,
+                    asset=snapshots_key,
+                    description="GX: schema, end >= start, known activity types, counts >= 0",
+                )
+            ],
+        )
     )
     def trace_snapshots(context: dg.AssetExecutionContext, streams: StreamRuntimeResource):
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
@@ -207,16 +200,19 @@ def build_trace_assets(
         )
 
     @dg.asset(
-        key=summaries_key,
-        partitions_def=partitions,
-        group_name=group_name,
-        kinds={"pandas"},
-        deps=[dg.AssetDep(trace_snapshots)],  # the same partition: the window's snapshot, read from the trace store
-        check_specs=[
-            dg.AssetCheckSpec(
-                CP_CHECK, asset=summaries_key, description="GX: CP over the snapshot sums to 1, each value in [0, 1]"
-            )
-        ],
+        **asset_arguments(
+            summaries_spec,
+            group_name=group_name,
+            partitions_def=partitions,
+            deps=[dg.AssetDep(trace_snapshots)],  # the same partition: the window's snapshot, from the trace store
+            check_specs=[
+                dg.AssetCheckSpec(
+                    CP_CHECK,
+                    asset=summaries_key,
+                    description="GX: CP over the snapshot sums to 1, each value in [0, 1]",
+                )
+            ],
+        )
     )
     def cp_summaries(context: dg.AssetExecutionContext, streams: StreamRuntimeResource):
         """Critical Participation of the window: by activity type, worker, operator and channel, beside time shares."""

@@ -32,7 +32,7 @@ from enum import Enum
 
 import dagster as dg
 
-__all__ = ["AssetKind", "ReconfTranslator"]
+__all__ = ["KIND_TAG", "AssetKind", "ReconfTranslator", "asset_arguments"]
 
 
 class AssetKind(str, Enum):
@@ -54,6 +54,28 @@ _GROUPS = {
     AssetKind.DS2_PLANS: "scaling",
     AssetKind.STREAM_CONFIGURATION: "scaling",
 }
+_KINDS = {
+    AssetKind.STREAM: {"spark"},
+    AssetKind.STREAM_PROGRESS: {"spark"},
+    AssetKind.TRACE_SNAPSHOTS: {"spark", "pandas"},
+    AssetKind.CP_SUMMARIES: {"pandas"},
+    AssetKind.DS2_PLANS: {"spark"},
+    AssetKind.STREAM_CONFIGURATION: {"spark"},
+}
+_DESCRIPTIONS = {
+    AssetKind.STREAM: "A Spark Structured Streaming query, run by Spark (not materialized by Dagster). The streams "
+    "sensor records its lag (backlog events), throughput and utilization as observations.",
+    AssetKind.STREAM_PROGRESS: "The stream's micro-batches as the progress sensor observes them.",
+    AssetKind.TRACE_SNAPSHOTS: "Activities of one stream in one time window, from its Spark event logs (SnailTrail's "
+    "snapshot).",
+    AssetKind.CP_SUMMARIES: "Critical Participation of the window: by activity type, worker, operator and channel, "
+    "beside time shares.",
+    AssetKind.DS2_PLANS: "The scaling decision for a stream: a DS2 plan (knobs a -> b, with the evidence) or why not "
+    "to change.",
+    AssetKind.STREAM_CONFIGURATION: "The stream's execution plan in force, after carrying out the plan decided "
+    "upstream (preflight, prepare, pause, migrate, verify, resume, observe, record).",
+}
+KIND_TAG = "dagster-reconf/kind"  # every asset's tag naming its AssetKind (a translator's override keeps it)
 
 _PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 
@@ -76,13 +98,21 @@ class ReconfTranslator:
             )
 
     def get_asset_spec(self, kind: AssetKind) -> dg.AssetSpec:
-        """The key and group of the asset ``kind``: the one place to override them for one asset.
+        """The whole spec of the asset ``kind``: the one place to override any of it for one asset.
 
-        The builders take the key and group from here; dependencies, sensors, run configs and the harness find
-        the asset through :meth:`asset_key`, which reads this too.
+        The builders build the asset from all of it (key, group, description, kinds, owners, tags, metadata, code
+        version, automation condition, freshness policy; :func:`asset_arguments`), adding only what the asset
+        needs of its own (partitions, dependencies, checks). Dependencies, sensors, run configs and the harness
+        find the asset through :meth:`asset_key`, which reads this too.
         """
         key = dg.AssetKey([self.prefix, kind.value]) if self.prefix else dg.AssetKey(kind.value)
-        return dg.AssetSpec(key=key, group_name=self.group_name(_GROUPS[kind]))
+        return dg.AssetSpec(
+            key=key,
+            group_name=self.group_name(_GROUPS[kind]),
+            description=_DESCRIPTIONS[kind],
+            kinds=set(_KINDS[kind]),
+            tags={KIND_TAG: kind.value},
+        )
 
     def asset_key(self, kind: AssetKind | str) -> dg.AssetKey:
         """The key of the asset ``kind`` (an :class:`AssetKind`, or its value such as ``"ds2_plans"``)."""
@@ -125,3 +155,31 @@ class ReconfTranslator:
         if bad or len(set(names)) != len(names):
             raise ValueError(f"streams must be distinct non-empty names, got {names!r}")
         return dg.StaticPartitionsDefinition(names)
+
+
+def asset_arguments(
+    spec: dg.AssetSpec, *, graph: bool = False, group_name: str | None = None, **own: object
+) -> dict[str, object]:
+    """The arguments of ``@dg.asset`` (``graph``: ``@dg.graph_asset``) that build an asset from the whole ``spec``,
+    with the asset's ``own`` (partitions, dependencies beside the spec's, checks); ``group_name``: a builder's
+    argument that overrides the spec's group."""
+    arguments: dict[str, object] = {
+        "key": spec.key,
+        "group_name": group_name or spec.group_name,
+        "description": spec.description,
+        "metadata": dict(spec.metadata) or None,
+        "tags": {k: v for k, v in spec.tags.items() if not k.startswith("dagster/kind/")} or None,
+        "kinds": set(spec.kinds) or None,
+        "owners": list(spec.owners) or None,
+        "code_version": spec.code_version,
+        "automation_condition": spec.automation_condition,
+    }
+    deps = [*spec.deps, *own.pop("deps", [])]  # type: ignore[misc]
+    freshness = getattr(spec, "freshness_policy", None)  # 1.12's AssetSpec has none
+    if not graph:
+        arguments["deps"] = deps or None
+        if freshness is not None:
+            arguments["freshness_policy"] = freshness
+    elif deps or freshness is not None:
+        raise ValueError(f"{spec.key.to_user_string()}: a graph asset takes no deps or freshness policy from its spec")
+    return {**arguments, **own}

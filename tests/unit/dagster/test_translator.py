@@ -159,3 +159,56 @@ def test_scaling_assets_take_a_policy_config_or_its_fields():
     assert typed.policy_config == as_dict.policy_config == PolicyConfig(max_cores=6, utilization_target=0.6)
     with pytest.raises(SpecError, match=r"invalid policy config: max_cores: .*got 0"):
         build_scaling_assets(streams=["orders"], policy_config={"max_cores": 0})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Overriding(ReconfTranslator):
+    """Sets every attribute a spec carries, for every asset kind."""
+
+    def get_asset_spec(self, kind: AssetKind) -> dagster.AssetSpec:
+        spec = super().get_asset_spec(kind)
+        return spec.replace_attributes(
+            key=["platform", kind.value],
+            group_name=f"g_{kind.value}",
+            description=f"ours: {kind.value}",
+            owners=["team:streaming"],
+            tags={**spec.tags, "tier": "gold"},
+            metadata={"runbook": f"https://runbooks.example/{kind.value}"},
+            code_version="v7",
+            automation_condition=dagster.AutomationCondition.on_cron("0 * * * *"),
+        ).merge_attributes(kinds={"kafka"})
+
+
+def test_whatever_the_translator_returns_reaches_every_asset_whole():
+    translator = _Overriding()
+    traces = build_trace_assets(start="2026-11-01", streams=["orders"], window_minutes=5, translator=translator)
+    scaling = build_scaling_assets(streams=["orders"], translator=translator)
+    defs = dagster.Definitions(
+        assets=[*traces.assets, *scaling.assets],
+        jobs=[traces.job, scaling.job],
+        resources={"streams": StreamRuntimeResource(), "audit_ledger": AuditLedgerResource()},
+    )
+    with dagster.instance_for_test():
+        dagster.Definitions.validate_loadable(defs)
+    specs = {spec.key: spec for spec in defs.resolve_all_asset_specs()}
+    built = [AssetKind.STREAM, AssetKind.TRACE_SNAPSHOTS, AssetKind.CP_SUMMARIES, AssetKind.DS2_PLANS]
+    for kind in [*built, AssetKind.STREAM_CONFIGURATION]:
+        spec = specs[dagster.AssetKey(["platform", kind.value])]
+        assert spec.group_name == f"g_{kind.value}" and spec.description == f"ours: {kind.value}", kind
+        assert spec.owners == ["team:streaming"] and spec.tags["tier"] == "gold", kind
+        assert spec.tags["dagster-reconf/kind"] == kind.value and "kafka" in spec.kinds, kind
+        assert spec.metadata["runbook"] == f"https://runbooks.example/{kind.value}", kind
+        assert spec.code_version == "v7" or kind is AssetKind.STREAM_CONFIGURATION, kind
+        assert spec.automation_condition is not None, kind
+    # every reference follows the spec: the dependencies of the renamed assets
+    plans = specs[dagster.AssetKey(["platform", "ds2_plans"])]
+    assert {dep.asset_key for dep in plans.deps} == {
+        dagster.AssetKey(["platform", "trace_snapshots"]),
+        dagster.AssetKey(["platform", "cp_summaries"]),
+    }
+
+
+def test_the_default_specs_say_what_each_asset_is():
+    for kind in AssetKind:
+        spec = ReconfTranslator().get_asset_spec(kind)
+        assert spec.description and spec.kinds and spec.tags["dagster-reconf/kind"] == kind.value, kind
