@@ -56,6 +56,11 @@ class ScalingAssets:
         """Both assets, for ``Definitions(assets=[*scaling.assets, ...])``."""
         return [self.plans, self.configuration]
 
+    @property
+    def defs(self) -> dg.Definitions:
+        """Both assets and the reconfiguration job as ``Definitions``, to merge with ``dg.Definitions.merge``."""
+        return dg.Definitions(assets=self.assets, jobs=[self.job])
+
 
 def _plan_metadata(
     plan: ScalingPlan | None, reason: str, observation: dict[str, float], step: ScalingStep | None

@@ -69,6 +69,11 @@ class TraceAssets:
         return [self.stream, self.snapshots, self.summaries]
 
     @property
+    def defs(self) -> dg.Definitions:
+        """The assets, their job and schedule as ``Definitions``, to merge with ``dg.Definitions.merge``."""
+        return dg.Definitions(assets=self.assets, jobs=[self.job], schedules=[self.schedule])
+
+    @property
     def streams_def(self) -> dg.PartitionsDefinition:
         """The stream dimension (static names, or dynamic partitions)."""
         return self.partitions_def.get_partitions_def_for_dimension(STREAM_DIMENSION)

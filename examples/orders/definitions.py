@@ -54,16 +54,18 @@ scaling = build_scaling_assets(
     streams=[ORDERS.name], policy="ds2", policy_config={"max_cores": int(os.environ.get("ORDERS_MAX_CORES", "8"))}
 )
 
-defs = Definitions(
-    assets=[traces.snapshots, traces.summaries, scaling.plans, scaling.configuration],
-    jobs=[traces.job, scaling.job, build_stream_control_job([ORDERS])],
-    schedules=[traces.schedule],
-    sensors=[
-        build_scaling_sensor(stream=ORDERS.name, scaling=scaling, traces=traces, minimum_interval_seconds=15),
-        build_reconfiguration_failure_sensor(job=scaling.job),
-    ],
-    resources={
-        "streams": StreamRuntimeResource(home=HOME, remote=os.environ.get("RECONF_REMOTE") == "1"),
-        "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=HOME),
-    },
+defs = Definitions.merge(
+    traces.defs,
+    scaling.defs,
+    Definitions(
+        jobs=[build_stream_control_job([ORDERS])],
+        sensors=[
+            build_scaling_sensor(stream=ORDERS.name, scaling=scaling, traces=traces, minimum_interval_seconds=15),
+            build_reconfiguration_failure_sensor(job=scaling.job),
+        ],
+        resources={
+            "streams": StreamRuntimeResource(home=HOME, remote=os.environ.get("RECONF_REMOTE") == "1"),
+            "audit_ledger": AuditLedgerResource(url=os.environ.get("RECONF_LEDGER_URL", ""), home=HOME),
+        },
+    ),
 )
