@@ -46,6 +46,7 @@ _DAGSTER = {  # the Dagster building blocks
     "AssetKind": "dagster_reconf.dagster.translator",
     "AuditLedgerResource": "dagster_reconf.dagster.resources",
     "ExecutionPlanConfig": "dagster_reconf.dagster.run_config",
+    "ReconfStreamsComponent": "dagster_reconf.dagster.components",
     "ReconfTranslator": "dagster_reconf.dagster.translator",
     "ReconfigureConfig": "dagster_reconf.dagster.run_config",
     "ScalingAssets": "dagster_reconf.dagster.scaling_assets",
@@ -89,6 +90,7 @@ if TYPE_CHECKING:
     )
     from dagster_reconf.core.scaling.policy_config import PolicyConfig
     from dagster_reconf.core.spec import StreamSpec
+    from dagster_reconf.dagster.components import ReconfStreamsComponent
     from dagster_reconf.dagster.progress_sensor import build_stream_progress_sensor
     from dagster_reconf.dagster.reconfiguration_assets import (
         build_reconfiguration_failure_sensor,
@@ -142,6 +144,7 @@ __all__ = [
     "AssetKind",
     "AuditLedgerResource",
     "ExecutionPlanConfig",
+    "ReconfStreamsComponent",
     "ReconfTranslator",
     "ReconfigureConfig",
     "ScalingAssets",
