@@ -40,6 +40,27 @@ def plan(capsys, home, name: str) -> dict:
     return json.loads(out[out.index("{") :])
 
 
+def start(capsys, supervisor: StreamSupervisor, name: str, entrypoint: str, *args: str) -> None:
+    """``reconf stream start`` as a new user runs it, the definition in the user's module; then 8 batches."""
+    code, out = cli(
+        capsys, "--home", str(supervisor.home), "stream", "start", name, "--entrypoint", entrypoint,
+        "--trigger-interval-s", "1", *args,
+    )  # fmt: skip
+    assert code == 0, out
+    wait_until(lambda: batches(supervisor, name) >= 8, timeout_s=120, what="8 batches")
+
+
+def raise_and_clear(capsys, supervisor: StreamSupervisor, name: str, reason: str, cleared_below: float) -> int:
+    """What the user does with the decision: the cap in their options, raised to the value it names; then the
+    backlog clears. The value."""
+    needed = int(re.search(r"raise it to ([\d,]+)", reason).group(1).replace(",", ""))
+    home = str(supervisor.home)
+    code, out = cli(capsys, "--home", home, "stream", "restart", name, "--set", f"options.cap={needed}")
+    assert code == 0, out
+    wait_until(lambda: (backlog(supervisor, name) or 1e9) < cleared_below, timeout_s=120, what="the backlog cleared")
+    return needed
+
+
 def backlog(supervisor: StreamSupervisor, name: str) -> float | None:
     return supervisor.status(name).get("backlog_events")
 
@@ -74,12 +95,7 @@ def writing_files(directory, every_s: float = 0.25, values_per_file: int = 10):
 def test_a_python_source_capped_by_the_knob_gets_the_cap_raised_by_reconf_plan_apply(supervisor, tmp_path, capsys):
     home = supervisor.home
     options = ["--option", f"start_time={time.time()}", "--option", f"output_dir={tmp_path / 'out'}"]
-    code, out = cli(
-        capsys, "--home", str(home), "stream", "start", "rows", "--entrypoint", "tests.user_streams.capped:capped_rows",
-        *options, "--max-per-trigger", "20", "--trigger-interval-s", "1",
-    )  # fmt: skip
-    assert code == 0, out
-    wait_until(lambda: batches(supervisor, "rows") >= 8, timeout_s=120, what="8 batches")
+    start(capsys, supervisor, "rows", "tests.user_streams.capped:capped_rows", *options, "--max-per-trigger", "20")
     assert (backlog(supervisor, "rows") or 0) > 100  # 50 rows/s offered, 20 admitted a second: behind
     decided = plan(capsys, home, "rows")
     assert decided["action"] == "scale_up", decided["reason"]
@@ -103,23 +119,13 @@ def test_a_python_source_capped_by_the_knob_gets_the_cap_raised_by_reconf_plan_a
 def test_a_cap_in_the_users_code_is_named_with_the_value_to_set_and_raising_it_clears(supervisor, tmp_path, capsys):
     home = supervisor.home
     options = ["--option", f"start_time={time.time()}", "--option", f"output_dir={tmp_path / 'out'}"]
-    code, out = cli(
-        capsys, "--home", str(home), "stream", "start", "own", "--entrypoint", "tests.user_streams.capped:own_cap_rows",
-        *options, "--option", "cap=20", "--trigger-interval-s", "1",
-    )  # fmt: skip
-    assert code == 0, out
-    wait_until(lambda: batches(supervisor, "own") >= 8, timeout_s=120, what="8 batches")
+    start(capsys, supervisor, "own", "tests.user_streams.capped:own_cap_rows", *options, "--option", "cap=20")
     decided = plan(capsys, home, "own")
     assert decided["action"] == "cannot_keep_up" and decided["plan"] is None, decided["reason"]
     reason = decided["reason"]
     assert "getDefaultReadLimit: ReadMaxRows) admits 20 events a batch (20 rows)" in reason, reason
     assert "the backlog cannot clear" in reason and "whatever the cores" in reason
-    needed = int(re.search(r"raise it to ([\d,]+)", reason).group(1).replace(",", ""))
-    assert needed > 50
-
-    code, out = cli(capsys, "--home", str(home), "stream", "restart", "own", "--set", f"options.cap={needed}")
-    assert code == 0, out
-    wait_until(lambda: (backlog(supervisor, "own") or 1e9) < 100, timeout_s=120, what="the backlog cleared")
+    assert raise_and_clear(capsys, supervisor, "own", reason, cleared_below=100) > 50
     supervisor.stop("own")
     comparison = check_output(home, "own")
     assert comparison.expected_rows > 0 and comparison.lost == comparison.duplicated == 0, comparison
@@ -128,22 +134,15 @@ def test_a_cap_in_the_users_code_is_named_with_the_value_to_set_and_raising_it_c
 def test_a_users_max_files_per_trigger_is_named_and_raising_it_clears(supervisor, tmp_path, capsys):
     home, incoming = supervisor.home, tmp_path / "in"
     with writing_files(incoming):  # 4 files a second; the user's code reads 1 a batch
-        code, out = cli(
-            capsys, "--home", str(home), "stream", "start", "files",
-            "--entrypoint", "tests.user_streams.capped:own_cap_files", "--option", f"input_dir={incoming}",
-            "--option", f"output_dir={tmp_path / 'out'}", "--option", "cap=1", "--trigger-interval-s", "1",
+        start(
+            capsys, supervisor, "files", "tests.user_streams.capped:own_cap_files", "--option", f"input_dir={incoming}",
+            "--option", f"output_dir={tmp_path / 'out'}", "--option", "cap=1",
         )  # fmt: skip
-        assert code == 0, out
-        wait_until(lambda: batches(supervisor, "files") >= 8, timeout_s=120, what="8 batches")
         decided = plan(capsys, home, "files")
         reason = decided["reason"]
         assert decided["action"] == "cannot_keep_up", reason
         assert "maxFilesPerTrigger admits 10 events a batch (1 files)" in reason, reason
-        needed = int(re.search(r"raise it to ([\d,]+)", reason).group(1).replace(",", ""))
-        assert needed >= 4
-        code, out = cli(capsys, "--home", str(home), "stream", "restart", "files", "--set", f"options.cap={needed}")
-        assert code == 0, out
-        wait_until(lambda: (backlog(supervisor, "files") or 1e9) < 40, timeout_s=120, what="the backlog cleared")
+        assert raise_and_clear(capsys, supervisor, "files", reason, cleared_below=40) >= 4
     wait_until(lambda: backlog(supervisor, "files") == 0, timeout_s=60, what="every file read")
     supervisor.stop("files")
     comparison = check_output(home, "files")
@@ -157,24 +156,17 @@ def test_a_users_max_offsets_per_trigger_on_kafka_is_named_and_raising_it_clears
         producer = ClickProducer(broker.bootstrap_servers, "clicks")
         options = [f"bootstrap_servers={broker.bootstrap_servers}", "topic=clicks", f"output_dir={tmp_path / 'out'}"]
         with producer.keep_writing(per_second=200):  # the user's code reads 50 offsets a batch
-            code, out = cli(
-                capsys, "--home", str(home), "stream", "start", "topic",
-                "--entrypoint", "tests.user_streams.capped:own_cap_topic", "--trigger-interval-s", "1",
+            start(
+                capsys, supervisor, "topic", "tests.user_streams.capped:own_cap_topic",
                 *[arg for option in [*options, "cap=50"] for arg in ("--option", option)],
                 "--set", f"spark_conf.spark.jars={spark_kafka_jars()}",
             )  # fmt: skip
-            assert code == 0, out
-            wait_until(lambda: batches(supervisor, "topic") >= 8, timeout_s=120, what="8 batches")
             decided = plan(capsys, home, "topic")
             reason = decided["reason"]
             assert decided["action"] == "cannot_keep_up", reason
             # 50 offsets over 2 partitions: Spark rounds each partition's share, 49 or 50 a batch
             assert re.search(r"maxOffsetsPerTrigger admits (49|50) events a batch \((49|50) offsets\)", reason), reason
-            needed = int(re.search(r"raise it to ([\d,]+)", reason).group(1).replace(",", ""))
-            assert needed >= 200
-            code, out = cli(capsys, "--home", str(home), "stream", "restart", "topic", "--set", f"options.cap={needed}")
-            assert code == 0, out
-            wait_until(lambda: (backlog(supervisor, "topic") or 1e9) < 400, timeout_s=120, what="the backlog cleared")
+            assert raise_and_clear(capsys, supervisor, "topic", reason, cleared_below=400) >= 200
         wait_until(lambda: backlog(supervisor, "topic") == 0, timeout_s=60, what="every record read")
         supervisor.stop("topic")
         comparison = check_output_in_process(home, "topic")  # its JVM needs the connector's jars
