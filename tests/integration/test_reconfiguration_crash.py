@@ -99,10 +99,19 @@ def test_killed_reconfiguration_finishes_on_rerun_after_every_step(spark, stream
         assert f": {outcome}" in rerun.stdout, rerun.stdout
         assert checkpoint_facts(supervisor.paths("crash").checkpoint).state_partitions == partitions
         assert supervisor.status("crash")["state"] == "running"
+    # Killed while the driver migrates: the re-run, at once, waits for that migration to end (it would otherwise
+    # restore the checkpoint under it), then finishes the plan.
+    args = ("reconfigure", "apply", "crash", "--set", "state_partitions=6", "--observe-s", str(OBSERVE_S))
+    killed = reconf_cli(home, *args, kill_after="during:migrate")
+    assert killed.returncode == 137, f"during migrate: {killed.stdout}{killed.stderr}"
+    rerun = reconf_cli(home, *args)
+    assert rerun.returncode == 0 and ": succeeded" in rerun.stdout, f"{rerun.stdout}{rerun.stderr}"
+    assert checkpoint_facts(supervisor.paths("crash").checkpoint).state_partitions == 6
     ledger = AuditLedger(default_ledger_url(home))
     assert ledger.verify().ok and ledger.lock("crash") is None
     resumed = ledger.records(stream="crash", kinds=["reconfiguration.resumed"])
-    assert len(resumed) == len(STEPS) - 1, "every re-run but the last continued the killed reconfiguration"
+    assert len(resumed) == len(STEPS), "every re-run but the last continued the killed reconfiguration"
+    assert resumed[-1].payload["waited_for_driver_s"] > 0, resumed[-1].payload  # the killed run's migration ran on
     audit = reconf_cli(home, "audit", "verify")
     assert audit.returncode == 0 and "chain intact" in audit.stdout
     assert_output_matches_oracle(spark, supervisor, spec)

@@ -276,6 +276,15 @@ class ControlServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
+    def in_flight(self) -> dict[str, Any]:
+        """The mutating operation running now and for how long (``operation_in_flight``,
+        ``operation_in_flight_s``), for the status; ``{}`` where none runs."""
+        running = self._in_flight
+        if running is None:
+            return {}
+        name, since = running
+        return {"operation_in_flight": name, "operation_in_flight_s": round(time.monotonic() - since, 1)}
+
     def authenticate(self, authorization: str | None) -> Reply | None:
         """None where ``authorization`` carries the token, else the 401 reply."""
         expected = f"Bearer {self._token}"

@@ -202,7 +202,7 @@ def run(paths: StreamPaths, paused: bool = False, standby: bool = False) -> int:
             shutdown.set()
 
     handlers: dict[str, Handler] = {
-        "status": lambda _: runtime.status(),
+        "status": lambda _: {**runtime.status(), **server.in_flight()},  # a re-run waits for what is in flight
         "stop": stop,
         "start": start,
         "restart": restart,

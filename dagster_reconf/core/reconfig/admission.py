@@ -87,11 +87,18 @@ def admit(
                 trigger,
             )
         reconfiguration = Reconfiguration.from_ledger(ledger, lock.reconfiguration_id)
+        # The killed run's last request may still run in the driver (a migration): its step is taken up once it ends.
+        waited = stream_handle.await_idle()
         ledger.append(
             stream=stream,
             kind="reconfiguration.resumed",
             reconfiguration_id=reconfiguration.id,
-            payload={"holder": holder, "steps_done": list(reconfiguration.results), "trigger": trigger or {}},
+            payload={
+                "holder": holder,
+                "steps_done": list(reconfiguration.results),
+                "trigger": trigger or {},
+                "waited_for_driver_s": round(waited, 1),
+            },
         )
         return reconfiguration
     spec = stream_handle.spec()

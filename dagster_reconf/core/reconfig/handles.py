@@ -14,6 +14,7 @@ this process (tests and benchmarks).
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from dagster_reconf.core.spark.runtime import StreamRuntime
 
 __all__ = ["DriverStream", "EndpointStream", "LocalStream", "StreamHandle"]
+
+IDLE_WAIT_S = 300.0  # the longest a re-run waits for a killed run's request to end in the driver (a migration's)
+IDLE_POLL_S = 0.5
 
 
 class StreamHandle(ABC):
@@ -57,6 +61,29 @@ class StreamHandle(ABC):
     @abstractmethod
     def ensure_running(self) -> dict[str, Any]:
         """Make sure the stream's query runs with the settings in force."""
+
+    def await_idle(self, timeout_s: float = IDLE_WAIT_S) -> float:
+        """Wait until no control operation runs in the stream's driver (a killed run's request still does); the
+        seconds waited.
+
+        Raises:
+            StreamStateError: one still runs after ``timeout_s``.
+        """
+        started = time.monotonic()
+        while True:
+            try:
+                status = self.status()
+            except ReconfError:
+                return time.monotonic() - started  # no driver answers: nothing runs in one
+            running = status.get("operation_in_flight")
+            if running is None:
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout_s:
+                raise StreamStateError(
+                    f"stream {self.name!r}: its driver still runs {running} (for {status.get('operation_in_flight_s')}"
+                    f" s), a request of a run that was stopped; re-run once it has ended"
+                )
+            time.sleep(IDLE_POLL_S)
 
     def restart_lost_driver(self) -> dict[str, Any]:
         """Start the stream's driver again if it is gone (a kill, a lost host); never restarts a query that failed
