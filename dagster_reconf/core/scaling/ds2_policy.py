@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from dagster_reconf.core.scaling.admission import judge_cap
-from dagster_reconf.core.scaling.model import plan_micro_batches
+from dagster_reconf.core.scaling.admission import CapVerdict, judge_cap
+from dagster_reconf.core.scaling.model import MicroBatchPlan, plan_micro_batches
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy, settled, wanted_but
 from dagster_reconf.core.scaling.profile import StreamProfile
 from dagster_reconf.core.scaling.scaling_plan import Knobs, OperatorScaling
@@ -138,7 +138,16 @@ class DS2Policy(ScalingPolicy):
             f"cores for the first and {target.cores} for the second: waiting for a rate that holds"
         )
 
-    def _raise_cap(self, stream, current, target, obs, verdict, planned, epoch) -> Decision:
+    def _raise_cap(
+        self,
+        stream: str,
+        current: Knobs,
+        target: Knobs,
+        obs: Signal,
+        verdict: CapVerdict,
+        planned: MicroBatchPlan,
+        epoch: str,
+    ) -> Decision:
         """The plan for a stream its own cap holds back, where the ``max_per_trigger`` knob is that cap: the cap that
         admits what is wanted, at the interval it has, on the cores DS2 plans for that rate (never fewer)."""
         cores = max(target.cores, current.cores)
