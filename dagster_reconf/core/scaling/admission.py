@@ -2,7 +2,9 @@
 ``maxOffsetsPerTrigger`` or a Python source's ``ReadMaxRows``, or the ``max_per_trigger`` knob.
 
 A cap binds where the batches are full (they read the same count, the most any of them read) while more waits behind
-each than one batch takes. Then the source admits at most that count per trigger, whatever the cores: its admitted
+each than one batch takes, and they end with time to spare in the interval: more work per batch would fit, so the cap,
+not the cores, holds the stream back (full batches that fill the interval are the cores' limit, whatever the cap; a
+larger cap would only lengthen them). Then the source admits at most that count per trigger: its admitted
 rate is the count over the interval (or over the batch, where a batch outlasts it). More cores do not raise it, and a
 longer trigger lowers it; only a larger cap does. DS2 counts it as the source's capacity: where a knob maps onto the
 cap it plans the cap, and where none does the decision names the option, what it admits now and the value that would
@@ -20,6 +22,7 @@ __all__ = ["Admission", "CapVerdict", "binding_cap", "judge_cap"]
 
 FULL_SHARE = 0.95  # a batch within this share of the largest is full
 BINDING_SHARE = 0.8  # of the window's batches, at least this many are full with a batch's worth or more behind
+SPARE_SHARE = 0.9  # full batches that take less of the interval than this end with time to spare
 MIN_BATCHES = 3
 
 
@@ -47,8 +50,9 @@ class Admission:
         return f"{self.option or 'its read limit'} admits {self.events_per_batch:,.0f} events a batch{units}"
 
 
-def binding_cap(rows: pd.DataFrame) -> Admission | None:
-    """The cap that binds over the window's batches (progress rows, warm-up left out), or None where none does. Only
+def binding_cap(rows: pd.DataFrame, interval_s: float) -> Admission | None:
+    """The cap that binds over the window's batches (progress rows, warm-up left out) at the trigger interval
+    ``interval_s``, or None where none does. Only
     a source whose kind caps batches by an option known here (files, Kafka, Python sources) is read: a fixed count
     from a source of unknown kind could be its own pace, and the decision could not name what to raise."""
     if len(rows) < MIN_BATCHES or "events" not in rows or "backlog_events" not in rows or "cap_option" not in rows:
@@ -61,7 +65,10 @@ def binding_cap(rows: pd.DataFrame) -> Admission | None:
     if largest <= 0:
         return None
     full = (events >= FULL_SHARE * largest) & (backlog >= events)
-    if full.mean() < BINDING_SHARE:
+    if full.mean() < BINDING_SHARE or interval_s <= 0:
+        return None
+    spare = float(rows["batch_duration_ms"].astype(float)[full].median()) < SPARE_SHARE * interval_s * 1000.0
+    if not spare:  # the full batches fill the interval: the cores are the limit
         return None
     units = rows["batch_units"].astype(float)[full] if "batch_units" in rows else pd.Series(dtype=float)
     options = rows["cap_option"]

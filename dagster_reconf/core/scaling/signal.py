@@ -103,7 +103,7 @@ def observe(
         batch_ms=batch_ms,
         **rates,
         source_partitions_seen=partitions,
-        admission=binding_cap(rows),
+        admission=binding_cap(rows, trigger_interval_s),
     )
 
 

@@ -105,3 +105,9 @@ def test_a_judged_hold_while_the_backlog_grows_is_cannot_keep_up():
     behind = obs(backlog=50_000, backlog_growth=400, utilization=1.6)
     decision = DS2Policy(PolicyConfig(max_cores=8)).decide("s", eight, behind, profile(cores=8))
     assert decision.action == "cannot_keep_up" and decision.reason.startswith("cannot keep up: ")
+
+
+def test_full_batches_that_fill_the_interval_are_the_cores_limit_not_the_caps():
+    # the same cap, but each batch takes 1.4 s of a 1 s interval: more cores, not a larger cap, would keep up
+    assert observe(python_batches(admitted=20, batch_ms=1400), 1.0, 120.0, warmup_batches=2).admission is None
+    assert observe(python_batches(admitted=20, batch_ms=950), 1.0, 120.0, warmup_batches=2).admission is None
