@@ -3,7 +3,9 @@
 from dagster_reconf import build_trace_assets
 from resources.streams import STREAM_NAMES
 
-TRACES = build_trace_assets(streams=STREAM_NAMES, start="2026-11-01", window_minutes=5)
-stream = TRACES.stream  # the stream itself, external, upstream of its snapshots
+from .scaling import POLICY_CONFIG
+
+TRACES = build_trace_assets(streams=STREAM_NAMES, start="2026-11-01", window_minutes=5, policy_config=POLICY_CONFIG)
+stream = TRACES.stream  # the stream itself: observed (its page and checks), upstream of its snapshots
 trace_snapshots = TRACES.snapshots
 cp_summaries = TRACES.summaries

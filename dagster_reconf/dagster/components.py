@@ -147,6 +147,7 @@ def build_reconf_defs(component: ReconfStreamsComponent) -> dg.Definitions:
         streams=component.streams,
         window_minutes=component.traces.window_minutes,
         translator=translator,
+        policy_config=component.policy.config,
     )
     scaling = build_scaling_assets(
         streams=component.streams,

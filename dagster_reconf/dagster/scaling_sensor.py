@@ -36,6 +36,7 @@ from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ScalingPlanConfig
 from dagster_reconf.dagster.scaling_assets import ScalingAssets
+from dagster_reconf.dagster.stream_page import page_events
 from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
 from dagster_reconf.dagster.translator import AssetKind
 
@@ -52,17 +53,29 @@ class ScalingCursor:
     offset: int | None = None  # None: start from the recent end of the store
     window: dict[str, Any] = field(default_factory=dict)
     requested: str = ""  # hash of the last plan requested
+    page: dict[str, Any] = field(default_factory=dict)  # what the stream's page last showed (see stream_page)
 
     def serialize(self) -> str:
         return json.dumps(
-            {"version": CURSOR_VERSION, "offset": self.offset, "window": self.window, "requested": self.requested}
+            {
+                "version": CURSOR_VERSION,
+                "offset": self.offset,
+                "window": self.window,
+                "requested": self.requested,
+                "page": self.page,
+            }
         )
 
     @classmethod
     def parse(cls, raw: str | None, context: dg.SensorEvaluationContext | None = None) -> "ScalingCursor":
         def build(data: dict[str, Any]) -> ScalingCursor:
             ConfigurationWindow.from_json(data.get("window"))  # must load
-            return cls(offset=data.get("offset"), window=data.get("window") or {}, requested=data.get("requested", ""))
+            return cls(
+                offset=data.get("offset"),
+                window=data.get("window") or {},
+                requested=data.get("requested", ""),
+                page=dict(data.get("page") or {}),
+            )
 
         return parse_cursor(raw, CURSOR_VERSION, build, cls, context, "starting from the recent metrics")
 
@@ -129,7 +142,7 @@ def scaling_tick(
     the cursor's window, and decide whether to request a plan run. ``activities`` ingests the stream's traces and
     returns their reader; it is called only once nothing holds the stream."""
     window = ConfigurationWindow.from_json(cursor.window).update(records)
-    nxt = ScalingCursor(offset=offset, window=window.to_json(), requested=cursor.requested)
+    nxt = ScalingCursor(offset=offset, window=window.to_json(), requested=cursor.requested, page=cursor.page)
     if not facts.running:
         return ScalingTick(nxt, "not running (no driver)")
     if facts.run_in_flight is not None:
@@ -206,7 +219,9 @@ def build_scaling_sensor(
             else store.tail_offset(RECENT_METRICS_BYTES)
         )
         records, offset = store.read(offset)
-        running = attached or streams.supervisor().driver_info(stream) is not None
+        supervisor = streams.supervisor()
+        info = supervisor.driver_info(stream)
+        running = attached or info is not None
         busy = running and context.instance.get_runs(
             dg.RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1
         )
@@ -237,6 +252,21 @@ def build_scaling_sensor(
             decision = tick.decision
             metadata = {**figures, "decision": decision.action, "reason": decision.reason, "judged": decision.judged}
             events.append(dg.AssetObservation(asset_key=key, partition=stream, metadata=metadata))
+        if traces is not None:
+            driver = "attached" if attached else "running" if info else None
+            driver = driver or ("died" if supervisor.driver_death(stream) else "not running")
+            window = ConfigurationWindow.from_json(tick.cursor.window)
+            events += page_events(
+                traces.stream.key,
+                stream,
+                {"driver": driver, "spark_ui": (info or {}).get("spark_ui")},
+                window if running else None,
+                tick.decision,
+                policy,
+                tick.cursor.page,
+                new_batches=any(r.get("kind") == "progress" for r in records),
+                records=records,
+            )
         if tick.plan is None:
             return dg.SensorResult(
                 skip_reason=dg.SkipReason(f"{stream}: {tick.reason}"),

@@ -37,12 +37,13 @@ from dagster_reconf.core.ledger import AuditLedger, LedgerError
 from dagster_reconf.core.reconfig.incidents import Incident, driver_died, query_failures, record_incidents
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.policies import POLICIES
-from dagster_reconf.core.scaling.policy import ScalingPolicy
+from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy
 from dagster_reconf.dagster.constants import DIRECTION_TAG, IN_FLIGHT, STREAM_TAG
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.scaling_assets import ScalingAssets
 from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by, next_run_advice
+from dagster_reconf.dagster.stream_page import page_events
 from dagster_reconf.dagster.trace_assets import TraceAssets
 
 __all__ = ["StreamDirection", "StreamRead", "StreamsCursor", "build_streams_sensor", "stream_tick"]
@@ -139,7 +140,7 @@ def build_streams_sensor(
         }
         ledger = audit_ledger.ledger()
         requests: list[dg.RunRequest] = []
-        events: list[dg.AssetObservation] = []
+        events: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
         reasons: list[str] = []
         next_cursor = StreamsCursor(streams={k: v for k, v in cursor.streams.items() if k in rows})
         for index, stream in enumerate(names):
@@ -159,8 +160,21 @@ def build_streams_sensor(
             incidents = query_failures(stream, read.records if read else []) + driver_died(stream, death)
             reasons.extend(_record(ledger, incidents))
             tick = stream_tick(stream, policy, state, read, keep=keep, now=time.time())
-            if tick.figures is not None and traces is not None:
-                events.append(dg.AssetObservation(asset_key=traces.stream.key, partition=stream, metadata=tick.figures))
+            if traces is not None:
+                events.extend(
+                    page_events(
+                        traces.stream.key,
+                        stream,
+                        row,
+                        tick.window,
+                        tick.decision,
+                        policy,
+                        state.setdefault("page", {}),
+                        new_batches=tick.new_batches,
+                        records=read.records if read else [],
+                        query_error=next((i.error for i in incidents if i.kind == "query_failed"), None),
+                    )
+                )
             reason, direction = tick.reason, tick.direction
             if direction is None:
                 reasons.append(f"{stream}: {reason}")
@@ -225,12 +239,15 @@ class StreamRead:
 @dataclass(frozen=True)
 class StreamDirection:
     """Which way one stream points this tick: ``direction`` (scale_up, scale_down) with the configuration's ``epoch``,
-    or None with the ``reason``; ``figures`` are its lag and throughput to observe (None: no new batch)."""
+    or None with the ``reason``; the ``window`` and ``decision`` it was judged on (None: no driver), and whether the
+    tick read a new batch (its figures are then observed)."""
 
     reason: str
     direction: str | None = None
     epoch: str = ""
-    figures: dict[str, Any] | None = None
+    window: ConfigurationWindow | None = None
+    decision: Decision | None = None
+    new_batches: bool = False
 
 
 def stream_tick(
@@ -253,21 +270,11 @@ def stream_tick(
     decision = decide(policy, window, now, plan=False)
     if read.attached and window.terminated:
         decision = replace(decision, reason=decision.reason + next_run_advice(stream))
-    figures = None
-    if any(r.get("kind") == "progress" for r in read.records):
-        signal = {k: round(v, 3) for k, v in decision.signal.as_dict().items()}
-        figures = {
-            "lag_events": signal.pop("backlog"),
-            "throughput_events_per_s": signal.pop("processed_rate"),
-            "offered_events_per_s": signal.pop("source_rate"),
-            **signal,
-            "last_batch_id": int(window.rows[-1]["batch_id"]) if window.rows else -1,
-            "decision": decision.action,
-            "reason": decision.reason,
-        }
+    new_batches = any(r.get("kind") == "progress" for r in read.records)
+    judged = {"window": window, "decision": decision, "new_batches": new_batches}
     if decision.action not in ("scale_up", "scale_down"):
-        return StreamDirection(decision.reason, figures=figures)
-    return StreamDirection(decision.reason, decision.action, window.epoch, figures)
+        return StreamDirection(decision.reason, **judged)
+    return StreamDirection(decision.reason, decision.action, window.epoch, **judged)
 
 
 def _read_stream(

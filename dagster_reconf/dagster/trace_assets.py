@@ -10,8 +10,9 @@ last closed one. Materializing a window
 first ingests whatever is new in the stream's event logs (incrementally, from the trace
 store's cursor), so windows can be materialized in any order and re-materialized.
 
-* ``stream``: the stream itself, an external asset (Spark runs it, not Dagster) upstream of
-  its snapshots; the streams sensor records its lag and throughput as observations.
+* ``stream``: the stream itself, upstream of its snapshots. Spark runs it, not Dagster: it is observed, never
+  materialized, and its checks (driver alive, query healthy, lag within band) say how it is
+  (:mod:`~dagster_reconf.dagster.stream_page`).
 * ``trace_snapshots``: the activity table of one window (SnailTrail's snapshot), with
   a GX check of its schema and invariants.
 * ``cp_summaries``: Critical Participation of that window: four summaries as tables
@@ -35,7 +36,10 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from dagster_reconf.core.scaling.ds2_policy import DS2Policy
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.dagster.resources import StreamRuntimeResource
+from dagster_reconf.dagster.stream_page import build_stream_asset
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
 
 # The CP engine (numba, scipy), the plot (matplotlib) and GX are imported inside the asset
@@ -56,7 +60,7 @@ CORRUPTION = ("corrupt_line", "not_an_event", "task with invalid launch/finish t
 class TraceAssets:
     """What :func:`build_trace_assets` builds, to pass to ``Definitions``."""
 
-    stream: dg.AssetSpec  # the stream itself (external: Spark runs it)
+    stream: dg.AssetsDefinition  # the stream itself: Spark runs it, the sensors observe it (see stream_page)
     snapshots: dg.AssetsDefinition
     summaries: dg.AssetsDefinition
     job: Any  # what define_asset_job returns; its class is not part of Dagster's public API
@@ -64,7 +68,7 @@ class TraceAssets:
     partitions_def: dg.MultiPartitionsDefinition
 
     @property
-    def assets(self) -> list[dg.AssetSpec | dg.AssetsDefinition]:
+    def assets(self) -> list[dg.AssetsDefinition]:
         """The three assets, for ``Definitions(assets=[*traces.assets, ...])``."""
         return [self.stream, self.snapshots, self.summaries]
 
@@ -108,6 +112,7 @@ def build_trace_assets(
     group_name: str | None = None,
     schedule_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.STOPPED,
     translator: ReconfTranslator | None = None,
+    policy_config: PolicyConfig | dict[str, Any] | None = None,
 ) -> TraceAssets:
     """The stream, trace snapshot and CP summary assets.
 
@@ -119,6 +124,8 @@ def build_trace_assets(
         group_name: asset group of the snapshots and summaries in the UI (default: their specs', the translator's).
         schedule_status: the schedule's default status (STOPPED: start it where wanted).
         translator: names keys, groups, the job and the schedule (default: the plain names).
+        policy_config: the band the stream's ``lag_within_band`` check judges against when the stream is observed from
+            the UI (give the scaling assets' settings; the sensors judge with their own policy).
 
     Returns:
         TraceAssets: assets, the job over them, and the latest-windows schedule. They
@@ -141,7 +148,11 @@ def build_trace_assets(
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
         warnings.simplefilter("ignore", dg.BetaWarning)
         per_stream = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=STREAM_DIMENSION)
-    stream_asset = translator.get_asset_spec(AssetKind.STREAM).replace_attributes(partitions_def=stream_partitions)
+    stream_asset = build_stream_asset(
+        translator.get_asset_spec(AssetKind.STREAM).replace_attributes(partitions_def=stream_partitions),
+        DS2Policy(PolicyConfig.parse(policy_config)),
+        translator.node_name(AssetKind.STREAM),
+    )
     snapshots_spec, summaries_spec = (
         translator.get_asset_spec(AssetKind.TRACE_SNAPSHOTS),
         translator.get_asset_spec(AssetKind.CP_SUMMARIES),

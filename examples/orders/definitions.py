@@ -49,10 +49,9 @@ if os.environ.get("ORDERS_SPEC_FILE"):
     ORDERS = StreamSpec.parse(json.loads(Path(os.environ["ORDERS_SPEC_FILE"]).read_text()))
 
 HOME = os.environ.get("RECONF_HOME", ".reconf")
-traces = build_trace_assets(streams=[ORDERS.name], start="2026-11-01", window_minutes=5)
-scaling = build_scaling_assets(
-    streams=[ORDERS.name], policy="ds2", policy_config={"max_cores": int(os.environ.get("ORDERS_MAX_CORES", "8"))}
-)
+POLICY = {"max_cores": int(os.environ.get("ORDERS_MAX_CORES", "8"))}
+traces = build_trace_assets(streams=[ORDERS.name], start="2026-11-01", window_minutes=5, policy_config=POLICY)
+scaling = build_scaling_assets(streams=[ORDERS.name], policy="ds2", policy_config=POLICY)
 
 defs = Definitions.merge(
     traces.defs,

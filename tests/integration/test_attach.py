@@ -13,7 +13,16 @@ import time
 
 import fsspec
 import pytest
-from dagster import AssetKey, MultiPartitionKey, build_sensor_context, instance_for_test, materialize
+from dagster import (
+    AssetCheckEvaluation,
+    AssetCheckSeverity,
+    AssetKey,
+    AssetObservation,
+    MultiPartitionKey,
+    build_sensor_context,
+    instance_for_test,
+    materialize,
+)
 
 from dagster_reconf import (
     AuditLedgerResource,
@@ -277,9 +286,16 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
         (registration,) = first.dynamic_partitions_requests
         assert registration.partitions_def_name == "team_a_streams"
         assert registration.partition_keys == ["alpha", "beta", "gamma", "stopped"]
-        observed = {e.partition: e.metadata for e in first.asset_events}
-        assert set(observed) == {"alpha", "beta", "gamma"}
+        observed = {e.partition: e.metadata for e in first.asset_events if isinstance(e, AssetObservation)}
+        assert set(observed) == {"alpha", "beta", "gamma", "stopped"}, "every stream's page says how it is"
         assert all(e.asset_key == AssetKey(["team_a", "stream"]) for e in first.asset_events)
+        assert observed["stopped"]["state"].value == "stopped" and observed["gamma"]["state"].value == "attached"
+        checks = {(e.partition, e.check_name): e for e in first.asset_events if isinstance(e, AssetCheckEvaluation)}
+        assert {name for _, name in checks} == {"driver_alive", "query_healthy", "lag_within_band"}
+        assert {stream for stream, _ in checks} == set(observed)
+        stopped_alive = checks[("stopped", "driver_alive")]
+        assert not stopped_alive.passed and stopped_alive.severity == AssetCheckSeverity.WARN, "stopped on purpose"
+        assert checks[("gamma", "driver_alive")].passed and checks[("gamma", "query_healthy")].passed
         assert observed["beta"]["lag_events"].value >= 0 and observed["beta"]["last_batch_id"].value >= 4
         assert (
             observed["gamma"]["throughput_events_per_s"].value > 0

@@ -206,6 +206,7 @@ class StreamSupervisor:
                     "pid": info.get("pid") if info else None,
                     "control_port": info.get("control_port") if info else None,
                     "app_id": info.get("app_id") if info else None,
+                    "spark_ui": info.get("spark_ui") if info else None,
                 }
             )
         return rows
