@@ -23,6 +23,7 @@ from sensors import progress_sensors, reconfiguration_failure_sensor, scaling_se
 
 defs = Definitions(
     assets=[stream, stream_progress, trace_snapshots, cp_summaries, ds2_plans, stream_configuration],
+    asset_checks=SCALING.checks,
     jobs=[TRACES.job, SCALING.job, build_stream_control_job(streams_for_env())],
     schedules=[TRACES.schedule],
     sensors=[*progress_sensors, *scaling_sensors, reconfiguration_failure_sensor],

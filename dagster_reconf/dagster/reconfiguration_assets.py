@@ -27,6 +27,7 @@ applies nothing.
 ledger too, with the run's error.
 """
 
+import warnings
 from typing import Any
 
 import dagster as dg
@@ -46,12 +47,14 @@ from dagster_reconf.core.reconfig import (
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.dagster.constants import IN_FLIGHT, RECONFIGURATION_TAG, STREAM_TAG
+from dagster_reconf.dagster.metadata_tables import figures_table, frame_table, round_figure, settings_table
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, Strategy
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
 
-__all__ = ["build_reconfiguration_failure_sensor", "build_stream_configuration"]
+__all__ = ["build_reconfiguration_failure_sensor", "build_state_verified_check", "build_stream_configuration"]
 
+STATE_VERIFIED = "state_verified"
 POOL = "dagster_reconf_reconfiguration"
 RUN_HOLDER = "dagster run "  # how a lock's holder and its lease's owner name a Dagster run
 ROOT_RUN_TAG = "dagster/root_run_id"  # what Dagster tags a re-execution with
@@ -181,8 +184,8 @@ def _step_op(step: str, default_strategy: str, default_observe_s: float, transla
     return _op
 
 
-def _frame_md(rows: list[dict[str, Any]]) -> dg.MetadataValue:
-    return dg.MetadataValue.md(pd.DataFrame(rows).to_markdown(index=False) if rows else "(none)")
+def _rows_table(rows: list[dict[str, Any]]) -> dg.MetadataValue:
+    return frame_table(pd.DataFrame(rows)) if rows else dg.MetadataValue.text("(none)")
 
 
 def build_stream_configuration(
@@ -293,7 +296,7 @@ def build_stream_configuration(
                 metadata={
                     "applied": False,
                     "note": "nothing applied",
-                    "plan": dg.MetadataValue.json(ExecutionPlan.of(spec).model_dump()),
+                    "plan": settings_table(ExecutionPlan.of(spec).model_dump()),
                 },
             )
         ledger = audit_ledger.ledger()
@@ -305,9 +308,11 @@ def build_stream_configuration(
         in_force = ExecutionPlan.of(handle.spec())
         return dg.Output(in_force.settings(), metadata=_record_metadata(reconfiguration, in_force, ledger))
 
+    spec = translator.get_asset_spec(AssetKind.STREAM_CONFIGURATION)
+
     @dg.graph_asset(
         **asset_arguments(
-            translator.get_asset_spec(AssetKind.STREAM_CONFIGURATION),
+            spec,
             graph=True,
             group_name=group_name,
             partitions_def=partitions_def,
@@ -318,6 +323,46 @@ def build_stream_configuration(
         return record(observe(resume(verify(migrate(pause(prepare(preflight(ds2_plans))))))))
 
     return stream_configuration
+
+
+def build_state_verified_check(key: dg.AssetKey, partitions_def: dg.PartitionsDefinition) -> dg.AssetChecksDefinition:
+    """``state_verified`` on ``stream_configuration``: the state the run's reconfiguration moved matches the state
+    before it, store by store (rows and checksums). It runs after each materialization, in the same run; a run that
+    moved no state passes and says so."""
+    with warnings.catch_warnings():  # partitioned checks are a preview in Dagster 1.12-1.13
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+
+        @dg.asset_check(
+            asset=key,
+            name=STATE_VERIFIED,
+            partitions_def=partitions_def,
+            description="The state a reconfiguration moved equals the state before it, store by store.",
+        )
+        def state_verified(
+            context: dg.AssetCheckExecutionContext, audit_ledger: AuditLedgerResource
+        ) -> dg.AssetCheckResult:
+            run = context.instance.get_run_by_id(context.run_id)
+            reconfiguration_id = run.tags.get(RECONFIGURATION_TAG) if run else None
+            if not reconfiguration_id:
+                return dg.AssetCheckResult(passed=True, description="nothing applied in this run: no state moved")
+            reconfiguration = Reconfiguration.from_ledger(audit_ledger.ledger(), reconfiguration_id)
+            if "verify" not in reconfiguration.results:
+                return dg.AssetCheckResult(
+                    passed=reconfiguration.outcome in ("noop", "succeeded"),
+                    description=f"reconfiguration {reconfiguration_id} ({reconfiguration.outcome}) did not verify",
+                )
+            verification = reconfiguration.verification
+            if verification.skipped:
+                return dg.AssetCheckResult(passed=True, description=f"no state moved: {verification.skipped}")
+            return dg.AssetCheckResult(
+                passed=verification.ok,
+                description="the moved state matches, store by store"
+                if verification.ok
+                else "; ".join(verification.problems) or "the moved state does not match (rolled back)",
+                metadata={"stores": _rows_table(verification.stores), "state_rows": verification.state_rows},
+            )
+
+    return state_verified
 
 
 def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, ledger: AuditLedger) -> dict[str, Any]:
@@ -331,9 +376,9 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
         "reconfiguration_id": reconfiguration.id,
         "plan_hash": reconfiguration.plan_hash,
         "strategy": reconfiguration.strategy,
-        "actions": _frame_md(reconfiguration.actions),
-        "plan": dg.MetadataValue.json(in_force.model_dump()),
-        "step_seconds": dg.MetadataValue.json(reconfiguration.timings),
+        "actions": _rows_table(reconfiguration.actions),
+        "plan": settings_table(in_force.model_dump()),
+        "step_seconds": figures_table(reconfiguration.timings, unit="s"),
         "ledger_head": ledger.head(),
         "audit": dg.MetadataValue.md(
             f"Ledger `{ledger.engine.url.render_as_string(hide_password=True)}`, "
@@ -342,13 +387,13 @@ def _record_metadata(reconfiguration: Reconfiguration, in_force: ExecutionPlan, 
         ),
     }
     if "verify" in reconfiguration.results and reconfiguration.verification.stores:
-        metadata["verification"] = _frame_md(reconfiguration.verification.stores)
+        metadata["verification"] = _rows_table(reconfiguration.verification.stores)
         metadata["verified"] = reconfiguration.verification.ok
     if "observe" in reconfiguration.results:
         observation = reconfiguration.observation
         figures = {"downtime_s": observation.downtime_s, "pause_s": observation.pause_s}
         figures.update(catch_up_s=observation.catch_up_s, max_event_latency_s=observation.max_event_latency_s)
-        metadata.update({key: float(value) for key, value in figures.items() if value is not None})
+        metadata.update({key: round_figure(float(value)) for key, value in figures.items() if value is not None})
     return metadata
 
 

@@ -31,7 +31,8 @@ from dagster_reconf.core.scaling.policies import POLICIES
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.stream_decision import decide_stream
-from dagster_reconf.dagster.reconfiguration_assets import build_stream_configuration
+from dagster_reconf.dagster.metadata_tables import figures_table, frame_table, round_figure
+from dagster_reconf.dagster.reconfiguration_assets import build_state_verified_check, build_stream_configuration
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.run_config import PlanConfig, Strategy
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
@@ -50,16 +51,18 @@ class ScalingAssets:
     policy_name: str
     policy_config: PolicyConfig
     translator: ReconfTranslator
+    checks: list[dg.AssetChecksDefinition]  # state_verified on stream_configuration
 
     @property
     def assets(self) -> list[dg.AssetsDefinition]:
-        """Both assets, for ``Definitions(assets=[*scaling.assets, ...])``."""
+        """Both assets, for ``Definitions(assets=[*scaling.assets, ...], asset_checks=scaling.checks)``."""
         return [self.plans, self.configuration]
 
     @property
     def defs(self) -> dg.Definitions:
-        """Both assets and the reconfiguration job as ``Definitions``, to merge with ``dg.Definitions.merge``."""
-        return dg.Definitions(assets=self.assets, jobs=[self.job])
+        """Both assets, their check and the reconfiguration job as ``Definitions``, to merge with
+        ``dg.Definitions.merge``."""
+        return dg.Definitions(assets=self.assets, asset_checks=self.checks, jobs=[self.job])
 
 
 def _plan_metadata(
@@ -67,30 +70,30 @@ def _plan_metadata(
 ) -> dict[str, Any]:
     from dagster_reconf.core.scaling.plots import capacity_plot_png
 
-    metadata: dict[str, Any] = {"decision": reason, "observation": dg.MetadataValue.json(observation)}
+    metadata: dict[str, Any] = {"decision": reason, "observation": figures_table(observation)}
     if step is not None:  # every decision, a hold too: its kind and the cores it reserves before and after
         metadata.update(
             {
                 "step": step.kind,
                 "cores_before": step.cores_before,
                 "cores_after": step.cores_after,
-                "core_seconds_per_hour_saved": step.core_seconds_per_hour_saved,
+                "core_seconds_per_hour_saved": round_figure(float(step.core_seconds_per_hour_saved)),
             }
         )
     if plan is None:
         return metadata
-    changed = pd.DataFrame([{"knob": k, "now": a, "planned": b} for k, (a, b) in plan.changed().items()])
+    changed = pd.DataFrame([{"knob": k, "now": str(a), "planned": str(b)} for k, (a, b) in plan.changed().items()])
     metadata.update(
         {
             "plan_hash": plan.plan_hash,
             "policy": plan.policy,
-            "plan": dg.MetadataValue.md(changed.to_markdown(index=False)),
-            "predicted": dg.MetadataValue.json(plan.predicted),
+            "plan": frame_table(changed),
+            "predicted": figures_table(plan.predicted),
         }
     )
     if plan.report:
         report = pd.DataFrame([row.model_dump() for row in plan.report])
-        metadata["scaling_report"] = dg.MetadataValue.md(report.to_markdown(index=False, floatfmt=".3g"))
+        metadata["scaling_report"] = frame_table(report)
         target = float(plan.predicted.get("target_rate", 0.0))
         png = base64.b64encode(capacity_plot_png(report, target, f"{plan.stream}: {plan.reason[:70]}")).decode()
         metadata["plot"] = dg.MetadataValue.md(f"![capacity vs target](data:image/png;base64,{png})")
@@ -186,4 +189,5 @@ def build_scaling_assets(
         executor_def=dg.in_process_executor,
         description="Decide a scaling plan for a stream and apply it.",
     )
-    return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings, translator)
+    checks = [build_state_verified_check(stream_configuration.key, partitions)]
+    return ScalingAssets(ds2_plans, stream_configuration, job, partitions, policy, settings, translator, checks)

@@ -7,8 +7,8 @@ ticks must stay cheap. Each tick, for every stream (in turn, within a time budge
   with ``reconf stream start`` or attached with ``reconf stream attach`` needs no
   redeploy);
 * reads only its new progress records (a byte cursor per stream; an attached stream's
-  new event-log lines first), and records its lag and throughput as an observation of
-  the ``stream`` asset;
+  new event-log lines first), and keeps the ``stream`` asset's page current: its figures
+  and its three checks (:mod:`~dagster_reconf.dagster.stream_page`);
 * asks the policy which way the stream points, with no traces read: the guards
   (stabilization, a full window, catching up, the band, the scale-down delay) decide
   here, and a stream out of band gets a run of the scaling job. The run reads the event

@@ -63,8 +63,9 @@ _KINDS = {
     AssetKind.STREAM_CONFIGURATION: {"spark"},
 }
 _DESCRIPTIONS = {
-    AssetKind.STREAM: "A Spark Structured Streaming query, run by Spark (not materialized by Dagster). The streams "
-    "sensor records its lag (backlog events), throughput and utilization as observations.",
+    AssetKind.STREAM: "A Spark Structured Streaming query, run by Spark and observed here (never materialized): the "
+    "sensors record its state, lag, rates and knobs each tick, and its checks say whether its driver is alive, its "
+    "query healthy and its lag within the policy's band.",
     AssetKind.STREAM_PROGRESS: "The stream's micro-batches as the progress sensor observes them.",
     AssetKind.TRACE_SNAPSHOTS: "Activities of one stream in one time window, from its Spark event logs (SnailTrail's "
     "snapshot).",

@@ -73,7 +73,7 @@ def test_reconfiguration_job_migrates_state_and_records_it(supervisor):
     with instance_for_test() as instance:
         assets = [scaling.plans, scaling.configuration]
         result = materialize(
-            assets,
+            [*assets, *scaling.checks],
             partition_key=STREAM,
             run_config=run_config(plan(supervisor, state_partitions=6)),
             instance=instance,
@@ -83,7 +83,14 @@ def test_reconfiguration_job_migrates_state_and_records_it(supervisor):
         (materialization,) = result.asset_materializations_for_node("stream_configuration")
         metadata = materialization.metadata
         assert metadata["outcome"].value == "succeeded" and metadata["verified"].value is True
-        assert "state_migration" in metadata["actions"].value and "0/default" in metadata["verification"].value
+        assert any("state_migration" in str(row.data) for row in metadata["actions"].records)
+        assert any("0/default" in str(row.data) for row in metadata["verification"].records)
+        (verified,) = result.get_asset_check_evaluations()
+        assert verified.check_name == "state_verified" and verified.passed and verified.partition == STREAM
+        assert metadata["step_seconds"].records and {c.name for c in metadata["plan"].schema.columns} == {
+            "setting",
+            "value",
+        }
         assert metadata["downtime_s"].value > 0
         assert checkpoint_facts(supervisor.paths(STREAM).checkpoint).state_partitions == 6
         assert supervisor.status(STREAM)["state"] == "running"
