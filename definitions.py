@@ -16,13 +16,21 @@ from assets import (
     stream_progress,
     trace_snapshots,
 )
-from dagster_reconf import build_stream_control_job
+from dagster_reconf import build_stream_control_job, build_stream_state_asset
 from resources import resources_for_env
-from resources.streams import streams_for_env
+from resources.streams import STREAM_NAMES, streams_for_env
 from sensors import progress_sensors, reconfiguration_failure_sensor, scaling_sensors
 
 defs = Definitions(
-    assets=[stream, stream_progress, trace_snapshots, cp_summaries, ds2_plans, stream_configuration],
+    assets=[
+        stream,
+        stream_progress,
+        trace_snapshots,
+        cp_summaries,
+        ds2_plans,
+        stream_configuration,
+        build_stream_state_asset(streams=STREAM_NAMES),
+    ],
     asset_checks=SCALING.checks,
     jobs=[TRACES.job, SCALING.job, build_stream_control_job(streams_for_env())],
     schedules=[TRACES.schedule],

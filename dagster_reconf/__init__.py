@@ -60,6 +60,7 @@ _DAGSTER = {  # the Dagster building blocks
     "build_stream_configuration": "dagster_reconf.dagster.reconfiguration_assets",
     "build_stream_control_job": "dagster_reconf.dagster.stream_jobs",
     "build_stream_progress_sensor": "dagster_reconf.dagster.progress_sensor",
+    "build_stream_state_asset": "dagster_reconf.dagster.state_assets",
     "build_streams_sensor": "dagster_reconf.dagster.streams_sensor",
     "build_trace_assets": "dagster_reconf.dagster.trace_assets",
 }
@@ -100,6 +101,7 @@ if TYPE_CHECKING:
     from dagster_reconf.dagster.run_config import ExecutionPlanConfig, ReconfigureConfig, ScalingPlanConfig, Strategy
     from dagster_reconf.dagster.scaling_assets import ScalingAssets, build_scaling_assets
     from dagster_reconf.dagster.scaling_sensor import build_scaling_sensor
+    from dagster_reconf.dagster.state_assets import build_stream_state_asset
     from dagster_reconf.dagster.stream_jobs import build_stream_control_job
     from dagster_reconf.dagster.streams_sensor import build_streams_sensor
     from dagster_reconf.dagster.trace_assets import TraceAssets, build_trace_assets
@@ -158,6 +160,7 @@ __all__ = [
     "build_stream_configuration",
     "build_stream_control_job",
     "build_stream_progress_sensor",
+    "build_stream_state_asset",
     "build_streams_sensor",
     "build_trace_assets",
 ]

@@ -10,8 +10,10 @@ import os
 from typing import Any
 
 import dagster as dg
+from dagster_pyspark import PySparkResource
 
 from dagster_reconf import AuditLedgerResource, StreamRuntimeResource
+from dagster_reconf.dagster.state_assets import STATE_READER_CONF
 
 ENV_VAR = "DAGSTER_RECONF_ENV"
 
@@ -22,11 +24,14 @@ RESOURCES_LOCAL: dict[str, Any] = {
     "audit_ledger": AuditLedgerResource(
         url=os.environ.get("RECONF_LEDGER_URL", ""), home=_LOCAL_HOME
     ),  # default: SQLite in the home
+    "pyspark": PySparkResource(spark_config=STATE_READER_CONF),  # stream_state's batch session
 }
 
 RESOURCES_PRODUCTION: dict[str, Any] = {
     "streams": StreamRuntimeResource(home=dg.EnvVar("RECONF_HOME")),
     "audit_ledger": AuditLedgerResource(url=dg.EnvVar("RECONF_LEDGER_URL")),  # postgresql://...
+    # stream_state's batch session: add the settings that reach the checkpoints (an s3a endpoint and credentials)
+    "pyspark": PySparkResource(spark_config=STATE_READER_CONF),
 }
 
 RESOURCES_BY_ENV: dict[str, dict[str, Any]] = {"local": RESOURCES_LOCAL, "production": RESOURCES_PRODUCTION}

@@ -33,7 +33,15 @@ __all__ = [
     "TracesSettings",
 ]
 
-ASSET_KINDS = ("stream", "stream_progress", "trace_snapshots", "cp_summaries", "ds2_plans", "stream_configuration")
+ASSET_KINDS = (
+    "stream",
+    "stream_progress",
+    "trace_snapshots",
+    "cp_summaries",
+    "ds2_plans",
+    "stream_configuration",
+    "stream_state",
+)
 
 
 class TracesSettings(dg.Resolvable, dg.Model):
@@ -114,6 +122,7 @@ class ReconfStreamsComponent(dg.Component, dg.Resolvable):
     remote: bool = False
     prefix: str = ""
     translation: dict[str, AssetAttributes] = field(default_factory=dict)
+    state_reader: dict[str, str] = field(default_factory=dict)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         return build_reconf_defs(self)
@@ -125,6 +134,8 @@ def build_reconf_defs(component: ReconfStreamsComponent) -> dg.Definitions:
     Raises:
         ValueError: an attribute that cannot be built, named with its value and the fix.
     """
+    from dagster_pyspark import PySparkResource
+
     from dagster_reconf import (
         AuditLedgerResource,
         StreamRuntimeResource,
@@ -133,9 +144,11 @@ def build_reconf_defs(component: ReconfStreamsComponent) -> dg.Definitions:
         build_scaling_assets,
         build_scaling_sensor,
         build_stream_control_job,
+        build_stream_state_asset,
         build_streams_sensor,
         build_trace_assets,
     )
+    from dagster_reconf.dagster.state_assets import STATE_READER_CONF
 
     unknown = sorted(set(component.translation) - set(ASSET_KINDS))
     if unknown:
@@ -187,9 +200,13 @@ def build_reconf_defs(component: ReconfStreamsComponent) -> dg.Definitions:
     resources = {
         "streams": StreamRuntimeResource(home=component.home, remote=component.remote),
         "audit_ledger": AuditLedgerResource(url=component.ledger_url, home=component.home),
+        "pyspark": PySparkResource(spark_config={**STATE_READER_CONF, **component.state_reader}),
     }
+    state = build_stream_state_asset(streams=component.streams, translator=translator)
     return dg.Definitions.merge(
-        traces.defs, scaling.defs, dg.Definitions(jobs=jobs, sensors=sensors, resources=resources)
+        traces.defs,
+        scaling.defs,
+        dg.Definitions(assets=[state], jobs=jobs, sensors=sensors, resources=resources),
     )
 
 
@@ -240,8 +257,11 @@ attributes:
     default_status: stopped
   # Drivers on other hosts, reached through the storage the streams keep their records in.
   remote: false
-  # Per asset kind (stream, trace_snapshots, cp_summaries, ds2_plans, stream_configuration): key, group_name,
-  # description, owners, tags, kinds, metadata, code_version.
+  # Spark settings of the batch session stream_state reads each stream's state with (an s3a endpoint, ...).
+  # state_reader:
+  #   spark.hadoop.fs.s3a.endpoint: http://127.0.0.1:9000
+  # Per asset kind (stream, trace_snapshots, cp_summaries, ds2_plans, stream_configuration, stream_state): key,
+  # group_name, description, owners, tags, kinds, metadata, code_version.
   # translation:
   #   ds2_plans:
   #     group_name: platform

@@ -86,6 +86,10 @@ class StreamRuntimeResource(dg.ConfigurableResource):
         """Where the stream's drivers write Spark event logs."""
         return StreamPaths(self.home_path, stream).event_log
 
+    def checkpoint(self, stream: str) -> Location:
+        """The checkpoint in force of ``stream`` (under its storage URL where its spec sets one)."""
+        return StreamPaths(self.home_path, stream).checkpoint
+
     def trace_store(self, stream: str) -> TraceStore:
         """The stream's trace store (incrementally ingested activities)."""
         return TraceStore(StreamPaths(self.home_path, stream).traces)

@@ -44,6 +44,7 @@ class AssetKind(str, Enum):
     CP_SUMMARIES = "cp_summaries"  # critical participation per window
     DS2_PLANS = "ds2_plans"  # scaling plans (scaling group)
     STREAM_CONFIGURATION = "stream_configuration"  # the applied configuration, materialized by a reconfiguration
+    STREAM_STATE = "stream_state"  # the checkpoint's state by partition, read in batch (dagster-pyspark)
 
 
 _GROUPS = {
@@ -53,6 +54,7 @@ _GROUPS = {
     AssetKind.CP_SUMMARIES: "traces",
     AssetKind.DS2_PLANS: "scaling",
     AssetKind.STREAM_CONFIGURATION: "scaling",
+    AssetKind.STREAM_STATE: "streams",
 }
 _KINDS = {
     AssetKind.STREAM: {"spark"},
@@ -61,6 +63,7 @@ _KINDS = {
     AssetKind.CP_SUMMARIES: {"pandas"},
     AssetKind.DS2_PLANS: {"spark"},
     AssetKind.STREAM_CONFIGURATION: {"spark"},
+    AssetKind.STREAM_STATE: {"spark", "pandas"},
 }
 _DESCRIPTIONS = {
     AssetKind.STREAM: "A Spark Structured Streaming query, run by Spark and observed here (never materialized): the "
@@ -75,6 +78,9 @@ _DESCRIPTIONS = {
     "to change.",
     AssetKind.STREAM_CONFIGURATION: "The stream's execution plan in force, after carrying out the plan decided "
     "upstream (preflight, prepare, pause, migrate, verify, resume, observe, record).",
+    AssetKind.STREAM_STATE: "The stream's state at its last committed batch, read in batch with Spark's state data "
+    "source: rows and bytes per operator, store and partition, and the hottest partition against the median (state "
+    "skew, a hot key range).",
 }
 KIND_TAG = "dagster-reconf/kind"  # every asset's tag naming its AssetKind (a translator's override keeps it)
 

@@ -38,6 +38,7 @@ __all__ = [
     "state_summaries",
     "state_summary",
     "stateful_operators",
+    "store_reads",
 ]
 
 
@@ -134,7 +135,7 @@ def _state_variables(properties: str | None) -> list[dict[str, Any]]:
     ]
 
 
-def _store_reads(
+def store_reads(
     spark: SparkSession, checkpoint: Location, store: dict[str, Any], batch_id: int | None
 ) -> list[tuple[str, DataFrame]]:
     """``(store label, rows)`` for every part of one operator's state: the store, or each of its state variables."""
@@ -189,7 +190,7 @@ def state_summaries(spark: SparkSession, reads: Sequence[tuple[Location, int | N
         stores = [
             (store, label, frame)
             for store in stateful_operators(spark, checkpoint)
-            for label, frame in _store_reads(spark, checkpoint, store, batch_id)
+            for label, frame in store_reads(spark, checkpoint, store, batch_id)
         ]
         plans.append((checkpoint, batch_id, stores))
         for store_index, (_, _, frame) in enumerate(stores):
@@ -240,7 +241,7 @@ def state_schemas(spark: SparkSession, checkpoint: Location) -> dict[str, dict[s
     ``<operator id>/<store label>``: ``{"operator": name, "key": ..., "value": ..., ...}``."""
     schemas = {}
     for store in stateful_operators(spark, checkpoint):
-        for label, frame in _store_reads(spark, checkpoint, store, None):
+        for label, frame in store_reads(spark, checkpoint, store, None):
             columns = {c: json.loads(frame.schema[c].dataType.json()) for c in _content(frame)}
             schemas[f"{store['operator_id']}/{label}"] = {"operator": store["operator"], **columns}
     return schemas

@@ -4,6 +4,7 @@ streams, a translation override, the scaffolded defs.yaml loading as written, an
 import dagster
 import pytest
 import yaml
+from dagster_pyspark import PySparkResource
 
 from dagster_reconf import (
     AuditLedgerResource,
@@ -11,10 +12,12 @@ from dagster_reconf import (
     StreamRuntimeResource,
     build_reconfiguration_failure_sensor,
     build_scaling_assets,
+    build_stream_state_asset,
     build_streams_sensor,
     build_trace_assets,
 )
 from dagster_reconf.dagster.components import ReconfStreamsScaffolder
+from dagster_reconf.dagster.state_assets import STATE_READER_CONF
 
 
 def from_yaml(text: str) -> dagster.Definitions:
@@ -41,6 +44,7 @@ def test_the_yaml_gives_the_definitions_the_python_builders_give():
         traces.defs,
         scaling.defs,
         dagster.Definitions(
+            assets=[build_stream_state_asset()],
             sensors=[
                 build_streams_sensor(scaling=scaling, traces=traces),
                 build_reconfiguration_failure_sensor(job=scaling.job, name="reconfiguration_failures"),
@@ -48,6 +52,7 @@ def test_the_yaml_gives_the_definitions_the_python_builders_give():
             resources={
                 "streams": StreamRuntimeResource(home="/data/reconf"),
                 "audit_ledger": AuditLedgerResource(home="/data/reconf"),
+                "pyspark": PySparkResource(spark_config=STATE_READER_CONF),
             },
         ),
     )

@@ -4,6 +4,7 @@ import dataclasses
 
 import dagster
 import pytest
+from dagster_pyspark import PySparkResource
 
 from dagster_reconf import (
     AssetKind,
@@ -18,6 +19,7 @@ from dagster_reconf import (
     build_reconfiguration_failure_sensor,
     build_scaling_assets,
     build_scaling_sensor,
+    build_stream_state_asset,
     build_streams_sensor,
     build_trace_assets,
 )
@@ -184,14 +186,19 @@ def test_whatever_the_translator_returns_reaches_every_asset_whole():
     traces = build_trace_assets(start="2026-11-01", streams=["orders"], window_minutes=5, translator=translator)
     scaling = build_scaling_assets(streams=["orders"], translator=translator)
     defs = dagster.Definitions(
-        assets=[*traces.assets, *scaling.assets],
+        assets=[*traces.assets, *scaling.assets, build_stream_state_asset(streams=["orders"], translator=translator)],
         jobs=[traces.job, scaling.job],
-        resources={"streams": StreamRuntimeResource(), "audit_ledger": AuditLedgerResource()},
+        resources={
+            "streams": StreamRuntimeResource(),
+            "audit_ledger": AuditLedgerResource(),
+            "pyspark": PySparkResource(spark_config={}),
+        },
     )
     with dagster.instance_for_test():
         dagster.Definitions.validate_loadable(defs)
     specs = {spec.key: spec for spec in defs.resolve_all_asset_specs()}
     built = [AssetKind.STREAM, AssetKind.TRACE_SNAPSHOTS, AssetKind.CP_SUMMARIES, AssetKind.DS2_PLANS]
+    built.append(AssetKind.STREAM_STATE)
     for kind in [*built, AssetKind.STREAM_CONFIGURATION]:
         spec = specs[dagster.AssetKey(["platform", kind.value])]
         assert spec.group_name == f"g_{kind.value}" and spec.description == f"ours: {kind.value}", kind
@@ -206,6 +213,8 @@ def test_whatever_the_translator_returns_reaches_every_asset_whole():
         dagster.AssetKey(["platform", "trace_snapshots"]),
         dagster.AssetKey(["platform", "cp_summaries"]),
     }
+    state = specs[dagster.AssetKey(["platform", "stream_state"])]
+    assert {dep.asset_key for dep in state.deps} == {dagster.AssetKey(["platform", "stream"])}
 
 
 def test_the_default_specs_say_what_each_asset_is():
