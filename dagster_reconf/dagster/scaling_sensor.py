@@ -255,13 +255,16 @@ def build_scaling_sensor(
         if traces is not None:
             driver = "attached" if attached else "running" if info else None
             driver = driver or ("died" if supervisor.driver_death(stream) else "not running")
-            window = ConfigurationWindow.from_json(tick.cursor.window)
+            window = ConfigurationWindow.from_json(tick.cursor.window) if running else None
+            judged = tick.decision  # not asked while a run holds the stream: the page still judges its lag
+            if judged is None and window is not None:
+                judged = decide(policy, window, time.time(), plan=False)
             events += page_events(
                 traces.stream.key,
                 stream,
                 {"driver": driver, "spark_ui": (info or {}).get("spark_ui")},
-                window if running else None,
-                tick.decision,
+                window,
+                judged,
                 policy,
                 tick.cursor.page,
                 new_batches=any(r.get("kind") == "progress" for r in records),

@@ -115,6 +115,8 @@ def assess(
         last = window.rows[-1]
         figures.update(last_batch_id=int(last["batch_id"]), last_batch_at=_epoch(last.get("timestamp")))
     unread = "no driver reads the stream" if window is None else "no batch of the stream has been read yet"
+    if decision is not None and window is not None:
+        unread = decision.reason  # stabilizing after a restart, say
     lag = Verdict(False, f"not judged: {unread}", warning=True)
     if decision is not None and decision.signal.batches > 0:
         signal = decision.signal
