@@ -94,6 +94,7 @@ def test_definitions_load():
 
     with dagster.instance_for_test():
         dagster.Definitions.validate_loadable(definitions.defs)
+        graph = definitions.defs.resolve_asset_graph()
     names = {s.name for s in definitions.defs.sensors}
     assert names == {
         "nexmark_q5_progress_sensor",
@@ -102,7 +103,6 @@ def test_definitions_load():
         "wordcount_scaling_sensor",
         "reconfiguration_failure_sensor",
     }
-    graph = definitions.defs.resolve_asset_graph()
     upstream = {key.to_user_string() for key in graph.get(dagster.AssetKey("ds2_plans")).parent_keys}
     assert upstream == {"trace_snapshots", "cp_summaries"}
     assert dagster.AssetKey("ds2_plans") in graph.get(dagster.AssetKey("stream_configuration")).parent_keys
