@@ -341,7 +341,7 @@ def build_state_verified_check(key: dg.AssetKey, partitions_def: dg.PartitionsDe
         def state_verified(
             context: dg.AssetCheckExecutionContext, audit_ledger: AuditLedgerResource
         ) -> dg.AssetCheckResult:
-            run = context.instance.get_run_by_id(context.run_id)
+            run = context.instance.get_run_by_id(context.run.run_id)  # tags added in the run: read them afresh
             reconfiguration_id = run.tags.get(RECONFIGURATION_TAG) if run else None
             if not reconfiguration_id:
                 return dg.AssetCheckResult(passed=True, description="nothing applied in this run: no state moved")

@@ -4,6 +4,7 @@ session, agrees with the state reader a migration verifies with."""
 import pytest
 from dagster import instance_for_test, materialize
 from dagster_pyspark import PySparkResource
+from pyspark.sql import SparkSession
 
 from dagster_reconf import StreamRuntimeResource, build_stream_state_asset
 from dagster_reconf.core.process.supervisor import StreamSupervisor
@@ -41,7 +42,8 @@ def test_the_state_by_partition_matches_the_verifiers_count_and_names_the_hottes
             (materialization,) = result.asset_materializations_for_node("stream_state")
             metadata = materialization.metadata
             batch = metadata["batch_id"].value
-            expected = state_summary(pyspark.spark_session, checkpoint, batch)  # what a verification counts
+            spark = SparkSession.builder.getOrCreate()  # the run's session, still up in this process
+            expected = state_summary(spark, checkpoint, batch)  # what a verification counts
         assert metadata["state_rows"].value == expected.rows > 0
         stores = [row.data for row in metadata["stores"].records]
         assert {row["store"] for row in stores} == {s.store for s in expected.stores}
