@@ -73,16 +73,19 @@ def health_metadata(health: StreamHealth) -> dict[str, dg.MetadataValue]:
 
 
 def check_evaluations(asset_key: dg.AssetKey, health: StreamHealth) -> list[dg.AssetCheckEvaluation]:
-    """The checks ``health`` judges, as evaluations on ``asset_key``'s partition named like the stream."""
+    """The checks ``health`` judges, as evaluations on ``asset_key`` that name their stream.
+
+    The checks are the asset's, not a partition's: Dagster (1.13) stores one evaluation recorded outside a run per
+    check and partition, so a partitioned check could be recorded by a sensor only once. Each evaluation names its
+    stream in its description and metadata."""
     return [
         dg.AssetCheckEvaluation(
             asset_key=asset_key,
             check_name=name,
             passed=verdict.passed,
             severity=dg.AssetCheckSeverity.WARN if verdict.warning else dg.AssetCheckSeverity.ERROR,
-            description=verdict.reason,
-            metadata={"state": dg.MetadataValue.text(health.state)},
-            partition=health.stream,
+            description=f"{health.stream}: {verdict.reason}",
+            metadata={"stream": dg.MetadataValue.text(health.stream), "state": dg.MetadataValue.text(health.state)},
         )
         for name, verdict in health.verdicts().items()
     ]
@@ -139,11 +142,11 @@ def build_stream_asset(spec: dg.AssetSpec, policy: ScalingPolicy, name: str) -> 
     sensors record its figures and verdicts each tick, and observing it in the UI reads them afresh; ``policy`` gives
     the band ``lag_within_band`` judges against. ``name``: the op's name."""
     partitions = spec.partitions_def
-    with warnings.catch_warnings():  # partitioned checks are a preview, observing a partitioned asset beta (1.12-1.13)
+    with warnings.catch_warnings():  # observing a partitioned asset is beta in Dagster 1.12-1.13
         warnings.simplefilter("ignore", dg.BetaWarning)
-        warnings.simplefilter("ignore", dg.PreviewWarning)
+        # The asset's checks, not a partition's (see check_evaluations); each result names its stream.
         checks = [
-            dg.AssetCheckSpec(check, asset=spec.key, description=description, partitions_def=partitions)
+            dg.AssetCheckSpec(check, asset=spec.key, description=description)
             for check, description in STREAM_CHECKS.items()
         ]
 
@@ -164,7 +167,8 @@ def build_stream_asset(spec: dg.AssetSpec, policy: ScalingPolicy, name: str) -> 
                         check_name=check,
                         passed=verdict.passed,
                         severity=dg.AssetCheckSeverity.WARN if verdict.warning else dg.AssetCheckSeverity.ERROR,
-                        description=verdict.reason,
+                        description=f"{health.stream}: {verdict.reason}",
+                        metadata={"stream": dg.MetadataValue.text(health.stream)},
                     )
                     for check, verdict in health.verdicts().items()
                 ],

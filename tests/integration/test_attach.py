@@ -290,7 +290,11 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
         assert set(observed) == {"alpha", "beta", "gamma", "stopped"}, "every stream's page says how it is"
         assert all(e.asset_key == AssetKey(["team_a", "stream"]) for e in first.asset_events)
         assert observed["stopped"]["state"].value == "stopped" and observed["gamma"]["state"].value == "attached"
-        checks = {(e.partition, e.check_name): e for e in first.asset_events if isinstance(e, AssetCheckEvaluation)}
+        checks = {
+            (e.metadata["stream"].value, e.check_name): e
+            for e in first.asset_events
+            if isinstance(e, AssetCheckEvaluation)
+        }
         assert {name for _, name in checks} == {"driver_alive", "query_healthy", "lag_within_band"}
         assert {stream for stream, _ in checks} == set(observed)
         stopped_alive = checks[("stopped", "driver_alive")]

@@ -91,7 +91,8 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         )
         verdicts = {e.check_name: e for e in light.asset_events[1:]}  # the stream's checks, on its page the same tick
         assert verdicts["driver_alive"].passed and verdicts["query_healthy"].passed
-        assert verdicts["lag_within_band"].partition == STREAM and verdicts["lag_within_band"].description
+        lag = verdicts["lag_within_band"]
+        assert lag.metadata["stream"].value == STREAM and lag.description.startswith(f"{STREAM}: ")
         first = tick(sensor, instance, supervisor, None)
         evidence, request = first.run_requests
         assert evidence.job_name == traces.job.name and evidence.partition_key.keys_by_dimension["stream"] == STREAM

@@ -38,7 +38,8 @@ def test_a_tick_with_batches_records_typed_figures_and_the_three_checks_once():
     assert figures["trigger"].value.startswith("processingTime ") and figures["cores"].value == 1
     by_name = {c.check_name: c for c in checks}
     assert set(by_name) == {"driver_alive", "query_healthy", "lag_within_band"}
-    assert all(c.partition == "s" and c.asset_key == KEY for c in checks)
+    assert all(c.metadata["stream"].value == "s" and c.description.startswith("s: ") for c in checks)
+    assert all(c.partition is None and c.asset_key == KEY for c in checks), "the asset's checks, naming the stream"
     assert by_name["driver_alive"].passed and not by_name["lag_within_band"].passed
     assert by_name["lag_within_band"].severity == dg.AssetCheckSeverity.ERROR, "falling behind is red"
     again = tick_events(memo, BEHIND)
@@ -46,6 +47,13 @@ def test_a_tick_with_batches_records_typed_figures_and_the_three_checks_once():
     dead = tick_events(memo, [], row={"driver": "died"})
     assert {e.check_name: e.passed for e in dead if isinstance(e, dg.AssetCheckEvaluation)}["driver_alive"] is False
     assert dead[0].metadata["state"].value == "died", "a death changes the state: the page says so"
+    with dg.instance_for_test() as instance:  # what the daemon does with a sensor's events, tick after tick
+        for event in [*events, *again, *dead]:
+            instance.report_runless_asset_event(event)
+        latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(KEY, "driver_alive")]
+        )
+        assert latest[dg.AssetCheckKey(KEY, "driver_alive")].status.value == "FAILED"
 
 
 def test_observing_a_stopped_stream_in_a_run_says_so_and_warns(tmp_path):
