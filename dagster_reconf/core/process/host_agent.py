@@ -261,11 +261,19 @@ def _one_line(text: str, limit: int = 600) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _read_answer(path: Location) -> HostAnswer | None:
-    try:
-        return HostAnswer.model_validate_json(path.read_text())
-    except (FileNotFoundError, ValidationError, ValueError):
-        return None
+def _read_answer(path: Location, attempts: int = 3) -> HostAnswer | None:
+    """The answer file's answer (None: none yet, or not readable as one). The agent rewrites the file whole while
+    others poll it: an object store that saw it replaced between a read's first and next request refuses the read
+    (S3's ``PreconditionFailed`` on the ETag it started with), and the read starts over on the new answer."""
+    for _ in range(attempts):
+        try:
+            return HostAnswer.model_validate_json(path.read_text())
+        except (FileNotFoundError, ValidationError, ValueError):
+            return None
+        except OSError as exc:
+            if "precondition" not in str(exc).lower():
+                raise
+    return None
 
 
 def _answer(

@@ -129,3 +129,26 @@ def test_a_store_that_fails_a_look_is_tried_again_next_time(tmp_path, storage, m
         assert agent.poll_once() == []  # logged, not raised: the agent keeps serving
     (answer,) = answered(agent)
     assert answer.request_id == request.id and answer.ok
+
+
+class _Rewritten:
+    """An answer file an object store refuses to read once, as S3 does when the agent replaces it mid-read."""
+
+    def __init__(self, text: str, error: OSError) -> None:
+        self.text, self.error, self.reads = text, error, 0
+
+    def read_text(self) -> str:
+        self.reads += 1
+        if self.reads == 1:
+            raise self.error
+        return self.text
+
+
+def test_an_answer_replaced_while_it_is_read_is_read_again_and_other_errors_are_raised():
+    answer = HostAnswer(request_id="r1", action="start", ok=True, message="started", host="h", pid=1, answered_at=1.0)
+    raced = _Rewritten(
+        answer.model_dump_json(), OSError(22, "At least one of the preconditions you specified did not hold.")
+    )
+    assert host_agent._read_answer(raced) == answer and raced.reads == 2
+    with pytest.raises(PermissionError):
+        host_agent._read_answer(_Rewritten(answer.model_dump_json(), PermissionError(13, "Access Denied")))
