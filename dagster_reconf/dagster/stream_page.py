@@ -8,9 +8,9 @@ pages of work done outside Dagster:
   cores, state partitions, trigger, the last batch and its time, the Spark UI, the delivery guarantee, the policy's
   direction. Units are in the labels; figures are rounded to what was measured;
 * the checks ``driver_alive``, ``query_healthy`` and ``lag_within_band`` (:mod:`dagster_reconf.core.scaling.health`
-  states their rules), evaluated by the sensor when a verdict changes and every :data:`RECHECK_S` otherwise, so a
-  dead or falling-behind stream is red in the Catalog within one tick. Observing the asset from the UI reads the
-  stream's newest records and judges them the same way.
+  states their rules), evaluated by the sensor when a verdict changes and, while one fails, every
+  :data:`RECHECK_S`, so a dead or falling-behind stream is red in the Catalog within one tick. Observing the asset
+  from the UI reads the stream's newest records and judges them the same way.
 """
 
 import time
@@ -32,7 +32,7 @@ STREAM_CHECKS = {
     "query_healthy": "The stream's query has not failed.",
     "lag_within_band": "The backlog is not growing past the policy's tolerance and is younger than its catch-up time.",
 }
-RECHECK_S = 300.0  # an unchanged verdict is evaluated again this often (the Catalog shows its time)
+RECHECK_S = 300.0  # an unchanged failing verdict is recorded again this often
 RECENT_BYTES = 1 << 20  # a check run reads this much of the metrics store's tail: a window's batches are a few KB
 
 
@@ -105,8 +105,8 @@ def page_events(
     query_error: str | None = None,
 ) -> list[dg.AssetObservation | dg.AssetCheckEvaluation]:
     """What a sensor's tick records on the stream's page: its figures where a batch was read (or its state changed),
-    its checks where a verdict changed or :data:`RECHECK_S` passed. ``row`` is the supervisor's line for the stream,
-    ``memo`` what the sensor's cursor keeps for the page (updated in place)."""
+    its checks where a verdict changed (or one fails and :data:`RECHECK_S` passed). ``row`` is the supervisor's line
+    for the stream, ``memo`` what the sensor's cursor keeps for the page (updated in place)."""
     progress = next((r for r in reversed(records) if r.get("kind") == "progress"), None)
     spec = (window.spec if window else None) or {}
     guarantee = (
@@ -130,7 +130,10 @@ def page_events(
         events.append(dg.AssetObservation(asset_key=key, partition=stream, metadata=metadata))
     verdicts = {name: [v.passed, v.warning] for name, v in health.verdicts().items()}
     now = time.time()
-    if verdicts != memo.get("checks") or now - float(memo.get("checked_at", 0.0)) >= RECHECK_S:
+    failing = not all(v.passed for v in health.verdicts().values())
+    # A failing stream says so again every RECHECK_S: another stream's passing verdict, recorded on the same
+    # (the asset's) checks, never hides it for longer.
+    if verdicts != memo.get("checks") or (failing and now - float(memo.get("checked_at", 0.0)) >= RECHECK_S):
         events.extend(check_evaluations(key, health))
         memo.update(checks=verdicts, checked_at=now)
     memo.update(state=health.state, delivery=health.delivery)

@@ -6,7 +6,7 @@ from dagster_reconf import StreamRuntimeResource, StreamSpec, build_trace_assets
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.store.paths import StreamPaths
-from dagster_reconf.dagster.stream_page import page_events
+from dagster_reconf.dagster.stream_page import STREAM_CHECKS, page_events
 from dagster_reconf.dagster.streams_sensor import StreamRead, stream_tick
 
 from .test_scaling_tick import BEHIND
@@ -73,3 +73,15 @@ def test_observing_a_stopped_stream_in_a_run_says_so_and_warns(tmp_path):
         assert set(checks) == {"driver_alive", "query_healthy", "lag_within_band"}
         alive = checks["driver_alive"]
         assert not alive.passed and alive.severity == dg.AssetCheckSeverity.WARN and "stopped" in alive.description
+
+
+def test_a_failing_verdict_is_recorded_again_after_the_recheck_interval_and_a_changed_one_at_once():
+    memo: dict = {}
+    first = tick_events(memo, BEHIND)  # behind: lag_within_band fails
+    assert any(isinstance(e, dg.AssetCheckEvaluation) for e in first)
+    memo["checked_at"] = 0.0  # long ago
+    again = tick_events(memo, BEHIND)
+    assert {e.check_name for e in again if isinstance(e, dg.AssetCheckEvaluation)} == set(STREAM_CHECKS)
+    passing = {"checks": {name: [True, False] for name in STREAM_CHECKS}, "checked_at": 0.0, "state": "died"}
+    quiet = tick_events(passing, [], row={"driver": "died"})
+    assert any(isinstance(e, dg.AssetCheckEvaluation) for e in quiet), "a changed verdict is recorded at once"
