@@ -219,9 +219,8 @@ def build_scaling_sensor(
             else store.tail_offset(RECENT_METRICS_BYTES)
         )
         records, offset = store.read(offset)
-        supervisor = streams.supervisor()
-        info = supervisor.driver_info(stream)
-        running = attached or info is not None
+        row = streams.supervisor().row(stream) or {"driver": "not running"}
+        running = row["driver"] in ("running", "attached")
         busy = running and context.instance.get_runs(
             dg.RunsFilter(job_name=scaling.job.name, tags={STREAM_TAG: stream}, statuses=IN_FLIGHT), limit=1
         )
@@ -253,8 +252,6 @@ def build_scaling_sensor(
             metadata = {**figures, "decision": decision.action, "reason": decision.reason, "judged": decision.judged}
             events.append(dg.AssetObservation(asset_key=key, partition=stream, metadata=metadata))
         if traces is not None:
-            driver = "attached" if attached else "running" if info else None
-            driver = driver or ("died" if supervisor.driver_death(stream) else "not running")
             window = ConfigurationWindow.from_json(tick.cursor.window) if running else None
             judged = tick.decision  # not asked while a run holds the stream: the page still judges its lag
             if judged is None and window is not None:
@@ -262,7 +259,7 @@ def build_scaling_sensor(
             events += page_events(
                 traces.stream.key,
                 stream,
-                {"driver": driver, "spark_ui": (info or {}).get("spark_ui")},
+                row,
                 window,
                 judged,
                 policy,

@@ -182,9 +182,7 @@ def build_stream_asset(spec: dg.AssetSpec, policy: ScalingPolicy, name: str) -> 
 
 def stream_health_now(streams: StreamRuntimeResource, stream: str, policy: ScalingPolicy) -> StreamHealth:
     """``stream``'s health from its newest metrics records and its driver, as a check run sees it."""
-    supervisor = streams.supervisor()
-    rows = {row["name"]: row for row in supervisor.list()}
-    row = rows.get(stream)
+    row = streams.supervisor().row(stream)
     if row is None:
         raise dg.Failure(
             description=f"stream {stream!r} is not in the runtime home {streams.home_path}: "

@@ -192,24 +192,28 @@ class StreamSupervisor:
 
     def list(self) -> list[dict[str, Any]]:
         """Every stream under the home with its entrypoint, master and whether its driver runs."""
-        rows = []
-        for paths in StreamPaths.all(self.home):
-            spec = json.loads(paths.spec.read_text()) if paths.spec.is_file() else {}  # attached, no query seen yet
-            info = self.driver_info(paths.name)
-            rows.append(
-                {
-                    "name": paths.name,
-                    "entrypoint": spec.get("entrypoint") or f"attached: {paths.event_log}",
-                    "master": spec.get("master"),
-                    "driver": "running" if info else self._not_running(paths),
-                    "status": info.get("status") if info else None,
-                    "pid": info.get("pid") if info else None,
-                    "control_port": info.get("control_port") if info else None,
-                    "app_id": info.get("app_id") if info else None,
-                    "spark_ui": info.get("spark_ui") if info else None,
-                }
-            )
-        return rows
+        return [self._row(paths) for paths in StreamPaths.all(self.home)]
+
+    def row(self, name: str) -> dict[str, Any] | None:
+        """:meth:`list`'s row of the stream ``name`` (None: the home holds no such stream)."""
+        paths = self.paths(name)
+        known = paths.spec.is_file() or paths.attached.is_file()
+        return self._row(paths) if known else None
+
+    def _row(self, paths: StreamPaths) -> dict[str, Any]:
+        spec = json.loads(paths.spec.read_text()) if paths.spec.is_file() else {}  # attached, no query seen yet
+        info = self.driver_info(paths.name)
+        return {
+            "name": paths.name,
+            "entrypoint": spec.get("entrypoint") or f"attached: {paths.event_log}",
+            "master": spec.get("master"),
+            "driver": "running" if info else self._not_running(paths),
+            "status": info.get("status") if info else None,
+            "pid": info.get("pid") if info else None,
+            "control_port": info.get("control_port") if info else None,
+            "app_id": info.get("app_id") if info else None,
+            "spark_ui": info.get("spark_ui") if info else None,
+        }
 
     def _not_running(self, paths: StreamPaths) -> str:
         """A stream without a live driver: attached, stopped, or died (its driver vanished while it ran)."""
