@@ -110,6 +110,6 @@ def _cell(value: Any) -> str | int | float | bool | None:
         return round_figure(value)
     if hasattr(value, "item"):  # a numpy scalar
         return _cell(value.item())
-    if pd.isna(value) if not isinstance(value, (list, dict, tuple)) else False:
-        return None
-    return str(value)
+    if isinstance(value, (list, dict, tuple)):
+        return str(value)
+    return None if pd.isna(value) else str(value)
