@@ -91,6 +91,13 @@ def test_the_sampler_keeps_timed_samples_until_drained_and_stops():
         idle.stop()
 
 
+def _await_exec(pid: int, last_arg: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while psutil.Process(pid).cmdline()[-1:] != [last_arg]:
+        assert time.monotonic() < deadline, f"process {pid} did not exec within {timeout_s} s"
+        time.sleep(0.01)
+
+
 def test_the_sampler_counts_the_workers_afresh_at_each_read():
     from dagster_reconf.core.spark.python_worker_cpu import PythonCpuSampler
 
@@ -99,6 +106,7 @@ def test_the_sampler_counts_the_workers_afresh_at_each_read():
     try:
         for expected in (1, 2):
             started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "pyspark.worker"]))
+            _await_exec(started[-1].pid, "pyspark.worker")  # Popen returns at the fork, before the child's exec
             sampler.read()
             assert sampler.workers() == expected  # the read lists them: a batch sees the workers forked during it
     finally:
