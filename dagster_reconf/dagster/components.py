@@ -6,7 +6,7 @@
     type: dagster_reconf.ReconfStreamsComponent
     attributes:
       home: "{{ env.RECONF_HOME }}"
-      traces: {start: "2026-12-01", window_minutes: 5}
+      traces: {window_minutes: 15}
       policy: {name: ds2, config: {max_cores: 16}}
       translation:
         ds2_plans: {group_name: platform, owners: ["team:data"]}
@@ -18,7 +18,6 @@ point names: it imports Dagster and pydantic only, the builders load when a comp
 """
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Literal
 
 import dagster as dg
@@ -45,12 +44,13 @@ ASSET_KINDS = (
 
 
 class TracesSettings(dg.Resolvable, dg.Model):
-    """The trace assets' time windows."""
+    """The trace assets' time windows: a partition per window in which a stream ran, registered by the sensor."""
 
-    start: str = Field(
-        description="The first window, YYYY-MM-DD or YYYY-MM-DD-HH:MM (UTC); windows before it do not exist."
+    window_minutes: int = Field(
+        60,
+        description="Window length in minutes: 1, 2, 3, 5, ..., 60 (it divides the hour). A stream that runs all year "
+        "adds 525,600 / window_minutes windows: keep that far under Dagster's 100,000 partitions per asset.",
     )
-    window_minutes: int = Field(5, description="Window length in minutes: 1, 2, 3, 5, ..., 60 (it divides the hour).")
 
 
 class PolicySettings(dg.Resolvable, dg.Model):
@@ -93,13 +93,12 @@ class AssetAttributes(dg.Resolvable, dg.Model):
 
 
 class ReconfStreamsScaffolder(dg.Scaffolder):
-    """Writes a ``defs.yaml`` that loads as written: this home's streams, windows from today, DS2, the streams
+    """Writes a ``defs.yaml`` that loads as written: this home's streams, hourly trace windows, DS2, the streams
     sensor stopped, each setting with a comment saying what it does."""
 
     def scaffold(self, request: dg.ScaffoldRequest) -> None:
-        today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
         request.target_path.mkdir(parents=True, exist_ok=True)
-        (request.target_path / "defs.yaml").write_text(SCAFFOLD.format(type=request.type_name, start=today))
+        (request.target_path / "defs.yaml").write_text(SCAFFOLD.format(type=request.type_name))
 
 
 @dg.scaffold_with(ReconfStreamsScaffolder)
@@ -111,10 +110,10 @@ class ReconfStreamsComponent(dg.Component, dg.Resolvable):
     To get started: ``dg scaffold defs dagster_reconf.ReconfStreamsComponent streams``.
     """
 
-    traces: TracesSettings
     home: str = ".reconf"
     ledger_url: str = ""
     streams: list[str] | None = None
+    traces: TracesSettings = field(default_factory=TracesSettings)
     stream_specs: list[dict[str, Any]] = field(default_factory=list)
     policy: PolicySettings = field(default_factory=PolicySettings)
     strategy: Literal["native", "replay", "precopy"] = "native"
@@ -156,7 +155,6 @@ def build_reconf_defs(component: ReconfStreamsComponent) -> dg.Definitions:
     specs = [StreamSpec.parse(spec) for spec in component.stream_specs]
     translator = _translator(component.prefix, component.translation)
     traces = build_trace_assets(
-        start=component.traces.start,
         streams=component.streams,
         window_minutes=component.traces.window_minutes,
         translator=translator,
@@ -239,10 +237,10 @@ attributes:
   ledger_url: ""
   # Streams by name, as static partitions; leave it out for dynamic ones (every stream the home holds).
   # streams: [orders]
-  # Time windows of the trace snapshots and CP summaries (UTC; 1, 2, 3, 5, ..., 60 minutes).
+  # Time windows of the trace snapshots and CP summaries (UTC; 1, 2, 3, 5, ..., 60 minutes): a partition for each
+  # window in which a stream ran, which the sensor registers.
   traces:
-    start: "{start}"
-    window_minutes: 5
+    window_minutes: 60
   # The scaling policy (ds2, dhalion, dynamic_allocation) and its PolicyConfig settings.
   policy:
     name: ds2

@@ -38,6 +38,7 @@ from dagster_reconf.dagster.run_config import ScalingPlanConfig
 from dagster_reconf.dagster.scaling_assets import ScalingAssets
 from dagster_reconf.dagster.stream_page import page_events
 from dagster_reconf.dagster.trace_assets import STREAM_DIMENSION, WINDOW_DIMENSION, TraceAssets
+from dagster_reconf.dagster.trace_windows import batch_times
 from dagster_reconf.dagster.translator import AssetKind
 
 __all__ = ["ScalingCursor", "ScalingTick", "StreamFacts", "build_scaling_sensor", "next_run_advice", "scaling_tick"]
@@ -81,22 +82,26 @@ class ScalingCursor:
 
 
 def evidence_request(
-    traces: TraceAssets | None, stream: str, run_key: str, tags: dict[str, str]
+    traces: TraceAssets | None, stream: str, run_key: str, tags: dict[str, str], now: float
 ) -> list[dg.RunRequest]:
-    """The trace snapshot of ``stream``'s window in progress (what a plan run decides from), next to it in the UI."""
+    """The trace snapshot of ``stream``'s window in progress at ``now`` (what a plan run decides from), next to it in
+    the UI; the sensor registers that window (:func:`window_times`)."""
     if traces is None:
         return []
-    window = traces.partitions_def.get_partitions_def_for_dimension(WINDOW_DIMENSION).get_partition_key_for_timestamp(
-        time.time()
-    )
     return [
         dg.RunRequest(
             run_key=f"{run_key}|traces",
             job_name=traces.job.name,
             tags=tags,
-            partition_key=dg.MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: window}),
+            partition_key=dg.MultiPartitionKey({STREAM_DIMENSION: stream, WINDOW_DIMENSION: traces.windows.key(now)}),
         )
     ]
+
+
+def window_times(records: list[dict[str, Any]], live: bool, now: float) -> list[float]:
+    """When a stream ran, as far as one tick saw: its new batches' times, and ``now`` while its driver is live (the
+    window in progress is a partition from the stream's first tick in it)."""
+    return [*batch_times(records), *([now] if live else [])]
 
 
 def held_by(lock: StreamLock) -> str:
@@ -230,6 +235,7 @@ def build_scaling_sensor(
             run_in_flight=busy[0].run_id if busy else None,
             lock=audit_ledger.ledger().lock(stream) if running and not busy else None,
         )
+        now = time.time()
         tick = scaling_tick(
             stream,
             policy,
@@ -243,19 +249,25 @@ def build_scaling_sensor(
                 max_events=MAX_EVENTS_PER_TICK,
                 query_ids=streams.query_ids(stream),
             ),
-            time.time(),
+            now,
         )
         events = []
+        windows: list[dg.AddDynamicPartitionsRequest] = []
+        if traces is not None:
+            window = ConfigurationWindow.from_json(tick.cursor.window) if running else None
+            live = window is not None and not window.terminated
+            windows = traces.windows.request(
+                traces.windows.registration(context.instance, window_times(records, live, now))
+            )
         if tick.decision is not None:
             figures = {k: round(v, 3) for k, v in tick.decision.signal.as_dict().items()}
             decision = tick.decision
             metadata = {**figures, "decision": decision.action, "reason": decision.reason, "judged": decision.judged}
             events.append(dg.AssetObservation(asset_key=key, partition=stream, metadata=metadata))
         if traces is not None:
-            window = ConfigurationWindow.from_json(tick.cursor.window) if running else None
             judged = tick.decision  # not asked while a run holds the stream: the page still judges its lag
             if judged is None and window is not None:
-                judged = decide(policy, window, time.time(), plan=False)
+                judged = decide(policy, window, now, plan=False)
             events += page_events(
                 traces.stream.key,
                 stream,
@@ -272,12 +284,13 @@ def build_scaling_sensor(
                 skip_reason=dg.SkipReason(f"{stream}: {tick.reason}"),
                 asset_events=events,
                 cursor=tick.cursor.serialize(),
+                dynamic_partitions_requests=windows,
             )
         plan = tick.plan
         context.log.info(f"{stream}: {tick.reason}")
         return dg.SensorResult(
             run_requests=[
-                *evidence_request(traces, stream, plan.plan_hash, {PLAN_TAG: plan.plan_hash}),
+                *evidence_request(traces, stream, plan.plan_hash, {PLAN_TAG: plan.plan_hash}, now),
                 dg.RunRequest(
                     run_key=plan.plan_hash,
                     job_name=scaling.job.name,
@@ -294,6 +307,7 @@ def build_scaling_sensor(
             ],
             asset_events=events,
             cursor=tick.cursor.serialize(),
+            dynamic_partitions_requests=windows,
         )
 
     return _sensor

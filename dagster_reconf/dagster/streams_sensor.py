@@ -42,7 +42,7 @@ from dagster_reconf.dagster.constants import DIRECTION_TAG, IN_FLIGHT, STREAM_TA
 from dagster_reconf.dagster.cursors import parse_cursor
 from dagster_reconf.dagster.resources import AuditLedgerResource, StreamRuntimeResource
 from dagster_reconf.dagster.scaling_assets import ScalingAssets
-from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by, next_run_advice
+from dagster_reconf.dagster.scaling_sensor import evidence_request, held_by, next_run_advice, window_times
 from dagster_reconf.dagster.stream_page import page_events
 from dagster_reconf.dagster.trace_assets import TraceAssets
 
@@ -142,6 +142,7 @@ def build_streams_sensor(
         requests: list[dg.RunRequest] = []
         events: list[dg.AssetObservation | dg.AssetCheckEvaluation] = []
         reasons: list[str] = []
+        ran_at: list[float] = []  # when the streams ran, as far as this tick saw: the trace windows to register
         next_cursor = StreamsCursor(streams={k: v for k, v in cursor.streams.items() if k in rows})
         for index, stream in enumerate(names):
             if time.monotonic() - started > tick_budget_s:
@@ -159,7 +160,10 @@ def build_streams_sensor(
             death = streams.supervisor().driver_death(stream) if row["driver"] == "died" else None
             incidents = query_failures(stream, read.records if read else []) + driver_died(stream, death)
             reasons.extend(_record(ledger, incidents))
-            tick = stream_tick(stream, policy, state, read, keep=keep, now=time.time())
+            now = time.time()
+            tick = stream_tick(stream, policy, state, read, keep=keep, now=now)
+            live = read is not None and not (tick.window is not None and tick.window.terminated)
+            ran_at.extend(window_times(read.records if read else [], live, now))
             if traces is not None:
                 events.extend(
                     page_events(
@@ -192,10 +196,15 @@ def build_streams_sensor(
                 tags = {STREAM_TAG: stream, DIRECTION_TAG: direction}
                 requests.extend(
                     [
-                        *evidence_request(traces, stream, run_key, tags),
+                        *evidence_request(traces, stream, run_key, tags, now),
                         dg.RunRequest(run_key=run_key, job_name=scaling.job.name, partition_key=stream, tags=tags),
                     ]
                 )
+        if traces is not None:
+            new_windows = traces.windows.registration(context.instance, ran_at)
+            registration.extend(traces.windows.request(new_windows))
+            if new_windows:
+                context.log.info(f"registering trace windows {new_windows} as partitions of {traces.windows.name!r}")
         for line in reasons:
             context.log.info(line)
         result: dict[str, Any] = {

@@ -1,14 +1,13 @@
 """Trace snapshots and CP summaries as Dagster assets, with GX checks and a schedule.
 
 Partitions are ``stream`` (the streams this code location names, or dynamic partitions
-the streams sensor registers) times ``window`` (time windows of ``window_minutes``). Time windows rather than dynamic
-partitions, because a long-running stream produces windows on a fixed clock: Dagster
-knows every window without bookkeeping, backfills over a time range work out of the
-box, and the partition table does not grow with registrations. The window in progress
-is a partition too (a partial snapshot of a live stream); the schedule requests the
-last closed one. Materializing a window
-first ingests whatever is new in the stream's event logs (incrementally, from the trace
-store's cursor), so windows can be materialized in any order and re-materialized.
+the streams sensor registers) times ``window``: one dynamic partition per window in which
+a stream ran, registered by the sensors as they read its batches
+(:mod:`~dagster_reconf.dagster.trace_windows`). The window in progress is a partition too (a
+partial snapshot of a live stream); the schedule requests the last closed one.
+Materializing a window first ingests whatever is new in the stream's event logs
+(incrementally, from the trace store's cursor), so windows can be materialized in any
+order and re-materialized.
 
 * ``stream``: the stream itself, upstream of its snapshots. Spark runs it, not Dagster: it is observed, never
   materialized, and its checks (driver alive, query healthy, lag within band) say how it is
@@ -30,7 +29,7 @@ import base64
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -40,6 +39,7 @@ from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.stream_page import build_stream_asset
+from dagster_reconf.dagster.trace_windows import TraceWindows
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
 
 # The CP engine (numba, scipy), the plot (matplotlib) and GX are imported inside the asset
@@ -47,7 +47,6 @@ from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset
 
 __all__ = ["TraceAssets", "build_trace_assets"]
 
-WINDOW_FORMAT = "%Y-%m-%d-%H:%M"
 STREAM_DIMENSION = "stream"
 WINDOW_DIMENSION = "window"
 SNAPSHOT_CHECK = "schema_and_invariants"
@@ -66,6 +65,7 @@ class TraceAssets:
     job: Any  # what define_asset_job returns; its class is not part of Dagster's public API
     schedule: dg.ScheduleDefinition
     partitions_def: dg.MultiPartitionsDefinition
+    windows: TraceWindows  # the window dimension: registered by the sensors, one per window in which a stream ran
 
     @property
     def assets(self) -> list[dg.AssetsDefinition]:
@@ -83,21 +83,21 @@ class TraceAssets:
         return self.partitions_def.get_partitions_def_for_dimension(STREAM_DIMENSION)
 
 
-def _window_ms(context: dg.AssetExecutionContext) -> tuple[str, float, float]:
-    stream = context.partition_key.keys_by_dimension[STREAM_DIMENSION]
-    window = context.partition_time_window
-    return stream, window.start.timestamp() * 1000.0, window.end.timestamp() * 1000.0
+def _window_ms(context: dg.AssetExecutionContext, windows: TraceWindows) -> tuple[str, float, float]:
+    keys = context.partition_key.keys_by_dimension
+    return keys[STREAM_DIMENSION], *windows.bounds_ms(keys[WINDOW_DIMENSION])
 
 
-def _window_start(start: str) -> str:
-    """``YYYY-MM-DD`` or ``YYYY-MM-DD-HH:MM`` (UTC) as the partitions' ``YYYY-MM-DD-HH:MM``."""
-    for fmt, suffix in ((WINDOW_FORMAT, ""), ("%Y-%m-%d", "-00:00")):
-        try:
-            datetime.strptime(start, fmt)
-            return start + suffix
-        except ValueError:
-            continue
-    raise ValueError(f"start must be YYYY-MM-DD or YYYY-MM-DD-HH:MM (UTC), got {start!r}")
+def _fresh_per_window(spec: dg.AssetSpec, minutes: int) -> dg.AssetSpec:
+    """``spec`` with a freshness policy that follows the windows, where the translator set none: each window is
+    snapshotted within the next (the schedule asks at its end), so one window without a snapshot warns and two fail."""
+    if spec.freshness_policy is not None:
+        return spec
+    window = timedelta(minutes=minutes)
+    slack = timedelta(minutes=5)  # a run's start and the event log's flush
+    return spec.replace_attributes(
+        freshness_policy=dg.FreshnessPolicy.time_window(fail_window=3 * window + slack, warn_window=2 * window + slack)
+    )
 
 
 def _markdown_table(frame: pd.DataFrame, limit: int = 12) -> dg.MetadataValue:
@@ -106,9 +106,8 @@ def _markdown_table(frame: pd.DataFrame, limit: int = 12) -> dg.MetadataValue:
 
 def build_trace_assets(
     *,
-    start: str,
     streams: Sequence[str] | None = None,
-    window_minutes: int = 1,
+    window_minutes: int = 60,
     group_name: str | None = None,
     schedule_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.STOPPED,
     translator: ReconfTranslator | None = None,
@@ -117,10 +116,10 @@ def build_trace_assets(
     """The stream, trace snapshot and CP summary assets.
 
     Args:
-        start: first window, ``YYYY-MM-DD`` or ``YYYY-MM-DD-HH:MM`` (UTC).
         streams: stream names (static ``stream`` partitions); None (default): dynamic
             partitions, registered by the streams sensor as streams appear in the runtime home.
-        window_minutes: window length in minutes (1-60, dividing the hour).
+        window_minutes: window length in minutes (1-60, dividing the hour); a stream that runs all year adds
+            ``525_600 / window_minutes`` windows (keep it far under Dagster's 100,000 partitions per asset).
         group_name: asset group of the snapshots and summaries in the UI (default: their specs', the translator's).
         schedule_status: the schedule's default status (STOPPED: start it where wanted).
         translator: names keys, groups, the job and the schedule (default: the plain names).
@@ -133,18 +132,10 @@ def build_trace_assets(
     """
     translator = translator or ReconfTranslator()
     stream_partitions = translator.stream_partitions(streams)
-    if window_minutes < 1 or window_minutes > 60 or 60 % window_minutes:
-        raise ValueError(f"window_minutes must divide 60 (1, 2, 3, 5, ..., 60), got {window_minutes}")
-    start = _window_start(start)
-    cron = (
-        "* * * * *" if window_minutes == 1 else ("0 * * * *" if window_minutes == 60 else f"*/{window_minutes} * * * *")
+    windows = TraceWindows.of(translator.name("trace_windows"), window_minutes)
+    partitions = dg.MultiPartitionsDefinition(
+        {STREAM_DIMENSION: stream_partitions, WINDOW_DIMENSION: windows.partitions_def}
     )
-    # end_offset=1: the window in progress is a partition too (a partial snapshot of a live stream).
-    windows = dg.TimeWindowPartitionsDefinition(
-        cron_schedule=cron, start=start, fmt=WINDOW_FORMAT, timezone="UTC", end_offset=1
-    )
-    first_window = datetime.strptime(start, WINDOW_FORMAT).replace(tzinfo=timezone.utc)
-    partitions = dg.MultiPartitionsDefinition({STREAM_DIMENSION: stream_partitions, WINDOW_DIMENSION: windows})
     with warnings.catch_warnings():  # beta in Dagster 1.13, and the documented way to depend on one dimension
         warnings.simplefilter("ignore", dg.BetaWarning)
         per_stream = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name=STREAM_DIMENSION)
@@ -154,8 +145,8 @@ def build_trace_assets(
         translator.node_name(AssetKind.STREAM),
     )
     snapshots_spec, summaries_spec = (
-        translator.get_asset_spec(AssetKind.TRACE_SNAPSHOTS),
-        translator.get_asset_spec(AssetKind.CP_SUMMARIES),
+        _fresh_per_window(translator.get_asset_spec(AssetKind.TRACE_SNAPSHOTS), window_minutes),
+        _fresh_per_window(translator.get_asset_spec(AssetKind.CP_SUMMARIES), window_minutes),
     )
     snapshots_key, summaries_key = snapshots_spec.key, summaries_spec.key
 
@@ -178,7 +169,7 @@ def build_trace_assets(
         """Activities of one stream in one time window, from its Spark event logs (SnailTrail's snapshot)."""
         from dagster_reconf.core.traces.validation import validate_activities
 
-        stream, lo, hi = _window_ms(context)
+        stream, lo, hi = _window_ms(context, windows)
         store = streams.trace_store(stream)
         report = store.ingest(streams.event_log_dir(stream))
         activities = store.activities(lo, hi, query_ids=streams.query_ids(stream))  # only this stream's query
@@ -237,7 +228,7 @@ def build_trace_assets(
         from dagster_reconf.core.traces.summaries import summarize
         from dagster_reconf.core.traces.validation import validate_cp_sum
 
-        stream, lo, hi = _window_ms(context)
+        stream, lo, hi = _window_ms(context, windows)
         trace_snapshots = streams.trace_store(stream).activities(lo, hi, query_ids=streams.query_ids(stream))
         if trace_snapshots.empty:
             yield dg.MaterializeResult(
@@ -285,7 +276,7 @@ def build_trace_assets(
 
     @dg.schedule(
         job=job,
-        cron_schedule=cron,
+        cron_schedule=windows.cron,
         default_status=schedule_status,
         execution_timezone="UTC",
         name=translator.name("latest_trace_windows_schedule"),
@@ -297,15 +288,12 @@ def build_trace_assets(
         targets = [name for name in stream_names if name in live]
         if not targets:
             return dg.SkipReason(f"none of the streams {stream_names} has a running driver or is attached")
-        # The last *closed* window holds the instant just before the window in progress
-        # starts (looked up from the cron backwards, not by listing every window).
-        now = context.scheduled_execution_time.timestamp()
-        in_progress = datetime.strptime(windows.get_partition_key_for_timestamp(now), WINDOW_FORMAT).replace(
-            tzinfo=timezone.utc
-        )
-        window = windows.get_partition_key_for_timestamp(in_progress.timestamp() - 1)
-        if datetime.strptime(window, WINDOW_FORMAT).replace(tzinfo=timezone.utc) < first_window:
-            return dg.SkipReason(f"no complete window before {context.scheduled_execution_time} (start {start})")
+        window = windows.key(context.scheduled_execution_time.timestamp() - windows.minutes * 60)
+        if not context.instance.has_dynamic_partition(windows.name, window):
+            return dg.SkipReason(
+                f"window {window} is not a partition of {windows.name!r}: no sensor saw a batch in it (the streams "
+                "sensor registers the windows in which a stream runs; start it)"
+            )
         return [
             dg.RunRequest(
                 run_key=f"{name}|{window}",
@@ -314,7 +302,7 @@ def build_trace_assets(
             for name in targets
         ]
 
-    return TraceAssets(stream_asset, trace_snapshots, cp_summaries, job, latest_windows, partitions)
+    return TraceAssets(stream_asset, trace_snapshots, cp_summaries, job, latest_windows, partitions, windows)
 
 
 def _cp_line(top: dict[str, Any], key: str) -> str:

@@ -8,7 +8,7 @@ translator keeps the plain names (``trace_snapshots``, ``ds2_plans``, ...).
 .. code-block:: python
 
     team_a = ReconfTranslator(prefix="team_a")
-    traces = build_trace_assets(start="2026-11-01", translator=team_a)  # team_a/trace_snapshots, team_a/stream, ...
+    traces = build_trace_assets(translator=team_a)  # team_a/trace_snapshots, team_a/stream, ...
     scaling = build_scaling_assets(translator=team_a)                   # team_a/ds2_plans,
     team_a_reconfigure_stream_job
 

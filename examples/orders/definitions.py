@@ -50,7 +50,7 @@ if os.environ.get("ORDERS_SPEC_FILE"):
 
 HOME = os.environ.get("RECONF_HOME", ".reconf")
 POLICY = {"max_cores": int(os.environ.get("ORDERS_MAX_CORES", "8"))}
-traces = build_trace_assets(streams=[ORDERS.name], start="2026-11-01", window_minutes=5, policy_config=POLICY)
+traces = build_trace_assets(streams=[ORDERS.name], window_minutes=15, policy_config=POLICY)
 scaling = build_scaling_assets(streams=[ORDERS.name], policy="ds2", policy_config=POLICY)
 
 defs = Definitions.merge(

@@ -188,16 +188,21 @@ def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(
     home = tmp_path / "home"
     attach(home, AttachSpec(name="beta", event_logs=str(logs["two"]), query="beta"))
     resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(home=str(home))}
-    traces = build_trace_assets(streams=["beta"], start="2026-01-01", window_minutes=5)
+    traces = build_trace_assets(streams=["beta"], window_minutes=5)
     scaling = build_scaling_assets(
         streams=["beta"],
         policy_config={"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "scale_down_delay_s": 0},
     )
     frame = progress(home, "beta")
-    window = traces.partitions_def.get_partitions_def_for_dimension("window").get_partition_key_for_timestamp(
-        frame["timestamp"].iloc[-1].timestamp()
-    )
+    window = traces.windows.key(frame["timestamp"].iloc[-1].timestamp())
     with instance_for_test() as instance:
+        sensor = build_scaling_sensor(stream="beta", scaling=scaling, traces=traces)
+        tick = sensor(build_sensor_context(instance=instance, resources=resources))
+        assert not tick.run_requests and tick.skip_reason.skip_message.startswith("beta: ")
+        # The trace windows are those its logged batches ran in (its application ended: none for now).
+        (registration,) = tick.dynamic_partitions_requests
+        assert registration.partition_keys == sorted({traces.windows.key(t.timestamp()) for t in frame["timestamp"]})
+        instance.add_dynamic_partitions(registration.partitions_def_name, registration.partition_keys)
         result = materialize(
             [traces.snapshots, traces.summaries],
             partition_key=MultiPartitionKey({"stream": "beta", "window": window}),
@@ -212,9 +217,6 @@ def test_traces_cp_and_a_ds2_recommendation_for_an_attached_stream_and_no_apply(
         assert plans.success
         decision = instance.get_latest_materialization_event(AssetKey("ds2_plans")).asset_materialization.metadata
         assert decision["decision"].value  # a plan or why not, from the log alone
-        sensor = build_scaling_sensor(stream="beta", scaling=scaling)
-        tick = sensor(build_sensor_context(instance=instance, resources=resources))
-        assert not tick.run_requests and tick.skip_reason.skip_message.startswith("beta: ")
     plan = ExecutionPlan.of(DriverStream(StreamSupervisor(home), "beta").spec()).model_dump()
     plan["partitioning"]["state_partitions"] = 6
     with pytest.raises(ReconfigurationRefused, match=r"stream 'beta' is attached: .*cannot apply one"):
@@ -274,7 +276,7 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
     StreamPaths(home, "stopped").create()
     StreamPaths(home, "stopped").spec.write_text(stopped.model_dump_json())
     team = ReconfTranslator(prefix="team_a")
-    traces = build_trace_assets(start="2026-01-01", window_minutes=5, translator=team)
+    traces = build_trace_assets(window_minutes=5, translator=team)
     scaling = build_scaling_assets(
         translator=team,
         policy_config={"window_batches": 3, "warmup_batches": 1, "stabilization_s": 0, "scale_down_delay_s": 3600},
@@ -283,9 +285,16 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
     resources = {"streams": StreamRuntimeResource(home=str(home)), "audit_ledger": AuditLedgerResource(home=str(home))}
     with instance_for_test() as instance:
         first = sensor(build_sensor_context(instance=instance, resources=resources))
-        (registration,) = first.dynamic_partitions_requests
+        registration, windows = first.dynamic_partitions_requests
         assert registration.partitions_def_name == "team_a_streams"
         assert registration.partition_keys == ["alpha", "beta", "gamma", "stopped"]
+        assert windows.partitions_def_name == "team_a_trace_windows"  # the windows the logged batches ran in
+        logged = {
+            traces.windows.key(t.timestamp())
+            for name in ("alpha", "beta", "gamma")
+            for t in progress(home, name)["timestamp"]
+        }
+        assert set(windows.partition_keys) >= logged and windows.partition_keys == sorted(windows.partition_keys)
         observed = {e.partition: e.metadata for e in first.asset_events if isinstance(e, AssetObservation)}
         assert set(observed) == {"alpha", "beta", "gamma", "stopped"}, "every stream's page says how it is"
         assert all(e.asset_key == AssetKey(["team_a", "stream"]) for e in first.asset_events)
@@ -314,14 +323,15 @@ def test_one_streams_sensor_registers_observes_and_explains_every_stream(logs, t
                 "scale_down",
             )
             assert not request.run_config
-        instance.add_dynamic_partitions(registration.partitions_def_name, registration.partition_keys)
+        for request in first.dynamic_partitions_requests:
+            instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
 
         # Later ticks read from the cursor, until one requests nothing (a direction is requested once per configuration:
         # at most two); its skip reason says why for every stream.
         keys, tick = {r.run_key for r in requested}, first
         for _ in range(3):
             tick = sensor(build_sensor_context(instance=instance, cursor=tick.cursor, resources=resources))
-            assert not tick.dynamic_partitions_requests
+            assert {r.partitions_def_name for r in tick.dynamic_partitions_requests} <= {windows.partitions_def_name}
             assert {e.partition for e in tick.asset_events} <= {
                 "gamma"
             }  # nothing new in the finished applications' logs

@@ -59,7 +59,7 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
     )
     supervisor.start(spec)
     scaling = build_scaling_assets(streams=[STREAM, "wordcount"], policy_config=POLICY)
-    traces = build_trace_assets(streams=[STREAM, "wordcount"], start="2026-01-01", window_minutes=5)
+    traces = build_trace_assets(streams=[STREAM, "wordcount"], window_minutes=5)
     sensor = build_scaling_sensor(stream=STREAM, scaling=scaling, traces=traces, minimum_interval_seconds=1)
     resources = {
         "streams": StreamRuntimeResource(home=str(supervisor.home)),
@@ -83,6 +83,8 @@ def test_under_provisioned_stream_gets_one_plan_that_applies(supervisor):
         light = tick(build_streams_sensor(scaling=scaling, traces=traces), instance, supervisor, None)
         evidence, request = light.run_requests
         assert evidence.job_name == traces.job.name and request.job_name == scaling.job.name
+        (windows,) = light.dynamic_partitions_requests  # static streams: only the windows it ran in, the evidence's too
+        assert evidence.partition_key.keys_by_dimension["window"] in windows.partition_keys
         assert request.partition_key == STREAM and request.run_key.startswith(f"{STREAM}|started@")
         assert request.run_key.endswith("|scale_up") and not request.run_config
         assert (

@@ -87,7 +87,7 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
     assert "life" in capsys.readouterr().out
 
     # The trace schedule asks for the last closed window of running streams only.
-    traces = build_trace_assets(streams=["life", "idle"], start="2026-01-01", window_minutes=5)
+    traces = build_trace_assets(streams=["life", "idle"], window_minutes=5)
     resources = {"streams": StreamRuntimeResource(home=str(supervisor.home))}
     defs = dagster.Definitions(
         assets=[traces.snapshots, traces.summaries], jobs=[traces.job], schedules=[traces.schedule], resources=resources
@@ -99,6 +99,9 @@ def test_driver_lifecycle_with_live_restarts(supervisor, capsys):
             repository_def=defs.get_repository_def(),
             scheduled_execution_time=datetime(2026, 11, 21, 12, 7, tzinfo=timezone.utc),
         )
+        unseen = traces.schedule.evaluate_tick(context)  # no sensor registered the window: no run for it
+        assert unseen.run_requests == [] and "window 2026-11-21-12:00 is not a partition" in unseen.skip_message
+        instance.add_dynamic_partitions(traces.windows.name, ["2026-11-21-12:00"])
         (request,) = traces.schedule.evaluate_tick(context).run_requests
     assert request.partition_key == dagster.MultiPartitionKey({"stream": "life", "window": "2026-11-21-12:00"})
 

@@ -19,7 +19,7 @@ from .conftest import run_to_end
 pytestmark = pytest.mark.spark
 
 STREAM, BROKEN = "nexmark-q5", "broken"
-TRACES = build_trace_assets(streams=[STREAM, BROKEN], start="2026-01-01", window_minutes=60)
+TRACES = build_trace_assets(streams=[STREAM, BROKEN], window_minutes=60)
 
 
 @pytest.fixture(name="home", scope="module")
@@ -47,13 +47,16 @@ def window_of(home, stream: str) -> str:
 
 
 def run(home, stream):
-    key = MultiPartitionKey({"stream": stream, "window": window_of(home, stream)})
-    return materialize(
-        [TRACES.snapshots, TRACES.summaries],
-        partition_key=key,
-        resources={"streams": StreamRuntimeResource(home=str(home))},
-        raise_on_error=False,
-    )
+    window = window_of(home, stream)
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions(TRACES.windows.name, [window])  # as the sensors register it
+        return materialize(
+            [TRACES.snapshots, TRACES.summaries],
+            partition_key=MultiPartitionKey({"stream": stream, "window": window}),
+            resources={"streams": StreamRuntimeResource(home=str(home))},
+            instance=instance,
+            raise_on_error=False,
+        )
 
 
 def checks(result):

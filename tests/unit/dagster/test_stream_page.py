@@ -61,7 +61,7 @@ def test_observing_a_stopped_stream_in_a_run_says_so_and_warns(tmp_path):
     spec = StreamSpec(name="orders", entrypoint="my_streams:orders", master="local[1]", state_partitions=2)
     StreamPaths(home, "orders").create()
     StreamPaths(home, "orders").spec.write_text(spec.model_dump_json())
-    traces = build_trace_assets(start="2026-12-01", streams=["orders"], window_minutes=5)
+    traces = build_trace_assets(streams=["orders"], window_minutes=5)
     defs = dg.Definitions(assets=[traces.stream], resources={"streams": StreamRuntimeResource(home=str(home))})
     with dg.instance_for_test() as instance:
         result = defs.resolve_implicit_global_asset_job_def().execute_in_process(

@@ -26,7 +26,7 @@ from dagster_reconf import (
 
 
 def _location(translator, streams):
-    traces = build_trace_assets(start="2026-11-01", streams=streams, window_minutes=5, translator=translator)
+    traces = build_trace_assets(streams=streams, window_minutes=5, translator=translator)
     scaling = build_scaling_assets(streams=streams, translator=translator)
     return (
         traces,
@@ -116,7 +116,7 @@ def test_bad_names_are_refused(prefix, streams, match):
 
 
 def test_a_sensor_over_static_and_dynamic_streams_is_refused():
-    traces = build_trace_assets(start="2026-11-01", streams=["orders"])
+    traces = build_trace_assets(streams=["orders"])
     with pytest.raises(ValueError, match="both name their streams or both use dynamic partitions"):
         build_streams_sensor(scaling=build_scaling_assets(), traces=traces)
 
@@ -183,7 +183,7 @@ class _Overriding(ReconfTranslator):
 
 def test_whatever_the_translator_returns_reaches_every_asset_whole():
     translator = _Overriding()
-    traces = build_trace_assets(start="2026-11-01", streams=["orders"], window_minutes=5, translator=translator)
+    traces = build_trace_assets(streams=["orders"], window_minutes=5, translator=translator)
     scaling = build_scaling_assets(streams=["orders"], translator=translator)
     defs = dagster.Definitions(
         assets=[*traces.assets, *scaling.assets, build_stream_state_asset(streams=["orders"], translator=translator)],
