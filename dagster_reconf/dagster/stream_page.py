@@ -23,9 +23,18 @@ from dagster_reconf.core.progress.delivery import delivery
 from dagster_reconf.core.scaling.evidence import ConfigurationWindow, decide
 from dagster_reconf.core.scaling.health import StreamHealth, assess
 from dagster_reconf.core.scaling.policy import Decision, ScalingPolicy
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 
-__all__ = ["RECHECK_S", "STREAM_CHECKS", "build_stream_asset", "check_evaluations", "health_metadata", "page_events"]
+__all__ = [
+    "RECHECK_S",
+    "STREAM_CHECKS",
+    "build_stream_asset",
+    "check_evaluations",
+    "health_metadata",
+    "page_events",
+    "record_stopped",
+]
 
 STREAM_CHECKS = {
     "driver_alive": "A driver runs the stream (or its attached application's query has not ended).",
@@ -89,6 +98,17 @@ def check_evaluations(asset_key: dg.AssetKey, health: StreamHealth) -> list[dg.A
         )
         for name, verdict in health.verdicts().items()
     ]
+
+
+def record_stopped(instance: dg.DagsterInstance, key: dg.AssetKey, stream: str, config: PolicyConfig) -> None:
+    """Put on the page, outside any sensor tick, that ``stream`` was stopped: what stops a stream and then the daemon
+    (the closed loop, ``make demo``) leaves no tick to say so, and the page would show the last tick's running."""
+    health = assess(stream, "not running", None, None, config)
+    instance.report_runless_asset_event(
+        dg.AssetObservation(asset_key=key, partition=stream, metadata=health_metadata(health))
+    )
+    for evaluation in check_evaluations(key, health):
+        instance.report_runless_asset_event(evaluation)
 
 
 def page_events(

@@ -40,10 +40,12 @@ from dagster_reconf.core.process.process_tree import terminate_process_tree
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.reconfig import ExecutionPlan
 from dagster_reconf.core.reconfig.reconfiguration import ReconfigurationRecord
+from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import known_cores
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore, progress_frame
 from dagster_reconf.dagster.constants import IN_FLIGHT
+from dagster_reconf.dagster.stream_page import record_stopped
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator
 from dagster_reconf.harness.oracle import check_with_oracle
 from dagster_reconf.harness.timeline import timeline_frame, timeline_plot_png
@@ -291,6 +293,10 @@ def run_closed_loop(
         with console.status("stopping the stream at a batch boundary..."):
             if supervisor.driver_info(spec.name):
                 supervisor.stop(spec.name)
+        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:  # its page says so: no tick will
+            record_stopped(
+                instance, (translator or ReconfTranslator()).asset_key(AssetKind.STREAM), spec.name, PolicyConfig()
+            )
     report.seconds = round(time.time() - started, 1)
     report.reconfigurations = reconfigurations(ledger, spec, started)
     records, _ = MetricsStore(paths.metrics).read(0)  # a remote driver's copy: pulled last by its stop

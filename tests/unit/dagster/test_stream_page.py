@@ -85,3 +85,19 @@ def test_a_failing_verdict_is_recorded_again_after_the_recheck_interval_and_a_ch
     passing = {"checks": {name: [True, False] for name in STREAM_CHECKS}, "checked_at": 0.0, "state": "died"}
     quiet = tick_events(passing, [], row={"driver": "died"})
     assert any(isinstance(e, dg.AssetCheckEvaluation) for e in quiet), "a changed verdict is recorded at once"
+
+
+def test_a_stream_stopped_outside_a_tick_is_recorded_stopped_on_its_page():
+    from dagster_reconf.dagster.stream_page import record_stopped
+
+    with dg.instance_for_test() as instance:
+        for event in tick_events({}, BEHIND):  # the last tick saw it running
+            instance.report_runless_asset_event(event)
+        record_stopped(instance, KEY, "s", PolicyConfig())
+        (latest,) = instance.fetch_observations(dg.AssetKey("stream"), limit=1).records
+        assert latest.asset_observation.metadata["state"].value == "stopped" and latest.partition_key == "s"
+        alive = dg.AssetCheckKey(KEY, "driver_alive")
+        execution = instance.event_log_storage.get_latest_asset_check_execution_by_key([alive])[alive]
+        assert execution.status.value == "FAILED"  # stopped on purpose: a warning, its reason says so
+        evaluation = execution.event.dagster_event.event_specific_data
+        assert evaluation.severity == dg.AssetCheckSeverity.WARN and "stopped" in evaluation.description
