@@ -37,6 +37,7 @@ import pandas as pd
 
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
+from dagster_reconf.dagster.metadata_tables import figures_table, frame_table
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.stream_page import build_stream_asset
 from dagster_reconf.dagster.trace_windows import TraceWindows
@@ -100,8 +101,17 @@ def _fresh_per_window(spec: dg.AssetSpec, minutes: int) -> dg.AssetSpec:
     )
 
 
-def _markdown_table(frame: pd.DataFrame, limit: int = 12) -> dg.MetadataValue:
-    return dg.MetadataValue.md(frame.head(limit).to_markdown(index=False, floatfmt=".4f"))
+def _summary_table(frame: pd.DataFrame, limit: int = 12) -> dg.TableMetadataValue:
+    """A CP summary's top ``limit`` rows as a typed table (shares to three digits)."""
+    return frame_table(frame.head(limit))
+
+
+def _window_metadata(lo: float, hi: float) -> dict[str, dg.MetadataValue]:
+    """The window's bounds as timestamps (the UI shows them in the reader's time zone)."""
+    return {
+        "window_start": dg.MetadataValue.timestamp(lo / 1000.0),
+        "window_end": dg.MetadataValue.timestamp(hi / 1000.0),
+    }
 
 
 def build_trace_assets(
@@ -180,13 +190,13 @@ def build_trace_assets(
         yield dg.MaterializeResult(
             metadata={
                 "trace_store": dg.MetadataValue.path(str(store.root)),
-                "window_ms": dg.MetadataValue.json([lo, hi]),
+                **_window_metadata(lo, hi),
                 "activities": len(activities),
                 "tasks": int(timeline[["task_id", "attempt"]].drop_duplicates().shape[0]) if len(timeline) else 0,
                 "batches": sorted(int(b) for b in activities["batch_id"].unique() if b >= 0) if len(activities) else [],
                 "workers": int(timeline["worker"].nunique()) if len(timeline) else 0,
                 "ingested_events": report.events,
-                "skipped_total": dg.MetadataValue.json(dict(report.total_skipped)),
+                "skipped": figures_table(dict(report.total_skipped), unit="events"),
             },
         )
         outcome = validate_activities(activities)
@@ -253,10 +263,10 @@ def build_trace_assets(
             metadata={
                 "activities": len(trace_snapshots),
                 "plot": dg.MetadataValue.md(f"![critical participation](data:image/png;base64,{png})"),
-                "by_activity_type": _markdown_table(summaries["by_activity_type"]),
-                "by_worker": _markdown_table(summaries["by_worker"]),
-                "by_operator": _markdown_table(summaries["by_operator"]),
-                "by_channel": _markdown_table(summaries["by_channel"]),
+                "by_activity_type": _summary_table(summaries["by_activity_type"]),
+                "by_worker": _summary_table(summaries["by_worker"]),
+                "by_operator": _summary_table(summaries["by_operator"]),
+                "by_channel": _summary_table(summaries["by_channel"]),
                 "cp_sum": float(result.cp_sum),
                 "traced_seconds": round((hi - lo) / 1000.0, 3),
                 "log10_paths": float(result.log_paths / 2.302585092994046),

@@ -8,7 +8,7 @@ URL, driver host and token variable) and ``RECONF_REMOTE=1``: the driver then ru
 host, started there by ``reconf agent`` (see the README's "Past one machine").
 
 * ``stream_control_job``: start the stream (``action: start``) or stop it at a batch boundary.
-* ``trace_snapshots`` / ``cp_summaries``: what the stream's batches spent their time on, per 5-minute window.
+* ``trace_snapshots`` / ``cp_summaries``: what the stream's batches spent their time on, per 15-minute window.
 * ``ds2_plans`` / ``stream_configuration``: DS2's plan, applied as a journaled reconfiguration.
 * ``orders_scaling_sensor``: requests those runs when the stream falls behind (stopped by default).
 """

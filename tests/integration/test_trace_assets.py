@@ -5,7 +5,7 @@ import shutil
 from datetime import datetime, timezone
 
 import pytest
-from dagster import MultiPartitionKey, build_schedule_context, instance_for_test, materialize
+from dagster import MultiPartitionKey, TableMetadataValue, build_schedule_context, instance_for_test, materialize
 
 from dagster_reconf import StreamRuntimeResource, build_trace_assets
 from dagster_reconf.core.store.paths import StreamPaths
@@ -76,8 +76,12 @@ def test_snapshot_and_cp_summaries_materialize_with_passing_checks(home):
     summary_md = result.asset_materializations_for_node("cp_summaries")[0].metadata
     assert summary_md["plot"].value.startswith("![critical participation](data:image/png;base64,iVBOR")
     assert abs(summary_md["cp_sum"].value - 1) <= 1e-9
-    for table in ("by_activity_type", "by_worker", "by_operator", "by_channel"):
-        assert summary_md[table].value.lstrip().startswith("|")
+    for table in ("by_activity_type", "by_worker", "by_operator", "by_channel"):  # typed tables, shares rounded
+        value = summary_md[table]
+        assert isinstance(value, TableMetadataValue) and value.records, table
+        assert {"cp", "time_share"} <= {c.name for c in value.schema.columns}, table
+    assert sum(r.data["cp"] for r in summary_md["by_activity_type"].records) == pytest.approx(1.0, abs=0.01)
+    assert snapshot_md["window_end"].value - snapshot_md["window_start"].value == 3600  # timestamps, seconds
     evaluations = checks(result)
     assert evaluations["schema_and_invariants"].passed, evaluations["schema_and_invariants"].description
     assert evaluations["cp_sums_to_one"].passed
