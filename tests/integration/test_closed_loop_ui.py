@@ -9,6 +9,7 @@ to ``test-output/ui/`` (``RECONF_TEST_OUTPUT`` to change).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -162,3 +163,38 @@ def test_pages_show_lineage_plots_and_the_audit_record(page, webserver, loop):
     page.wait_for_url("**/assets/stream_configuration**")
     page.get_by_text(f"reconf audit show {reconfiguration['id']}").first.wait_for()  # the ledger record it links
     screenshot(page, "4-stream-configuration-audit")
+
+
+def test_the_stream_page_the_plan_and_the_windows_read_as_figures_not_dumps(page, webserver, loop):
+    page.goto(f"{webserver}/assets/stream?view=checks")
+    dismiss_welcome(page)
+    page.get_by_text("Checks (3)").wait_for()
+    # The loop stopped the stream at its end: the page says so, with the reason, where it showed the last tick's
+    # "running" before.
+    page.get_by_text("nexmark-q5: no driver: the stream was stopped").first.wait_for()
+    screenshot(page, "5-stream-checks")
+
+    page.goto(f"{webserver}/assets/stream?view=events")
+    page.get_by_text("Partition nexmark-q5 observed").first.wait_for()
+    page.get_by_text("nexmark-q5", exact=True).nth(1).click()  # the newest tick's observation while the stream ran
+    page.get_by_text("running", exact=True).first.wait_for()
+    for label in ("lag_events", "lag_s", "throughput_events_per_s", "utilization_pct", "last_batch_at", "spark_ui"):
+        page.get_by_text(label, exact=True).first.wait_for()  # typed figures, units in their labels
+    screenshot(page, "6-stream-observed-running")
+
+    page.goto(f"{webserver}/assets/ds2_plans")
+    page.get_by_text("capacity_planned", exact=True).first.wait_for()  # the observation as a table of figures
+    for header in ("knob", "now", "planned"):
+        page.get_by_text(header, exact=True).first.wait_for()  # the plan as a table
+    assert '{"' not in page.inner_text("body"), "a JSON dump in ds2_plans' visible metadata"
+    screenshot(page, "7-ds2-plans")
+
+    # Windows begin with the stream: the only missing ones are windows in which a stream ran (17,743 were missing
+    # after a fresh demo with windows on a fixed clock from a fixed start).
+    page.goto(f"{webserver}/assets/trace_snapshots?view=partitions")
+    missing = page.get_by_text(re.compile(r"^Missing \(\d+\)$")).first
+    missing.wait_for()
+    materialized = page.get_by_text(re.compile(r"^Materialized \(\d+\)$")).first.inner_text()
+    assert int(materialized.split("(")[1].rstrip(")")) >= 1
+    assert int(missing.inner_text().split("(")[1].rstrip(")")) <= 4, "at most the two streams' windows of a short run"
+    screenshot(page, "8-trace-windows")
