@@ -256,9 +256,8 @@ def build_scaling_sensor(
         if traces is not None:
             window = ConfigurationWindow.from_json(tick.cursor.window) if running else None
             live = window is not None and not window.terminated
-            windows = traces.windows.request(
-                traces.windows.registration(context.instance, window_times(records, live, now))
-            )
+            ran_at = window_times(records, live or tick.plan is not None, now)  # the evidence's window is one too
+            windows = traces.windows.request(traces.windows.registration(context.instance, ran_at))
         if tick.decision is not None:
             figures = {k: round(v, 3) for k, v in tick.decision.signal.as_dict().items()}
             decision = tick.decision

@@ -194,6 +194,7 @@ def build_streams_sensor(
                 state["requested"] = run_key
                 context.log.info(f"{stream}: {reason}: requesting {scaling.job.name} ({run_key})")
                 tags = {STREAM_TAG: stream, DIRECTION_TAG: direction}
+                ran_at.append(now)  # the evidence's window: registered with the request
                 requests.extend(
                     [
                         *evidence_request(traces, stream, run_key, tags, now),
