@@ -10,8 +10,9 @@ runs or not.
 
 Keys are registered as time goes on, so a range of keys (a backfill's range in the UI) is
 a range of time; a late batch of an attached stream can add an older window after newer
-ones. A window no sensor saw (their daemon was down) is added like any dynamic partition,
-in the UI or with ``instance.add_dynamic_partitions``. A stream that runs all year adds
+ones. A daemon that was down reads the batches it missed on its next tick; a window whose
+batches no sensor read (a first tick reads a stream's newest records only) is added like any
+dynamic partition, in the UI or with ``instance.add_dynamic_partitions``. A stream that runs all year adds
 ``525_600 / minutes`` windows: 8,760 at the default hour, far under Dagster's guidance of
 100,000 partitions per asset.
 """
