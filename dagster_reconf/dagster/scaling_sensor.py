@@ -98,9 +98,11 @@ def evidence_request(
     ]
 
 
-def window_times(records: list[dict[str, Any]], live: bool, now: float) -> list[float]:
-    """When a stream ran, as far as one tick saw: its new batches' times, and ``now`` while its driver is live (the
-    window in progress is a partition from the stream's first tick in it)."""
+def window_times(records: list[dict[str, Any]], window: ConfigurationWindow | None, now: float) -> list[float]:
+    """When a stream ran, as far as one tick saw: its new batches' times, and ``now`` while its query runs
+    (``window``: its configuration window, None without a driver; the window in progress is a partition from the
+    stream's first tick in it)."""
+    live = window is not None and not window.terminated
     return [*batch_times(records), *([now] if live else [])]
 
 
@@ -255,8 +257,8 @@ def build_scaling_sensor(
         windows: list[dg.AddDynamicPartitionsRequest] = []
         if traces is not None:
             window = ConfigurationWindow.from_json(tick.cursor.window) if running else None
-            live = window is not None and not window.terminated
-            ran_at = window_times(records, live or tick.plan is not None, now)  # the evidence's window is one too
+            evidence = [now] if tick.plan is not None else []  # the window of the snapshot requested with the plan
+            ran_at = window_times(records, window, now) + evidence
             windows = traces.windows.request(traces.windows.registration(context.instance, ran_at))
         if tick.decision is not None:
             figures = {k: round(v, 3) for k, v in tick.decision.signal.as_dict().items()}

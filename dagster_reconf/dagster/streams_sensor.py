@@ -162,8 +162,7 @@ def build_streams_sensor(
             reasons.extend(_record(ledger, incidents))
             now = time.time()
             tick = stream_tick(stream, policy, state, read, keep=keep, now=now)
-            live = read is not None and not (tick.window is not None and tick.window.terminated)
-            ran_at.extend(window_times(read.records if read else [], live, now))
+            ran_at.extend(window_times(read.records if read else [], tick.window, now))
             if traces is not None:
                 events.extend(
                     page_events(

@@ -26,6 +26,8 @@ from typing import Any
 
 import dagster as dg
 
+from dagster_reconf.core.scaling.health import epoch_seconds
+
 __all__ = ["WINDOW_FORMAT", "TraceWindows", "batch_times"]
 
 WINDOW_FORMAT = "%Y-%m-%d-%H:%M"
@@ -87,13 +89,16 @@ class TraceWindows:
 
 
 def batch_times(records: Iterable[dict[str, Any]]) -> list[float]:
-    """The start times (epoch seconds) of the batches in a stream's metrics records: Spark's progress timestamps."""
+    """The start times (epoch seconds) of the batches in a stream's metrics records: Spark's progress timestamps
+    (a record whose time does not parse is left out: the window in progress still registers)."""
     times = []
     for record in records:
-        stamp = (record.get("progress") or {}).get("timestamp") if record.get("kind") == "progress" else None
-        if isinstance(stamp, str):
-            try:
-                times.append(datetime.fromisoformat(stamp).timestamp())
-            except ValueError:
-                continue  # not Spark's ISO time: the window in progress still registers
+        if record.get("kind") != "progress":
+            continue
+        try:
+            stamp = epoch_seconds((record.get("progress") or {}).get("timestamp"))
+        except (TypeError, ValueError):
+            continue
+        if stamp is not None:
+            times.append(stamp)
     return times

@@ -27,7 +27,7 @@ from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import Knobs
 from dagster_reconf.core.spec import StreamSpec
 
-__all__ = ["StreamHealth", "Verdict", "assess"]
+__all__ = ["StreamHealth", "Verdict", "assess", "epoch_seconds"]
 
 StreamState = Literal["running", "paused", "attached", "ended", "query failed", "died", "stopped"]
 DriverState = Literal["running", "attached", "died", "not running"]
@@ -113,7 +113,7 @@ def assess(
         )
     if window is not None and window.rows:
         last = window.rows[-1]
-        figures.update(last_batch_id=int(last["batch_id"]), last_batch_at=_epoch(last.get("timestamp")))
+        figures.update(last_batch_id=int(last["batch_id"]), last_batch_at=epoch_seconds(last.get("timestamp")))
     unread = "no driver reads the stream" if window is None else "no batch of the stream has been read yet"
     if decision is not None and window is not None:
         unread = decision.reason  # stabilizing after a restart, say
@@ -183,7 +183,7 @@ def _lag_verdict(decision: Decision, config: PolicyConfig, lag_s: float | None) 
     return Verdict(True, f"lag {signal.backlog:,.0f} events{shown}: within the band")
 
 
-def _epoch(value: Any) -> float | None:
+def epoch_seconds(value: Any) -> float | None:
     """A progress row's time (a Timestamp, an ISO string or epoch seconds) as epoch seconds."""
     if value is None:
         return None
