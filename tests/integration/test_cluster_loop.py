@@ -1,4 +1,4 @@
-"""The closed loop across hosts: ``benchmarks.cluster --quick --loop-only`` (the Dagster daemon, the driver's
+"""The closed loop across hosts: ``benchmarks.cluster --loop-only`` (the Dagster daemon, the driver's
 agent, a master and two workers each on a simulated host; the orders example's files, checkpoints and event logs on
 S3), judged by its JSON line. Run as its own process: its oracle reads S3 through a JVM started with S3A's jars. The
 native migration on S3 is tested in test_hosts.py, so the benchmark's timing of it is left out here. Skipped only
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_closed_loop_scales_a_stream_on_other_hosts_onto_the_second_worker_and_loses_nothing():
-    command = [sys.executable, "-m", "benchmarks.cluster", "--quick", "--loop-only"]
+    command = [sys.executable, "-m", "benchmarks.cluster", "--loop-only"]
     with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         try:
             stdout, stderr = process.communicate(timeout=BENCHMARK_S)
