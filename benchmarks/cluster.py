@@ -58,6 +58,16 @@ SLEEP_MS, FILES_PER_S, TRIGGER_S, MAX_FILES = 20.0, 1.0, 2.0, 6  # a core's wort
 CORES_PER_WORKER, MAX_CORES = 1, 2  # an executor per worker: the second one only a scale-up uses
 LOOP_S = 720.0  # a bound, quick or not: triggers grow to 13-18 s on S3, so a 6-batch window takes 80-110 s
 MIGRATIONS, QUICK_MIGRATIONS = 3, 1
+LOOP_FIGURES = (
+    "converged",
+    "steps",
+    "seconds_to_converge",
+    "downtime_s",
+    "lost",
+    "duplicated",
+    "workers_used",
+    "failed_runs",
+)
 
 
 def orders_spec(name: str, data: str, storage: str, master: str, driver: Host, s3: S3Server) -> StreamSpec:
@@ -210,19 +220,10 @@ def main() -> None:
                 on_file = migrate_seconds(supervisor, ledger, baseline.with_changes(same), times)
         for agent in agents:
             agent.terminate()
-    loop: dict[str, Any] = {
-        "converged": None,
-        "steps": None,
-        "seconds_to_converge": None,
-        "downtime_s": None,
-        "lost": None,
-        "duplicated": None,
-        "workers_used": None,
-        "failed_runs": None,
-    }
+    loop: dict[str, Any] = dict.fromkeys(LOOP_FIGURES)  # null where the loop did not run (--quick)
     if report is not None:
         downtimes = [r["downtime_s"] for r in report.reconfigurations if r.get("downtime_s") is not None]
-        loop = {
+        loop |= {
             "converged": report.converged,
             "steps": report.steps,
             "seconds_to_converge": report.seconds_to_converge,
