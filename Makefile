@@ -75,12 +75,13 @@ $(JVM)/hadoop-aws/.resolved: jvm/hadoop-aws.pom.xml
 	  -DexcludeGroupIds=io.netty -DexcludeArtifactIds=commons-codec,slf4j-api,commons-logging,httpclient,httpcore
 	touch $@
 
-$(STAMP): requirements.lock pyproject.toml
+# examples/orders is a user's project of its own (a dg project): it installs beside the package, as a user's does.
+$(STAMP): requirements.lock pyproject.toml examples/orders/pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "need Python 3.11, got " + sys.version' 
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements.lock
-	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip install -q --no-deps -e . -e examples/orders
 	touch $@
 
 # The closed loop through the real Dagster daemon (see dagster_reconf/workloads/demo.py).
@@ -125,6 +126,7 @@ compat: java kafka
 	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
 	$(COMPAT)/bin/python -m pip install -q --upgrade pip
 	$(COMPAT)/bin/python -m pip install -q -r requirements-compat.txt -e '.[test]'
+	$(COMPAT)/bin/python -m pip install -q --no-deps -e examples/orders
 	$(COMPAT)/bin/python -c 'import dagster, pyspark, definitions; from dagster_reconf import __version__; \
 	  dagster.Definitions.validate_loadable(definitions.defs); \
 	  print(f"dagster-reconf {__version__} loads with dagster {dagster.__version__}, pyspark {pyspark.__version__}")'

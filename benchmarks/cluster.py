@@ -10,11 +10,11 @@ stream as the loop leaves it (2 cores), without the loop: the loop alone takes o
   ``RECONF_REMOTE=1``), ``driver`` (``reconf agent``, which starts the stream's driver there when the control plane asks
   through S3), ``master``, ``worker-1`` and ``worker-2`` (Spark standalone, a core each); S3Proxy's S3 server on the
   bridge. The control plane reads the stream only through the driver's control endpoint and S3.
-* the stream: ``examples.orders`` over JSON order files on ``s3a://``, its totals written to ``s3a://``, started on one
-  core (one executor, on one worker) under a core's worth of work, with DS2 allowed the cluster's 2 cores; the scaling
-  sensor and the runs it requests decide every step, exactly as on one machine. Converged: the sensor holds twice on
-  full windows with no backlog growth. Then the stream's output is checked against the batch job over every input
-  file, both read from S3 (``lost``, ``duplicated``).
+* the stream: ``orders_example`` (``examples/orders``) over JSON order files on ``s3a://``, its totals written to
+  ``s3a://``, started on one core (one executor, on one worker) under a core's worth of work, with DS2 allowed the
+  cluster's 2 cores; the scaling sensor and the runs it requests decide every step, exactly as on one machine.
+  Converged: the sensor holds twice on full windows with no backlog growth. Then the stream's output is checked against
+  the batch job over every input file, both read from S3 (``lost``, ``duplicated``).
 * the migration: the converged stream's state partitions doubled by a native state migration, run from this host
   through the control endpoint (``migrate_s``: the step, its checkpoint on S3), against the same migration of the same
   stream on the same hosts with its storage on ``file://`` (``migrate_file_s``), in the same run; medians over the
@@ -37,6 +37,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from orders_example.streams import OrderWriter
 from rich.console import Console
 
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
@@ -46,7 +47,6 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.harness.closed_loop import run_closed_loop
 from dagster_reconf.workloads.hosts import Host, SimulatedHosts, hosts_unavailable, start_spark_cluster
 from dagster_reconf.workloads.object_store import S3Server
-from examples.orders.streams import OrderWriter
 
 from ._common import emit, median, parse_args
 
@@ -74,7 +74,7 @@ def orders_spec(name: str, data: str, storage: str, master: str, driver: Host, s
     """The orders stream on the cluster, its files under ``data`` and its checkpoints under ``storage``."""
     return StreamSpec(
         name=name,
-        entrypoint="examples.orders.streams:orders",
+        entrypoint="orders_example.streams:orders",
         options={"input_dir": f"{data}/in", "output_dir": f"{data}/out", "sleep_ms_per_order": SLEEP_MS},
         master=master,
         executor_cores=1,

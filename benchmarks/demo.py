@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from orders_example.streams import OrderWriter
 
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import MetricsStore
@@ -50,7 +51,6 @@ from dagster_reconf.harness.timeline import timeline_frame
 from dagster_reconf.workloads.demo import DEMO_STREAM, demo_spec, kafka_demo_spec, run_demo
 from dagster_reconf.workloads.kafka import KafkaBroker
 from dagster_reconf.workloads.nexmark_topic import NexmarkTopicWriter
-from examples.orders.streams import OrderWriter
 
 from ._common import emit, parse_args
 
@@ -75,7 +75,7 @@ def orders_loop(tmp: Path, home: Path, timeout_s: float) -> LoopReport:
     }
     spec = StreamSpec(
         name="orders",
-        entrypoint="examples.orders.streams:orders",
+        entrypoint="orders_example.streams:orders",
         master="local[1]",
         state_partitions=4,
         trigger_interval_s=ORDERS_TRIGGER_S,

@@ -6,7 +6,8 @@ Each workload is a stream of ``examples/`` (a user's code through the public API
 whose every event pays a simulated cost, so capacity grows with task slots past this machine's CPUs:
 
 * ``rate``: ``examples.rate_windows``, Spark's rate source, a windowed count with a watermark, the file sink;
-* ``orders``: ``examples.orders``, JSON files, deduplication within a watermark, windowed totals, the file sink;
+* ``orders``: ``orders_example`` (``examples/orders``), JSON files, deduplication within a watermark, windowed totals,
+  the file sink;
 * ``customers``: ``examples.customer_totals``, the same files through an ``applyInPandasWithState`` state function
   (the cost is paid inside it: the stateful stage does the work), the file sink;
 * ``kafka``: ``examples.kafka_clicks``, a topic of 4 partitions on a real broker (``make kafka``), first click per
@@ -53,10 +54,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ContextManager
 
+from orders_example.streams import OrderWriter
+
 from dagster_reconf.core.definition import load_definition
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.harness.oracle import check_with_oracle
-from examples.orders.streams import OrderWriter
 
 from ._common import emit, median, parse_args
 from ._right_sizing import (
@@ -136,7 +138,7 @@ def orders_workload() -> Workload:
     """1.5 files a second of 51 orders at 10 ms each: 0.77 cores' worth in the file scan, half a second per file (a
     task each: a 2 s batch of 3 files has 3 tasks, whatever the cores)."""
     return order_files_workload(
-        "orders", "orders", "examples.orders.streams:orders", 1.5, 4, {"sleep_ms_per_order": 10.0}
+        "orders", "orders", "orders_example.streams:orders", 1.5, 4, {"sleep_ms_per_order": 10.0}
     )
 
 

@@ -38,30 +38,15 @@ from rich.table import Table
 from dagster_reconf.cli_reconfigure import add_plan_parser, cmd_plan, cmd_reconfigure, open_ledger, parse_setting
 from dagster_reconf.cli_views import console, fmt, lag_table, status_table, watch
 from dagster_reconf.core.errors import ReconfError, SpecError
-from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.core.spec import StreamSpec, read_spec_file
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import default_home
 
 __all__ = ["main"]
 
 
-def _spec_file(path: Path) -> dict[str, Any]:
-    """A spec file's fields: a JSON object."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"spec file {path} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read spec file {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"spec file {path} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"spec file {path} must hold a JSON object of spec fields, not a {type(data).__name__}")
-    return data
-
-
 def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
-    data = _spec_file(Path(args.spec_file)) if args.spec_file else {}
+    data = read_spec_file(args.spec_file) if args.spec_file else {}
     data["name"] = args.name
     for field in (
         "entrypoint",

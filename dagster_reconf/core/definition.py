@@ -8,7 +8,7 @@ location, the query name and the trigger on what the function returns. So the sa
 runs the live stream, a replay into a new checkpoint, and the code-version probe.
 
 An example in the user's own package (``StreamContext`` and ``stream_definition`` are this
-module's; ``examples/orders/streams.py`` is the whole file, imports included):
+module's; ``examples/orders/src/orders_example/streams.py`` is the whole file, imports included):
 
 .. code-block:: python
 

@@ -15,9 +15,11 @@ stream's data or identity and are never changed in place.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -33,6 +35,7 @@ __all__ = [
     "Strategy",
     "StreamSpec",
     "context_scope",
+    "read_spec_file",
     "restart_scope",
     "MasterUrl",
     "validate_master",
@@ -83,6 +86,26 @@ MasterUrl = Annotated[str, AfterValidator(_master_field)]  # a model field holdi
 
 
 MAX_PER_TRIGGER = 1 << 53  # Spark reads the cap as a Long; beyond 2^53 a JSON number is no longer exact
+
+
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    """A spec file's fields (a JSON object, as ``reconf stream start --spec-file`` and the Component take).
+
+    Raises:
+        SpecError: the file is missing, unreadable, not JSON, or not an object; the message names the path.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"spec file {path} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"spec file {path} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"spec file {path} must hold a JSON object of spec fields, not a {type(data).__name__}")
+    return data
 
 
 class StreamSpec(BaseModel):

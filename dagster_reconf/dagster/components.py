@@ -115,6 +115,7 @@ class ReconfStreamsComponent(dg.Component, dg.Resolvable):
     streams: list[str] | None = None
     traces: TracesSettings = field(default_factory=TracesSettings)
     stream_specs: list[dict[str, Any]] = field(default_factory=list)
+    stream_spec_files: list[str] = field(default_factory=list)
     policy: PolicySettings = field(default_factory=PolicySettings)
     strategy: Literal["native", "replay", "precopy"] = "native"
     sensor: SensorSettings = field(default_factory=SensorSettings)
@@ -147,12 +148,24 @@ def build_reconf_defs(component: ReconfStreamsComponent) -> dg.Definitions:
         build_streams_sensor,
         build_trace_assets,
     )
+    from dagster_reconf.core.errors import SpecError
+    from dagster_reconf.core.spec import read_spec_file
     from dagster_reconf.dagster.state_assets import STATE_READER_CONF
 
     unknown = sorted(set(component.translation) - set(ASSET_KINDS))
     if unknown:
         raise ValueError(f"translation names no asset kind {unknown}; the kinds are {list(ASSET_KINDS)}")
-    specs = [StreamSpec.parse(spec) for spec in component.stream_specs]
+    # A spec file's stream replaces an inline spec of the same name: a deployment gives the whole spec (its cluster,
+    # storage and driver host) where the YAML keeps a local default; an empty path (an unset variable) is no file.
+    by_name = {spec.name: spec for spec in map(StreamSpec.parse, component.stream_specs)}
+    for i, path in enumerate(component.stream_spec_files):
+        if path:
+            try:
+                spec = StreamSpec.parse(read_spec_file(path))
+            except SpecError as exc:
+                raise ValueError(f"stream_spec_files[{i}]: {exc}") from None
+            by_name[spec.name] = spec
+    specs = list(by_name.values())
     translator = _translator(component.prefix, component.translation)
     traces = build_trace_assets(
         streams=component.streams,

@@ -84,7 +84,23 @@ def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream
         context.log.info(f"stream {spec.name}: {config.action.value} done")
         return result
 
-    @dg.job(name=name, description=f"Start or stop one of the streams {', '.join(sorted(by_name))}.")
+    declared = dg.MetadataValue.table(
+        [
+            dg.TableRecord(
+                {"stream": s.name, "entrypoint": s.entrypoint, "master": s.master, "storage": s.storage or ""}
+            )
+            for s in specs
+        ],
+        schema=dg.TableSchema(
+            columns=[dg.TableColumn(c) for c in ("stream", "entrypoint", "master", "storage")],
+        ),
+    )
+
+    @dg.job(
+        name=name,
+        description=f"Start or stop one of the streams {', '.join(sorted(by_name))}.",
+        metadata={"streams": declared},
+    )
     def stream_control_job() -> None:
         control_stream()
 

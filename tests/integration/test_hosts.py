@@ -1,6 +1,6 @@
-"""Past one machine: a user's stream (``examples.orders``) whose driver, master and two workers each run on their own
-simulated host (a network namespace), with its input, output, checkpoint and event logs on a real S3 server, and
-nothing else shared.
+"""Past one machine: a user's stream (``orders_example``, the project in ``examples/orders``) whose driver, master
+and two workers each run on their own simulated host (a network namespace), with its input, output, checkpoint and
+event logs on a real S3 server, and nothing else shared.
 
 The test process plays the control plane's host: it reaches the stream only through S3 (s3fs), the driver's control
 endpoint and the master's web API. The driver host runs ``reconf agent``, which starts and restarts the driver there
@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from orders_example.streams import OrderWriter
 
 from dagster_reconf.core.errors import ControlRequestError, ReconfigurationInterrupted
 from dagster_reconf.core.ledger import AuditLedger, default_ledger_url
@@ -28,7 +29,6 @@ from dagster_reconf.core.store.paths import storage_root
 from dagster_reconf.harness.oracle import check_output_in_process
 from dagster_reconf.workloads.hosts import SimulatedHosts, hosts_unavailable, start_spark_cluster
 from dagster_reconf.workloads.object_store import S3Server
-from examples.orders.streams import OrderWriter
 
 from .conftest import wait_until
 
@@ -69,7 +69,7 @@ def test_a_user_stream_on_other_hosts_keeps_its_state_on_s3_and_survives_its_dri
             storage = f"{bucket}/reconf"
             spec = StreamSpec(
                 name="hosted-orders",
-                entrypoint="examples.orders.streams:orders",
+                entrypoint="orders_example.streams:orders",
                 options={"input_dir": f"{bucket}/orders/in", "output_dir": f"{bucket}/orders/out"},
                 trigger_interval_s=1.0,
                 max_per_trigger=4,

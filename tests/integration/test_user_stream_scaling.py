@@ -6,6 +6,7 @@ import json
 
 import pytest
 from dagster import build_sensor_context, instance_for_test
+from orders_example.streams import OrderWriter
 
 from dagster_reconf import (
     AuditLedgerResource,
@@ -21,7 +22,6 @@ from dagster_reconf.core.reconfig import DriverStream, ExecutionPlan, Reconfigur
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.metrics import progress_frame
-from examples.orders.streams import OrderWriter
 
 from .conftest import wait_until
 
@@ -55,7 +55,7 @@ def batches(supervisor: StreamSupervisor, name: str) -> int:
 def orders(name: str, tmp_path, **fields) -> StreamSpec:
     return StreamSpec(
         name=name,
-        entrypoint="examples.orders.streams:orders",
+        entrypoint="orders_example.streams:orders",
         trigger_interval_s=fields.pop("trigger_interval_s", 1.0),
         options={
             "input_dir": str(tmp_path / name / "in"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance, instance_for_test
+from orders_example.streams import OrderWriter
 
 from dagster_reconf import StreamRuntimeResource, build_stream_control_job
 from dagster_reconf.cli import main as reconf
@@ -23,13 +24,12 @@ from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.core.store.checkpoint import checkpoint_facts
 from dagster_reconf.core.store.file_sink import COMPACT_INTERVAL_CONF
 from dagster_reconf.core.store.paths import StreamPaths
-from examples.orders.streams import OrderWriter
 
 from .conftest import drivers_under, wait_until
 
 pytestmark = pytest.mark.spark
 
-ORDERS = "examples.orders.streams:orders"
+ORDERS = "orders_example.streams:orders"
 BROKEN = "tests.user_streams.broken"
 
 

@@ -65,7 +65,7 @@ def test_static_streams_with_a_scaling_sensor_each_and_a_control_job_for_the_spe
         """
 streams: [orders, clicks]
 stream_specs:
-  - {name: orders, entrypoint: "examples.orders.streams:orders", options: {input_dir: /in, output_dir: /out}}
+  - {name: orders, entrypoint: "orders_example.streams:orders", options: {input_dir: /in, output_dir: /out}}
 sensor: {kind: scaling, minimum_interval_seconds: 15, default_status: running}
 prefix: team_a
 """
