@@ -152,6 +152,11 @@ def build_reconf_defs(component: ReconfStreamsComponent) -> dg.Definitions:
     from dagster_reconf.core.spec import read_spec_file
     from dagster_reconf.dagster.state_assets import STATE_READER_CONF
 
+    if not component.home:
+        raise ValueError(
+            f"home is {component.home!r}: give the runtime home's path or URL, e.g. home: \"{{{{ env('RECONF_HOME', "
+            f"'.reconf') }}}}\" ({{{{ env.RECONF_HOME }}}} is empty where the variable is not set)"
+        )
     unknown = sorted(set(component.translation) - set(ASSET_KINDS))
     if unknown:
         raise ValueError(f"translation names no asset kind {unknown}; the kinds are {list(ASSET_KINDS)}")
@@ -244,8 +249,9 @@ SCAFFOLD = """\
 type: {type}
 
 attributes:
-  # Where the streams live: their specs, checkpoints, metrics and event logs (`reconf stream start --home ...`).
-  home: "{{{{ env.RECONF_HOME }}}}"
+  # Where the streams live: their specs, checkpoints, metrics and event logs (`reconf stream start --home ...`);
+  # RECONF_HOME when set, else ./.reconf (the CLI's default).
+  home: "{{{{ env('RECONF_HOME', '.reconf') }}}}"
   # The audit ledger's SQLAlchemy URL; empty: SQLite in the home (postgresql://... in production).
   ledger_url: ""
   # Streams by name, as static partitions; leave it out for dynamic ones (every stream the home holds).

@@ -109,6 +109,8 @@ translation:
         ("sensor: {kind: scaling}\n", r"name them in streams"),
         ("policy: {config: {max_corse: 4}}\n", r"max_corse"),
         ("stream_specs: [{name: o}]\n", r"entrypoint"),
+        ("home: '{{ env.RECONF_UNSET_HOME }}'\n", r"home is None: give the runtime home's path"),
+        ("stream_spec_files: [/nowhere/orders.json]\n", r"stream_spec_files\[0\]: spec file /nowhere/orders.json not"),
     ],
 )
 def test_a_bad_attribute_is_named_with_the_fix(attributes, match):
