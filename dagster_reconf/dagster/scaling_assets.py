@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 
 from dagster_reconf.core.errors import SpecError
@@ -31,6 +32,7 @@ from dagster_reconf.core.scaling.policies import POLICIES
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
 from dagster_reconf.core.scaling.scaling_plan import ScalingPlan, ScalingStep
 from dagster_reconf.core.scaling.stream_decision import decide_stream
+from dagster_reconf.dagster.inline_plots import BarRow, inline_bars
 from dagster_reconf.dagster.metadata_tables import figures_table, frame_table, round_figure
 from dagster_reconf.dagster.reconfiguration_assets import build_state_verified_check, build_stream_configuration
 from dagster_reconf.dagster.resources import StreamRuntimeResource
@@ -38,6 +40,9 @@ from dagster_reconf.dagster.run_config import PlanConfig, Strategy
 from dagster_reconf.dagster.translator import AssetKind, ReconfTranslator, asset_arguments
 
 __all__ = ["ScalingAssets", "build_scaling_assets"]
+
+# ds2_plans' inline plot (the page shows it in place; "plot" is the full one behind a click)
+CAPACITY_GLANCE = "capacity now (red) and planned (green) per operator, target rate dashed"
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,24 @@ def _plan_metadata(
         target = float(plan.predicted.get("target_rate", 0.0))
         png = base64.b64encode(capacity_plot_png(report, target, f"{plan.stream}: {plan.reason[:70]}")).decode()
         metadata["plot"] = dg.MetadataValue.md(f"![capacity vs target](data:image/png;base64,{png})")
+        glance = _capacity_glance(report, target)
+        if glance is not None:
+            metadata = {CAPACITY_GLANCE: glance, **metadata}
     return metadata
+
+
+def _capacity_glance(report: pd.DataFrame, target: float) -> dg.MetadataValue | None:
+    """The capacity plot's bars, small enough for the page to show in place (see inline_plots)."""
+    now = report["capacity_now_events_per_s"].astype(float)
+    planned = report["capacity_planned_events_per_s"].astype(float)
+    finite = pd.concat([now, planned]).replace([np.inf, -np.inf], np.nan).dropna()
+    scale = 1.1 * max([target, *finite.tolist()] or [0.0])
+    rows = [
+        BarRow(str(op).split(":", 1)[-1], (a, b))
+        for op, a, b in sorted(zip(report["operator"], now, planned), key=lambda row: row[1])  # bottleneck first
+    ]
+    colors = ("#c44e52", "#55a868")  # the full plot's
+    return inline_bars("capacity now and planned per operator", rows, colors, scale=scale, marker=target)
 
 
 def build_scaling_assets(

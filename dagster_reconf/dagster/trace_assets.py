@@ -37,6 +37,7 @@ import pandas as pd
 
 from dagster_reconf.core.scaling.ds2_policy import DS2Policy
 from dagster_reconf.core.scaling.policy_config import PolicyConfig
+from dagster_reconf.dagster.inline_plots import BarRow, inline_bars
 from dagster_reconf.dagster.metadata_tables import figures_table, frame_table
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 from dagster_reconf.dagster.stream_page import build_stream_asset
@@ -52,6 +53,9 @@ STREAM_DIMENSION = "stream"
 WINDOW_DIMENSION = "window"
 SNAPSHOT_CHECK = "schema_and_invariants"
 CP_CHECK = "cp_sums_to_one"
+# cp_summaries' inline plot (the page shows it in place; "plot" is the full one behind a click)
+CP_GLANCE = "CP (red) and share of time (grey) by activity"
+CP_COLORS = ("#d1495b", "#8d99ae")  # the full plot's colors
 # Skip reasons that mean the log itself is damaged (the rest are expected in real logs).
 CORRUPTION = ("corrupt_line", "not_an_event", "task with invalid launch/finish time")
 
@@ -259,8 +263,16 @@ def build_trace_assets(
         ).decode()
         top_worker = summaries["by_worker"].iloc[0]
         top_operator = summaries["by_operator"].iloc[0]
+        by_activity = summaries["by_activity_type"]
+        glance = inline_bars(
+            "critical participation and share of time by activity",
+            [BarRow(str(r.activity), (float(r.cp), float(r.time_share))) for r in by_activity.itertuples()],
+            CP_COLORS,
+            scale=1.0,
+        )
         yield dg.MaterializeResult(
             metadata={
+                **({CP_GLANCE: glance} if glance else {}),
                 "activities": len(trace_snapshots),
                 "plot": dg.MetadataValue.md(f"![critical participation](data:image/png;base64,{png})"),
                 "by_activity_type": _summary_table(summaries["by_activity_type"]),

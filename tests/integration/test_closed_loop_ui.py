@@ -146,6 +146,10 @@ def test_pages_show_lineage_plots_and_the_audit_record(page, webserver, loop):
     screenshot(page, "1-lineage")
 
     page.goto(f"{webserver}/assets/cp_summaries")
+    glance = page.locator('img[src^="data:image/svg+xml"]').first  # in place on the page, no click
+    glance.wait_for()
+    assert glance.evaluate("img => img.complete && img.naturalWidth") > 100, "the inline CP plot did not render"
+    screenshot(page, "2-cp-summaries-inline-plot")
     page.locator("tr", has=page.get_by_text("plot", exact=True)).get_by_text("[Show Markdown]").click()
     plot = page.locator('img[src^="data:image/png"]').first
     plot.wait_for()
@@ -184,6 +188,9 @@ def test_the_stream_page_the_plan_and_the_windows_read_as_figures_not_dumps(page
 
     page.goto(f"{webserver}/assets/ds2_plans")
     page.get_by_text("capacity_planned", exact=True).first.wait_for()  # the observation as a table of figures
+    capacity = page.locator('img[src^="data:image/svg+xml"]').first  # the capacity plot, in place
+    capacity.wait_for()
+    assert capacity.evaluate("img => img.complete && img.naturalWidth") > 100, "the inline capacity plot did not render"
     for header in ("knob", "now", "planned"):
         page.get_by_text(header, exact=True).first.wait_for()  # the plan as a table
     assert '{"' not in page.inner_text("body"), "a JSON dump in ds2_plans' visible metadata"
