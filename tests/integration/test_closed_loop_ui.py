@@ -8,8 +8,10 @@ to ``test-output/ui/`` (``RECONF_TEST_OUTPUT`` to change).
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -17,11 +19,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from dagster_reconf.core.process.process_tree import terminate_process_tree
-from dagster_reconf.workloads.demo import run_demo
+from dagster_reconf.core.process.process_tree import session_processes, signal_processes, terminate_process_tree
+from dagster_reconf.core.process.supervisor import StreamSupervisor
+from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.harness.closed_loop import DagsterDaemon
+from dagster_reconf.workloads.demo import DEMO_SENSOR, DEMO_STREAM, run_demo
+
+from .conftest import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -205,3 +213,88 @@ def test_the_stream_page_the_plan_and_the_windows_read_as_figures_not_dumps(page
     assert int(materialized.split("(")[1].rstrip(")")) >= 1
     assert int(missing.inner_text().split("(")[1].rstrip(")")) <= 4, "at most the two streams' windows of a short run"
     screenshot(page, "8-trace-windows")
+
+
+def test_a_killed_driver_turns_driver_alive_red_on_the_next_tick(page, webserver, loop):
+    """The converged stream restarted and the daemon back on (the scaling sensor still on in the instance): a
+    ``kill -9`` of its driver fails ``driver_alive`` on the first tick that starts after it, as the Catalog shows."""
+    home, report = loop
+    supervisor = StreamSupervisor(home)
+    spec = StreamSpec.parse(json.loads(supervisor.paths(DEMO_STREAM).spec.read_text()))
+    supervisor.start(spec)  # from its checkpoint, on the configuration the loop left
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": report.dagster_home,
+        "RECONF_HOME": str(home),
+        "DAGSTER_RECONF_ENV": "local",
+    }
+    check = dg.AssetCheckKey(dg.AssetKey("stream"), "driver_alive")
+    try:
+        with (
+            DagsterDaemon(WORKSPACE, env, Path(report.dagster_home) / "daemon-kill.log") as daemon,
+            dg.DagsterInstance.from_config(report.dagster_home) as instance,
+        ):
+            restarted_at = time.time()
+            wait_until(
+                lambda: observed_running(instance, after=restarted_at),
+                timeout_s=180,
+                what="a tick that observes the restarted stream running",
+                interval_s=1.0,
+            )
+            info = supervisor.driver_info(DEMO_STREAM)
+            signal_processes(session_processes(int(info["pid"])), signal.SIGKILL)
+            wait_until(lambda: supervisor.driver_info(DEMO_STREAM) is None, timeout_s=30, what="the driver gone")
+            killed_at = time.time()
+            wait_until(
+                lambda: finished_ticks(instance, DEMO_SENSOR, started_after=killed_at),
+                timeout_s=120,
+                what="a tick started after the kill",
+                interval_s=1.0,
+            )
+            first_tick = finished_ticks(instance, DEMO_SENSOR, started_after=killed_at)[-1]
+            assert latest_verdict(instance, check, after=killed_at, before=first_tick.end_timestamp) is False, (
+                "the first tick after the kill did not fail driver_alive"
+            )
+            assert daemon.alive()
+    finally:
+        if supervisor.driver_info(DEMO_STREAM):
+            supervisor.stop(DEMO_STREAM)
+
+    page.goto(f"{webserver}/assets/stream?view=checks")
+    dismiss_welcome(page)
+    row = page.locator("tr", has=page.get_by_text("driver_alive", exact=True))
+    row.get_by_text(re.compile("Failed")).first.wait_for()
+    page.get_by_text(f"{DEMO_STREAM}: its driver died while the stream ran").first.wait_for()
+    screenshot(page, "9-stream-driver-killed")
+
+
+def latest_verdict(
+    instance: dg.DagsterInstance, check: dg.AssetCheckKey, *, after: float, before: float | None = None
+) -> bool | None:
+    """Whether the newest evaluation of ``check`` for the demo stream recorded in (after, before] passed."""
+    for record in instance.event_log_storage.get_asset_check_execution_history(check, limit=20):
+        evaluation = record.event.asset_check_evaluation if record.event else None
+        at = record.event.timestamp if record.event else record.create_timestamp
+        if evaluation is None or at <= after or (before is not None and at > before):
+            continue
+        if evaluation.metadata.get("stream") and evaluation.metadata["stream"].value == DEMO_STREAM:
+            return evaluation.passed
+    return None
+
+
+def observed_running(instance: dg.DagsterInstance, *, after: float) -> bool:
+    """Whether a tick put the demo stream on its page as running after ``after``."""
+    for record in instance.fetch_observations(dg.AssetKey("stream"), limit=20).records:
+        observation = record.asset_observation
+        if record.timestamp <= after:
+            break
+        if observation and observation.partition == DEMO_STREAM and observation.metadata["state"].value == "running":
+            return True
+    return False
+
+
+def finished_ticks(instance: dg.DagsterInstance, sensor: str, *, started_after: float) -> list:
+    """The sensor's ticks that started after ``started_after`` and finished, newest first."""
+    state = next(s for s in instance.all_instigator_state() if s.instigator_name == sensor)
+    ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, after=started_after, limit=20)
+    return [t for t in ticks if t.status.value != "STARTED" and t.end_timestamp]
