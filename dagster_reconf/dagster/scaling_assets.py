@@ -113,7 +113,9 @@ def _capacity_glance(report: pd.DataFrame, target: float) -> dg.MetadataValue | 
     now = report["capacity_now_events_per_s"].astype(float)
     planned = report["capacity_planned_events_per_s"].astype(float)
     finite = pd.concat([now, planned]).replace([np.inf, -np.inf], np.nan).dropna()
-    scale = 1.1 * max([target, *finite.tolist()] or [0.0])
+    # Past 2.5x the target a bar only says "far past it": drawn to the edge, so the target and the bottleneck stay
+    # readable beside an operator with ample capacity.
+    scale = 2.5 * target if target > 0 else 1.1 * max(finite.tolist() or [0.0])
     rows = [
         BarRow(str(op).split(":", 1)[-1], (a, b))
         for op, a, b in sorted(zip(report["operator"], now, planned), key=lambda row: row[1])  # bottleneck first
