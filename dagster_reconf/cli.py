@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -41,6 +41,9 @@ from dagster_reconf.core.errors import ReconfError, SpecError
 from dagster_reconf.core.spec import StreamSpec, read_spec_file
 from dagster_reconf.core.store.metrics import MetricsStore
 from dagster_reconf.core.store.paths import default_home
+
+if TYPE_CHECKING:
+    from dagster_reconf.core.ledger import AuditLedger
 
 __all__ = ["main"]
 
@@ -210,6 +213,18 @@ def _record_incidents(args: argparse.Namespace, home: Path, supervisor: Any) -> 
         return []
 
 
+def _reconfiguration_id(ledger: AuditLedger, given: str) -> str:
+    """The reconfiguration ``given`` names: its whole id, or a prefix of one id alone (the list cuts ids short)."""
+    if ledger.records(reconfiguration_id=given, limit=1):
+        return given
+    ids = sorted({r.reconfiguration_id for r in ledger.records() if (r.reconfiguration_id or "").startswith(given)})
+    if len(ids) == 1 and given:
+        return ids[0]
+    if ids and given:
+        raise SpecError(f"{given!r} begins {len(ids)} reconfiguration ids ({', '.join(ids[:5])}): give more of it")
+    raise SpecError(f"no reconfiguration {given!r} in the ledger {ledger}; see `reconf audit list`")
+
+
 def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
     ledger = open_ledger(args, home)
     if args.action == "verify":
@@ -220,9 +235,7 @@ def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
         console.print(f"[red]ledger {ledger}: chain broken:[/] {report.problem}", highlight=False)
         return 1
     if args.action == "show":
-        records = ledger.records(reconfiguration_id=args.id)
-        if not records:
-            raise SpecError(f"no reconfiguration {args.id!r} in the ledger {ledger}; see `reconf audit list`")
+        records = ledger.records(reconfiguration_id=_reconfiguration_id(ledger, args.id))
         for record in records:
             line = escape(f"{_when(record.recorded_at)} {record.kind} {record.step or ''}")
             console.print(f"[bold]#{record.seq}[/] {line}", highlight=False)

@@ -72,6 +72,18 @@ def test_audit_show_warns_on_a_forged_record(tmp_path, capsys):
     assert code == 0 and "DAMAGED" in out
 
 
+def test_audit_show_takes_a_prefix_of_one_id_and_refuses_one_of_several(tmp_path, capsys):
+    ledger = AuditLedger(default_ledger_url(tmp_path))
+    for rid in ("051608b151c242aa", "0516ffff00000000", "9e0c"):
+        ledger.append(stream="s", kind="reconfiguration.started", reconfiguration_id=rid, payload={"n": 1})
+    code, out = _run(capsys, "--home", str(tmp_path), "audit", "show", "051608")  # as the list cuts it
+    assert code == 0 and "reconfiguration.started" in out
+    code, out = _run(capsys, "--home", str(tmp_path), "audit", "show", "0516")
+    assert code == 2 and "'0516' begins 2 reconfiguration ids" in out and "give more of it" in out
+    code, out = _run(capsys, "--home", str(tmp_path), "audit", "show", "77")
+    assert code == 2 and "no reconfiguration '77'" in out
+
+
 def test_status_puts_a_dead_driver_on_the_record_once_and_answers_without_a_ledger(tmp_path, capsys):
     import json
     import socket
