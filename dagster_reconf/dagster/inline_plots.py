@@ -7,6 +7,7 @@ series, its labels cut short, and rows dropped from the end until it fits. The f
 away beside it.
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -29,6 +30,14 @@ class BarRow:
     values: tuple[float, ...]
 
 
+def _bar_px(value: float, scale: float) -> int:
+    """A bar's length: ``value`` over ``scale``, clipped to the bar area; an unbounded value fills it, an unknown
+    one (NaN) or a scale that is not a positive number draws nothing."""
+    if not (math.isfinite(scale) and scale > 0) or math.isnan(value):
+        return 0
+    return round(BAR_PX * min(max(value / scale, 0.0), 1.0))
+
+
 def _svg(rows: Sequence[BarRow], colors: Sequence[str], scale: float, marker: float | None) -> str:
     height = ROW_PX * len(rows) + 2
     width = LABEL_PX + BAR_PX + 4
@@ -42,11 +51,11 @@ def _svg(rows: Sequence[BarRow], colors: Sequence[str], scale: float, marker: fl
         label = row.label if len(row.label) <= LABEL_CHARS else row.label[: LABEL_CHARS - 1] + "…"
         parts.append(f"<text y='{top + 10}'>{escape(label)}</text>")
         for j, value in enumerate(row.values[: len(colors)]):
-            length = round(BAR_PX * min(max(value / scale, 0.0), 1.0)) if scale > 0 else 0
+            length = _bar_px(value, scale)
             bars[j].append(f"M{LABEL_PX},{top + 1 + j * (BAR_HEIGHT_PX + 1)}h{length}v{BAR_HEIGHT_PX}H{LABEL_PX}z")
     parts += [f"<path fill='{color}' d='{''.join(d)}'/>" for color, d in zip(colors, bars) if d]
-    if marker is not None and scale > 0:
-        x = LABEL_PX + round(BAR_PX * min(max(marker / scale, 0.0), 1.0))
+    if marker is not None and math.isfinite(marker) and _bar_px(scale, scale) > 0:
+        x = LABEL_PX + _bar_px(marker, scale)
         parts.append(f"<path stroke='black' stroke-dasharray='2' d='M{x},0V{height}'/>")
     parts.append("</svg>")
     return "".join(parts)

@@ -118,10 +118,12 @@ def _capacity_glance(report: pd.DataFrame, target: float) -> dg.MetadataValue | 
     scale = 2.5 * target if target > 0 else 1.1 * max(finite.tolist() or [0.0])
     rows = [
         BarRow(str(op).split(":", 1)[-1], (a, b))
-        for op, a, b in sorted(zip(report["operator"], now, planned), key=lambda row: row[1])  # bottleneck first
+        # the bottleneck first, an operator of unknown capacity (NaN: nothing measured) last
+        for op, a, b in sorted(zip(report["operator"], now, planned), key=lambda row: (np.isnan(row[1]), row[1]))
     ]
     colors = ("#c44e52", "#55a868")  # the full plot's
-    return inline_bars("capacity now and planned per operator", rows, colors, scale=scale, marker=target)
+    marker = target if target > 0 else None  # no target rate known: no line
+    return inline_bars("capacity now and planned per operator", rows, colors, scale=scale, marker=marker)
 
 
 def build_scaling_assets(

@@ -57,3 +57,20 @@ def test_the_capacity_glance_puts_the_bottleneck_first_and_survives_an_unbounded
     assert [t.text for t in svg.iter(f"{SVG}text")] == ["aggregate", "sink", "source"]
     now, planned = bar_lengths(svg)
     assert now[0] < planned[0] < now[1] and now[2] == BAR_PX  # unbounded: drawn to the edge
+
+
+def test_an_unknown_capacity_or_target_draws_no_bar_and_never_fails_the_plan():
+    """A stage whose capacity is unknown (NaN: no tasks measured) is an empty bar, as a NaN target leaves no line."""
+    report = pd.DataFrame(
+        {
+            "operator": ["stage:source", "stage:aggregate"],
+            "capacity_now_events_per_s": [np.nan, 80.0],
+            "capacity_planned_events_per_s": [np.nan, 160.0],
+        }
+    )
+    for target in (250.0, float("nan"), 0.0):
+        svg = svg_of(_capacity_glance(report, target=target).value)
+        assert [t.text for t in svg.iter(f"{SVG}text")] == ["aggregate", "source"]
+        now, planned = bar_lengths(svg)
+        assert 0 < now[0] < planned[0] and now[1] == planned[1] == 0
+        assert bool([p for p in svg.iter(f"{SVG}path") if p.get("stroke")]) is (target == 250.0)
