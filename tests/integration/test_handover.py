@@ -69,6 +69,16 @@ def assert_handed_over(supervisor: StreamSupervisor, finished: dict, master: str
     assert len(drivers_under(supervisor.home)) == 1, "one driver per stream, no standby left"
 
 
+def test_stopping_a_stream_stops_its_warm_standby_too(stream):
+    """A standby a reconfiguration started (or, interrupted, left) holds a JVM and cores: a stopped stream none."""
+    supervisor, _ = stream
+    standby = supervisor.start_standby(NAME, {"master": "local[2]"})
+    assert supervisor.standby_info(NAME) is not None
+    report = supervisor.stop(NAME, timeout_s=60)
+    assert report["stopped"] and report["strays_stopped"] == [standby["pid"]], report
+    assert supervisor.standby_info(NAME) is None and drivers_under(supervisor.home) == []
+
+
 def test_changes_that_need_a_new_context_move_to_a_warm_driver_and_survive_kills(spark, stream):
     supervisor, spec = stream
     home = supervisor.home

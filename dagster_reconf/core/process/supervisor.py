@@ -464,14 +464,23 @@ class StreamSupervisor:
         return self.client(name).restart(settings, timeout_s)
 
     def stop(self, name: str, timeout_s: float = 120.0) -> dict[str, Any]:
-        """Stop the query at a batch boundary and end the driver (forcibly if it hangs).
+        """Stop the query at a batch boundary and end the driver (forcibly if it hangs), and every other driver process
+        of the stream: a stopped stream holds no cores or memory, not even through a warm standby that a
+        reconfiguration in flight (or one interrupted) had started.
 
-        Returns ``stopped``, the driver's stop report, and ``forced`` if it had to be killed.
+        Returns ``stopped``, the driver's stop report, ``forced`` if it had to be killed, and ``strays_stopped``: the
+        pids of the other driver processes it ended.
         """
         self.require(name)
         info = self.driver_info(name)
         if info is None:
-            return {"name": name, "stopped": False, "reason": "not running"}
+            strays = self.clean_up_drivers(name)
+            return {
+                "name": name,
+                "stopped": False,
+                "reason": "not running",
+                **({"strays_stopped": strays} if strays else {}),
+            }
         pid = int(info["pid"])
         report: dict[str, Any] = {"name": name, "stopped": True}
         try:
@@ -481,7 +490,9 @@ class StreamSupervisor:
         if not wait_for_exit(pid, KILL_GRACE_S + timeout_s):
             report["forced"] = True
         terminate_process_tree(pid)
-        remove_dead_drivers_temp(self.paths(name))
+        strays = self.clean_up_drivers(name)  # removes the dead drivers' temp directories too
+        if strays:
+            report["strays_stopped"] = strays
         return report
 
     def log_tail(self, name: str, lines: int = 30) -> str:
