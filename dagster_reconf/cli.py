@@ -47,6 +47,14 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
+# A reconfiguration's records that `reconf audit list` shows (its start, end, refusal or no-op).
+RECONFIGURATION_KINDS = [
+    "reconfiguration.started",
+    "reconfiguration.finished",
+    "reconfiguration.refused",
+    "reconfiguration.noop",
+]
+
 
 def _spec_from_args(args: argparse.Namespace) -> StreamSpec:
     data = read_spec_file(args.spec_file) if args.spec_file else {}
@@ -217,7 +225,8 @@ def _reconfiguration_id(ledger: AuditLedger, given: str) -> str:
     """The reconfiguration ``given`` names: its whole id, or a prefix of one id alone (the list cuts ids short)."""
     if ledger.records(reconfiguration_id=given, limit=1):
         return given
-    ids = sorted({r.reconfiguration_id for r in ledger.records() if (r.reconfiguration_id or "").startswith(given)})
+    listed = ledger.records(kinds=RECONFIGURATION_KINDS)  # what `audit list` shows, not every step's record
+    ids = sorted({r.reconfiguration_id for r in listed if (r.reconfiguration_id or "").startswith(given)})
     if len(ids) == 1 and given:
         return ids[0]
     if ids and given:
@@ -249,7 +258,7 @@ def _cmd_audit(args: argparse.Namespace, home: Path) -> int:
     table = Table(title=f"reconfigurations in {ledger}")
     for column in ("#", "when", "stream", "reconfiguration", "event", "outcome / problems"):
         table.add_column(column)
-    kinds = ["reconfiguration.started", "reconfiguration.finished", "reconfiguration.refused", "reconfiguration.noop"]
+    kinds = RECONFIGURATION_KINDS
     for record in reversed(ledger.records(stream=args.stream, kinds=kinds, limit=args.limit, newest_first=True)):
         detail = (
             f"DAMAGED: {record.damage}"

@@ -30,10 +30,14 @@ class BarRow:
     values: tuple[float, ...]
 
 
+def _drawable(scale: float) -> bool:
+    return math.isfinite(scale) and scale > 0
+
+
 def _bar_px(value: float, scale: float) -> int:
     """A bar's length: ``value`` over ``scale``, clipped to the bar area; an unbounded value fills it, an unknown
     one (NaN) or a scale that is not a positive number draws nothing."""
-    if not (math.isfinite(scale) and scale > 0) or math.isnan(value):
+    if not _drawable(scale) or math.isnan(value):
         return 0
     return round(BAR_PX * min(max(value / scale, 0.0), 1.0))
 
@@ -54,7 +58,7 @@ def _svg(rows: Sequence[BarRow], colors: Sequence[str], scale: float, marker: fl
             length = _bar_px(value, scale)
             bars[j].append(f"M{LABEL_PX},{top + 1 + j * (BAR_HEIGHT_PX + 1)}h{length}v{BAR_HEIGHT_PX}H{LABEL_PX}z")
     parts += [f"<path fill='{color}' d='{''.join(d)}'/>" for color, d in zip(colors, bars) if d]
-    if marker is not None and math.isfinite(marker) and _bar_px(scale, scale) > 0:
+    if marker is not None and math.isfinite(marker) and _drawable(scale):
         x = LABEL_PX + _bar_px(marker, scale)
         parts.append(f"<path stroke='black' stroke-dasharray='2' d='M{x},0V{height}'/>")
     parts.append("</svg>")

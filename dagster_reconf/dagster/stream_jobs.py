@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from enum import Enum
 
 import dagster as dg
+import pandas as pd
 from pydantic import Field
 
 from dagster_reconf.core.errors import ReconfError
 from dagster_reconf.core.process.endpoint_record import held_paused
 from dagster_reconf.core.spec import StreamSpec
+from dagster_reconf.dagster.metadata_tables import frame_table
 from dagster_reconf.dagster.resources import StreamRuntimeResource
 
 __all__ = ["StreamAction", "StreamControlConfig", "build_stream_control_job"]
@@ -84,16 +86,14 @@ def build_stream_control_job(specs: Sequence[StreamSpec], *, name: str = "stream
         context.log.info(f"stream {spec.name}: {config.action.value} done")
         return result
 
-    declared = dg.MetadataValue.table(
-        [
-            dg.TableRecord(
+    declared = frame_table(
+        pd.DataFrame(
+            [
                 {"stream": s.name, "entrypoint": s.entrypoint, "master": s.master, "storage": s.storage or ""}
-            )
-            for s in specs
-        ],
-        schema=dg.TableSchema(
-            columns=[dg.TableColumn(c) for c in ("stream", "entrypoint", "master", "storage")],
-        ),
+                for s in specs
+            ],
+            columns=["stream", "entrypoint", "master", "storage"],
+        )
     )
 
     @dg.job(

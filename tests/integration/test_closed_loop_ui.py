@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -23,13 +22,14 @@ import dagster as dg
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from dagster_reconf.core.process.process_tree import session_processes, signal_processes, terminate_process_tree
+from dagster_reconf.core.process.process_tree import terminate_process_tree
 from dagster_reconf.core.process.supervisor import StreamSupervisor
 from dagster_reconf.core.spec import StreamSpec
 from dagster_reconf.harness.closed_loop import DagsterDaemon
 from dagster_reconf.workloads.demo import DEMO_SENSOR, DEMO_STREAM, run_demo
 
 from .conftest import wait_until
+from .test_reconfiguration_crash import kill_driver
 
 pytestmark = pytest.mark.spark
 
@@ -241,17 +241,15 @@ def test_a_killed_driver_turns_driver_alive_red_on_the_next_tick(page, webserver
                 what="a tick that observes the restarted stream running",
                 interval_s=1.0,
             )
-            info = supervisor.driver_info(DEMO_STREAM)
-            signal_processes(session_processes(int(info["pid"])), signal.SIGKILL)
-            wait_until(lambda: supervisor.driver_info(DEMO_STREAM) is None, timeout_s=30, what="the driver gone")
+            kill_driver(supervisor, DEMO_STREAM)
             killed_at = time.time()
-            wait_until(
+            ticks = wait_until(
                 lambda: finished_ticks(instance, DEMO_SENSOR, started_after=killed_at),
                 timeout_s=120,
                 what="a tick started after the kill",
                 interval_s=1.0,
             )
-            first_tick = finished_ticks(instance, DEMO_SENSOR, started_after=killed_at)[-1]
+            first_tick = ticks[-1]
             assert latest_verdict(instance, check, after=killed_at, before=first_tick.end_timestamp) is False, (
                 "the first tick after the kill did not fail driver_alive"
             )
